@@ -1,0 +1,2 @@
+//! The `ferry` binary. For now it demonstrates the wire formats.
+fn main() {}

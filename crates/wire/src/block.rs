@@ -1,0 +1,274 @@
+//! Canonical blocks (RFC 9171 §4.3.2) and the extension blocks every BPv7 node must understand
+//! (§4.4): previous node, bundle age, hop count. Blocks of other types are kept byte for byte.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::cbor::{self, Reader};
+use crate::crc::CrcType;
+use crate::eid::Eid;
+use crate::error::{DecodeError, DecodeErrorKind as K};
+use crate::primary::{check_crc, put_crc};
+
+/// Block type code of the payload block.
+pub const BLOCK_PAYLOAD: u64 = 1;
+/// Block type code of the previous node block.
+pub const BLOCK_PREVIOUS_NODE: u64 = 6;
+/// Block type code of the bundle age block.
+pub const BLOCK_BUNDLE_AGE: u64 = 7;
+/// Block type code of the hop count block.
+pub const BLOCK_HOP_COUNT: u64 = 10;
+
+/// The block number of the payload block, always.
+pub const PAYLOAD_BLOCK_NUMBER: u64 = 1;
+
+/// Block processing control flags (RFC 9171 §4.2.4). Unknown bits are kept and ignored.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct BlockFlags(pub u64);
+
+impl BlockFlags {
+    /// The block must be replicated in every fragment.
+    pub const REPLICATE_IN_EVERY_FRAGMENT: u64 = 0x01;
+    /// Transmit a status report if the block can't be processed.
+    pub const REPORT_IF_UNPROCESSABLE: u64 = 0x02;
+    /// Delete the bundle if the block can't be processed.
+    pub const DELETE_BUNDLE_IF_UNPROCESSABLE: u64 = 0x04;
+    /// Discard the block if it can't be processed.
+    pub const DISCARD_IF_UNPROCESSABLE: u64 = 0x10;
+
+    /// Whether all of `bits` are set.
+    pub fn contains(self, bits: u64) -> bool {
+        self.0 & bits == bits
+    }
+}
+
+impl fmt::Debug for BlockFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BlockFlags({:#x})", self.0)
+    }
+}
+
+/// Hop limit and hop count (block type 10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HopCount {
+    /// The most hops the bundle may take, 1 to 255.
+    pub limit: u64,
+    /// Hops taken so far.
+    pub count: u64,
+}
+
+impl HopCount {
+    /// Whether the bundle has taken more hops than it may.
+    pub fn exceeded(&self) -> bool {
+        self.count > self.limit
+    }
+}
+
+/// What an extension block carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtensionData {
+    /// The node that forwarded the bundle here (type 6).
+    PreviousNode(Eid),
+    /// Milliseconds since creation, as of the last forwarding (type 7).
+    BundleAge(u64),
+    /// Hop limit and count (type 10).
+    HopCount(HopCount),
+    /// A block type this crate does not interpret, kept as received.
+    Unknown {
+        /// Block type code.
+        block_type: u64,
+        /// Block-type-specific data (a slice of the received bundle).
+        data: Bytes,
+    },
+}
+
+impl ExtensionData {
+    /// The block type code.
+    pub fn block_type(&self) -> u64 {
+        match self {
+            ExtensionData::PreviousNode(_) => BLOCK_PREVIOUS_NODE,
+            ExtensionData::BundleAge(_) => BLOCK_BUNDLE_AGE,
+            ExtensionData::HopCount(_) => BLOCK_HOP_COUNT,
+            ExtensionData::Unknown { block_type, .. } => *block_type,
+        }
+    }
+
+    /// Writes the block-type-specific data (the content of the byte string).
+    fn encode_content(&self, out: &mut Vec<u8>) {
+        match self {
+            ExtensionData::PreviousNode(eid) => eid.encode(out),
+            ExtensionData::BundleAge(ms) => cbor::put_uint(out, *ms),
+            ExtensionData::HopCount(h) => {
+                cbor::put_array(out, 2);
+                cbor::put_uint(out, h.limit);
+                cbor::put_uint(out, h.count);
+            }
+            ExtensionData::Unknown { data, .. } => out.extend_from_slice(data),
+        }
+    }
+
+    /// Interprets block-type-specific data `data` of a block of type `block_type`.
+    fn decode(block_type: u64, number: u64, data: Bytes) -> Result<Self, K> {
+        let invalid = |reason| K::InvalidBlock {
+            block: number,
+            reason,
+        };
+        let mut r = Reader::new(&data);
+        let parsed = match block_type {
+            BLOCK_PREVIOUS_NODE => ExtensionData::PreviousNode(
+                Eid::decode(&mut r, &data)
+                    .map_err(|_| invalid("previous node is not an endpoint id"))?,
+            ),
+            BLOCK_BUNDLE_AGE => ExtensionData::BundleAge(
+                r.uint()
+                    .map_err(|_| invalid("bundle age is not an unsigned integer"))?,
+            ),
+            BLOCK_HOP_COUNT => {
+                let pair = (|| {
+                    let mut a = r.array()?;
+                    r.expect_next(&mut a, "hop count")?;
+                    let limit = r.uint()?;
+                    r.expect_next(&mut a, "hop count")?;
+                    let count = r.uint()?;
+                    r.expect_end(&mut a, "hop count")?;
+                    Ok::<_, DecodeError>(HopCount { limit, count })
+                })()
+                .map_err(|_| invalid("hop count is not [limit, count]"))?;
+                if !(1..=255).contains(&pair.limit) {
+                    return Err(invalid("hop limit outside 1..=255"));
+                }
+                ExtensionData::HopCount(pair)
+            }
+            _ => return Ok(ExtensionData::Unknown { block_type, data }),
+        };
+        if !r.is_empty() {
+            return Err(invalid("data does not fill the block"));
+        }
+        Ok(parsed)
+    }
+}
+
+/// A canonical block other than the payload block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionBlock {
+    /// Block number, unique in the bundle, never 0 or 1.
+    pub number: u64,
+    /// Processing flags.
+    pub flags: BlockFlags,
+    /// CRC protecting this block.
+    pub crc_type: CrcType,
+    /// The content.
+    pub data: ExtensionData,
+}
+
+impl ExtensionBlock {
+    /// A block with no flags and no CRC (RFC 9171 leaves CRCs on extension blocks optional).
+    pub fn new(number: u64, data: ExtensionData) -> Self {
+        Self {
+            number,
+            flags: BlockFlags::default(),
+            crc_type: CrcType::None,
+            data,
+        }
+    }
+
+    /// Appends the encoded block.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+        let start = out.len();
+        put_block_header(
+            out,
+            self.data.block_type(),
+            self.number,
+            self.flags,
+            self.crc_type,
+        );
+        scratch.clear();
+        self.data.encode_content(scratch);
+        cbor::put_bytes(out, scratch);
+        put_crc(out, start, self.crc_type);
+    }
+}
+
+/// The header fields shared by every canonical block, up to the block-type-specific data.
+pub(crate) fn put_block_header(
+    out: &mut Vec<u8>,
+    block_type: u64,
+    number: u64,
+    flags: BlockFlags,
+    crc_type: CrcType,
+) {
+    cbor::put_array(out, if crc_type == CrcType::None { 5 } else { 6 });
+    cbor::put_uint(out, block_type);
+    cbor::put_uint(out, number);
+    cbor::put_uint(out, flags.0);
+    cbor::put_uint(out, crc_type.code());
+}
+
+/// A canonical block as decoded: its header and its data's place in the buffer.
+#[derive(Debug)]
+pub(crate) struct RawBlock {
+    pub(crate) block_type: u64,
+    pub(crate) number: u64,
+    pub(crate) flags: BlockFlags,
+    pub(crate) crc_type: CrcType,
+    pub(crate) data: Bytes,
+}
+
+impl RawBlock {
+    /// Decodes one canonical block and checks its CRC.
+    pub(crate) fn decode(r: &mut Reader<'_>, buf: &Bytes) -> Result<Self, DecodeError> {
+        let start = r.position();
+        let mut a = r.array()?;
+        let n = r.count_items(a)?;
+        if !(5..=6).contains(&n) {
+            return Err(DecodeError::new(
+                start,
+                K::BadArrayLength {
+                    what: "canonical block",
+                    len: n,
+                },
+            ));
+        }
+        r.expect_next(&mut a, "canonical block")?;
+        let block_type = r.uint()?;
+        r.expect_next(&mut a, "canonical block")?;
+        let number = r.uint()?;
+        r.expect_next(&mut a, "canonical block")?;
+        let flags = BlockFlags(r.uint()?);
+        r.expect_next(&mut a, "canonical block")?;
+        let crc_at = r.position();
+        let crc_type = CrcType::from_code(r.uint()?).map_err(|k| DecodeError::new(crc_at, k))?;
+        if n != 5 + u64::from(crc_type != CrcType::None) {
+            return Err(DecodeError::new(
+                start,
+                K::BadArrayLength {
+                    what: "canonical block",
+                    len: n,
+                },
+            ));
+        }
+        r.expect_next(&mut a, "canonical block")?;
+        let data = buf.slice(r.bytes()?);
+        check_crc(r, &mut a, buf, start, crc_type, number, "canonical block")?;
+        Ok(Self {
+            block_type,
+            number,
+            flags,
+            crc_type,
+            data,
+        })
+    }
+
+    /// Interprets the block as an extension block.
+    pub(crate) fn into_extension(self, at: usize) -> Result<ExtensionBlock, DecodeError> {
+        let data = ExtensionData::decode(self.block_type, self.number, self.data)
+            .map_err(|k| DecodeError::new(at, k))?;
+        Ok(ExtensionBlock {
+            number: self.number,
+            flags: self.flags,
+            crc_type: self.crc_type,
+            data,
+        })
+    }
+}

@@ -1,0 +1,435 @@
+//! A whole bundle: decoding from a received buffer without copying the payload, and encoding into
+//! a small header buffer plus the payload by reference.
+
+use std::collections::BTreeSet;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::block::{
+    BLOCK_PAYLOAD, BlockFlags, ExtensionBlock, ExtensionData, HopCount, PAYLOAD_BLOCK_NUMBER,
+    RawBlock, put_block_header,
+};
+use crate::cbor::{self, Reader};
+use crate::crc::{self, CrcType};
+use crate::eid::Eid;
+use crate::error::{DecodeError, DecodeErrorKind as K};
+use crate::primary::{BundleFlags, BundleId, PrimaryBlock};
+
+/// A BPv7 bundle.
+///
+/// Extension blocks keep the order in which they arrived; the payload block is always last on the
+/// wire and always has block number 1, so it is held apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    /// The primary block.
+    pub primary: PrimaryBlock,
+    /// Extension blocks, in wire order.
+    pub extensions: Vec<ExtensionBlock>,
+    /// The payload block.
+    pub payload: PayloadBlock,
+}
+
+/// The payload block (type 1, number 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadBlock {
+    /// Processing flags.
+    pub flags: BlockFlags,
+    /// CRC protecting the block.
+    pub crc_type: CrcType,
+    /// The application data unit or, in a fragment, a contiguous part of it. After decoding, a
+    /// slice of the received buffer.
+    pub data: Bytes,
+}
+
+/// What the RFC's reception procedure (§5.6 step 4) says to do about blocks of types this node
+/// cannot process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnsupportedBlocks {
+    /// A block asked for the bundle to be deleted ("Block unsupported").
+    pub delete_bundle: bool,
+    /// A block asked for a reception status report with reason "Block unsupported".
+    pub report: bool,
+    /// Numbers of the blocks removed because they asked to be discarded.
+    pub discarded: Vec<u64>,
+}
+
+/// An encoded bundle: the header blocks in one small buffer and the payload by reference, so a
+/// convergence layer can hand all three parts to one vectored write without copying the payload.
+///
+/// Implements [`bytes::Buf`], so it can also be consumed as a byte stream.
+#[derive(Debug, Clone)]
+pub struct EncodedBundle {
+    head: Bytes,
+    payload: Bytes,
+    tail: Bytes,
+}
+
+impl EncodedBundle {
+    /// The parts in wire order: blocks up to the payload's byte-string head, the payload, and the
+    /// payload block's CRC with the closing break.
+    pub fn parts(&self) -> [&Bytes; 3] {
+        [&self.head, &self.payload, &self.tail]
+    }
+
+    /// The parts as `IoSlice`s for `write_vectored`.
+    pub fn io_slices(&self) -> [IoSlice<'_>; 3] {
+        [
+            IoSlice::new(&self.head),
+            IoSlice::new(&self.payload),
+            IoSlice::new(&self.tail),
+        ]
+    }
+
+    /// Total encoded length.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.payload.len() + self.tail.len()
+    }
+
+    /// Whether nothing remains (only after the whole bundle was consumed as a `Buf`).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bundle in one contiguous buffer (this copies the payload).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.len());
+        for part in self.parts() {
+            out.extend_from_slice(part);
+        }
+        out.freeze()
+    }
+}
+
+impl Buf for EncodedBundle {
+    fn remaining(&self) -> usize {
+        self.len()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.parts()
+            .into_iter()
+            .find(|p| !p.is_empty())
+            .map_or(&[], |p| &p[..])
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        assert!(
+            cnt <= self.remaining(),
+            "advance past the end of an EncodedBundle"
+        );
+        for part in [&mut self.head, &mut self.payload, &mut self.tail] {
+            let n = cnt.min(part.len());
+            part.advance(n);
+            cnt -= n;
+        }
+    }
+
+    fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for part in self.parts() {
+            if n == dst.len() {
+                break;
+            }
+            if !part.is_empty() {
+                dst[n] = IoSlice::new(part);
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+impl Bundle {
+    /// A bundle carrying `payload`, with no extension blocks and a CRC-32C on the payload block.
+    pub fn new(primary: PrimaryBlock, payload: Bytes) -> Self {
+        Self {
+            primary,
+            extensions: Vec::new(),
+            payload: PayloadBlock {
+                flags: BlockFlags::default(),
+                crc_type: CrcType::Crc32c,
+                data: payload,
+            },
+        }
+    }
+
+    /// The bundle's identity.
+    pub fn id(&self) -> BundleId {
+        BundleId {
+            source: self.primary.source.clone(),
+            creation: self.primary.creation,
+            fragment: self
+                .primary
+                .fragment
+                .map(|f| (f.offset, self.payload.data.len() as u64)),
+        }
+    }
+
+    /// The first extension block of `block_type`.
+    pub fn extension(&self, block_type: u64) -> Option<&ExtensionBlock> {
+        self.extensions
+            .iter()
+            .find(|b| b.data.block_type() == block_type)
+    }
+
+    /// The previous node, if the bundle carries a previous node block.
+    pub fn previous_node(&self) -> Option<&Eid> {
+        self.extensions.iter().find_map(|b| match &b.data {
+            ExtensionData::PreviousNode(eid) => Some(eid),
+            _ => None,
+        })
+    }
+
+    /// The bundle age in milliseconds, if the bundle carries a bundle age block.
+    pub fn age_ms(&self) -> Option<u64> {
+        self.extensions.iter().find_map(|b| match b.data {
+            ExtensionData::BundleAge(ms) => Some(ms),
+            _ => None,
+        })
+    }
+
+    /// The hop count block's content, if any.
+    pub fn hop_count(&self) -> Option<HopCount> {
+        self.extensions.iter().find_map(|b| match b.data {
+            ExtensionData::HopCount(h) => Some(h),
+            _ => None,
+        })
+    }
+
+    /// The lowest block number not yet used, for adding an extension block.
+    pub fn next_block_number(&self) -> u64 {
+        self.extensions
+            .iter()
+            .map(|b| b.number)
+            .max()
+            .unwrap_or(PAYLOAD_BLOCK_NUMBER)
+            .max(PAYLOAD_BLOCK_NUMBER)
+            + 1
+    }
+
+    /// Decodes one bundle that fills `buf` exactly.
+    ///
+    /// Checks every CRC over the received bytes and every rule of RFC 9171 that concerns a single
+    /// bundle (see [`Bundle::validate`]). The payload and unknown blocks' data are slices of
+    /// `buf`: nothing of size proportional to the payload is copied or allocated.
+    pub fn decode(buf: Bytes) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(&buf);
+        let head_at = r.position();
+        if r.peek()? != cbor::ARRAY_INDEFINITE {
+            // RFC 9171 §4.1: a bundle SHALL be an indefinite-length array.
+            return Err(DecodeError::new(
+                head_at,
+                K::UnexpectedType {
+                    expected: "indefinite-length array (a bundle)",
+                },
+            ));
+        }
+        let mut outer = r.array()?;
+        r.expect_next(&mut outer, "bundle")?;
+        let primary = PrimaryBlock::decode(&mut r, &buf)?;
+        let mut extensions = Vec::new();
+        let mut payload = None;
+        while r.has_next(&mut outer)? {
+            let at = r.position();
+            if payload.is_some() {
+                return Err(DecodeError::new(
+                    at,
+                    K::InvalidBundle("a block follows the payload block"),
+                ));
+            }
+            let block = RawBlock::decode(&mut r, &buf)?;
+            if block.block_type == BLOCK_PAYLOAD {
+                if block.number != PAYLOAD_BLOCK_NUMBER {
+                    return Err(DecodeError::new(
+                        at,
+                        K::InvalidBlock {
+                            block: block.number,
+                            reason: "payload block number is not 1",
+                        },
+                    ));
+                }
+                payload = Some(PayloadBlock {
+                    flags: block.flags,
+                    crc_type: block.crc_type,
+                    data: block.data,
+                });
+            } else {
+                extensions.push(block.into_extension(at)?);
+            }
+        }
+        let end = r.position();
+        if !r.is_empty() {
+            return Err(DecodeError::new(end, K::TrailingBytes));
+        }
+        let payload =
+            payload.ok_or_else(|| DecodeError::new(end, K::InvalidBundle("no payload block")))?;
+        let bundle = Bundle {
+            primary,
+            extensions,
+            payload,
+        };
+        bundle.validate().map_err(|k| DecodeError::new(0, k))?;
+        Ok(bundle)
+    }
+
+    /// Checks the rules of RFC 9171 that span blocks: unique block numbers (never 0 or 1 for an
+    /// extension), at most one previous node, bundle age and hop count block, a bundle age block
+    /// when the creation time is unknown, no status reports requested for administrative records
+    /// or anonymous bundles, anonymous bundles not fragmentable, and fragment bounds.
+    pub fn validate(&self) -> Result<(), K> {
+        let p = &self.primary;
+        let mut numbers = BTreeSet::new();
+        let mut seen_types = BTreeSet::new();
+        for b in &self.extensions {
+            if b.number <= PAYLOAD_BLOCK_NUMBER {
+                return Err(K::InvalidBlock {
+                    block: b.number,
+                    reason: "extension block number 0 or 1",
+                });
+            }
+            if !numbers.insert(b.number) {
+                return Err(K::InvalidBundle("two blocks with the same number"));
+            }
+            let t = b.data.block_type();
+            if t == BLOCK_PAYLOAD {
+                return Err(K::InvalidBundle("more than one payload block"));
+            }
+            if matches!(
+                b.data,
+                ExtensionData::PreviousNode(_)
+                    | ExtensionData::BundleAge(_)
+                    | ExtensionData::HopCount(_)
+            ) && !seen_types.insert(t)
+            {
+                return Err(K::InvalidBundle(
+                    "more than one previous node, bundle age or hop count block",
+                ));
+            }
+            if let ExtensionData::HopCount(h) = b.data {
+                if !(1..=255).contains(&h.limit) {
+                    return Err(K::InvalidBlock {
+                        block: b.number,
+                        reason: "hop limit outside 1..=255",
+                    });
+                }
+            }
+        }
+        if p.creation.time == 0 && self.age_ms().is_none() {
+            return Err(K::InvalidBundle(
+                "creation time is unknown and there is no bundle age block",
+            ));
+        }
+        let no_reports = p.is_admin_record() || p.source.is_null();
+        if no_reports && p.flags.any_report_requested() {
+            return Err(K::InvalidBundle(
+                "status reports requested for an administrative record or anonymous bundle",
+            ));
+        }
+        if no_reports
+            && (self
+                .payload
+                .flags
+                .contains(BlockFlags::REPORT_IF_UNPROCESSABLE)
+                || self
+                    .extensions
+                    .iter()
+                    .any(|b| b.flags.contains(BlockFlags::REPORT_IF_UNPROCESSABLE)))
+        {
+            return Err(K::InvalidBundle(
+                "block asks for a status report in an administrative record or anonymous bundle",
+            ));
+        }
+        if p.source.is_null() && !p.flags.contains(BundleFlags::MUST_NOT_FRAGMENT) {
+            return Err(K::InvalidBundle(
+                "anonymous bundle without the must-not-fragment flag",
+            ));
+        }
+        if let Some(f) = p.fragment {
+            let end = f.offset.checked_add(self.payload.data.len() as u64);
+            if end.is_none_or(|end| end > f.total_adu_len) {
+                return Err(K::InvalidBundle(
+                    "fragment extends past the total ADU length",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies RFC 9171 §5.6 step 4 to the extension blocks whose types `supported` does not
+    /// accept: blocks flagged "discard if unprocessable" are removed (unless the bundle must be
+    /// deleted anyway), and the result says whether to delete the bundle and whether to report.
+    ///
+    /// Previous node, bundle age and hop count blocks are always supported: this crate parses
+    /// them.
+    pub fn apply_unsupported_block_rules(
+        &mut self,
+        supported: impl Fn(u64) -> bool,
+    ) -> UnsupportedBlocks {
+        let mut outcome = UnsupportedBlocks::default();
+        let unsupported = |b: &ExtensionBlock| matches!(b.data, ExtensionData::Unknown { block_type, .. } if !supported(block_type));
+        for b in self.extensions.iter().filter(|b| unsupported(b)) {
+            outcome.report |= b.flags.contains(BlockFlags::REPORT_IF_UNPROCESSABLE);
+            outcome.delete_bundle |= b.flags.contains(BlockFlags::DELETE_BUNDLE_IF_UNPROCESSABLE);
+        }
+        if !outcome.delete_bundle {
+            self.extensions.retain(|b| {
+                let discard =
+                    unsupported(b) && b.flags.contains(BlockFlags::DISCARD_IF_UNPROCESSABLE);
+                if discard {
+                    outcome.discarded.push(b.number);
+                }
+                !discard
+            });
+        }
+        outcome
+    }
+
+    /// Encodes the bundle: blocks up to the payload into one buffer, the payload by reference.
+    ///
+    /// The payload block's CRC is computed over the payload in place.
+    pub fn encode(&self) -> EncodedBundle {
+        let mut head = Vec::with_capacity(self.encoded_header_hint());
+        head.push(cbor::ARRAY_INDEFINITE);
+        self.primary.encode(&mut head);
+        let mut scratch = Vec::new();
+        for block in &self.extensions {
+            block.encode(&mut head, &mut scratch);
+        }
+        let payload_start = head.len();
+        let p = &self.payload;
+        put_block_header(
+            &mut head,
+            BLOCK_PAYLOAD,
+            PAYLOAD_BLOCK_NUMBER,
+            p.flags,
+            p.crc_type,
+        );
+        cbor::put_head(&mut head, cbor::BYTES, p.data.len() as u64);
+
+        // The tail (payload CRC and the closing break) shares the head's allocation.
+        let head_len = head.len();
+        if p.crc_type != CrcType::None {
+            cbor::put_head(&mut head, cbor::BYTES, p.crc_type.value_len() as u64);
+            let mut digest = p.crc_type.digest();
+            digest.update(&head[payload_start..head_len]);
+            digest.update(&p.data);
+            digest.update(&head[head_len..]);
+            digest.update_zeroed_value();
+            let (value, len) = crc::value_to_be(p.crc_type, digest.finish());
+            head.extend_from_slice(&value[..len]);
+        }
+        head.push(cbor::BREAK);
+        let all = Bytes::from(head);
+        EncodedBundle {
+            head: all.slice(..head_len),
+            payload: p.data.clone(),
+            tail: all.slice(head_len..),
+        }
+    }
+
+    fn encoded_header_hint(&self) -> usize {
+        // Extension blocks are small; 32 bytes each covers the common ones.
+        1 + self.primary.encoded_len_hint() + 32 * self.extensions.len() + 32 + 6
+    }
+}

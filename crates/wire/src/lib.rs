@@ -1,0 +1,48 @@
+//! Ferry's wire formats: BPv7 bundles (RFC 9171) and TCPCLv4 messages (RFC 9174).
+//!
+//! ```text
+//!   received bytes (Bytes) ──► Bundle::decode ──► Bundle { primary, extensions, payload: Bytes }
+//!                                                   │          (payload = slice of the input)
+//!   Bundle::encode ──► EncodedBundle [ header blocks │ payload (by reference) │ CRC + break ]
+//!                                      └──────────── one write_vectored ─────────────┘
+//! ```
+//!
+//! This crate only turns bytes into values and values into bytes. It never performs I/O, never
+//! reads a clock or a random source, and never copies a payload: decoding slices the received
+//! `Bytes`, encoding returns the payload by reference beside a small header buffer.
+//!
+//! Decoding is strict where RFC 9171 is strict (deterministic CBOR, array lengths, CRCs over the
+//! received bytes, the rules that span blocks) and liberal where it says to ignore (reserved and
+//! unknown flag bits are kept and ignored; blocks of unknown types are kept byte for byte and can
+//! be handled per their processing flags with [`Bundle::apply_unsupported_block_rules`]).
+//! Malformed input of any kind yields a [`DecodeError`] naming the byte offset; nothing panics and
+//! nothing is allocated by a length that was not first checked against the input.
+//!
+//! Modules: [`Bundle`] and its blocks, [`Eid`], [`CrcType`], [`AdminRecord`] (status reports),
+//! and [`tcpcl`] (the TCP convergence layer's messages, with incremental parsing).
+
+#![forbid(unsafe_code)]
+
+mod admin;
+mod block;
+mod bundle;
+mod cbor;
+mod crc;
+mod eid;
+mod error;
+mod primary;
+pub mod tcpcl;
+
+pub use admin::{AdminRecord, RECORD_STATUS_REPORT, StatusAssertion, StatusReason, StatusReport};
+pub use block::{
+    BLOCK_BUNDLE_AGE, BLOCK_HOP_COUNT, BLOCK_PAYLOAD, BLOCK_PREVIOUS_NODE, BlockFlags,
+    ExtensionBlock, ExtensionData, HopCount, PAYLOAD_BLOCK_NUMBER,
+};
+pub use bundle::{Bundle, EncodedBundle, PayloadBlock, UnsupportedBlocks};
+pub use crc::CrcType;
+pub use eid::{DtnEid, Eid, ParseEidError, SCHEME_DTN, SCHEME_IPN};
+pub use error::{DecodeError, DecodeErrorKind};
+pub use primary::{
+    BP_VERSION, BundleFlags, BundleId, CreationTimestamp, DTN_EPOCH_UNIX_SECS, DtnTime,
+    FragmentInfo, PrimaryBlock,
+};

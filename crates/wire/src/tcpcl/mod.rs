@@ -1,0 +1,1 @@
+//! TCPCLv4 messages (RFC 9174). Being written.
