@@ -433,3 +433,264 @@ impl Bundle {
         1 + self.primary.encoded_len_hint() + 32 * self.extensions.len() + 32 + 6
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::primary::CreationTimestamp;
+
+    fn sample(crc: CrcType, payload: &'static [u8]) -> Bundle {
+        let mut primary = PrimaryBlock::new(
+            "dtn://dest/inbox".parse().unwrap(),
+            "ipn:7.1".parse().unwrap(),
+            CreationTimestamp {
+                time: 781_000_000_000,
+                sequence: 3,
+            },
+            3_600_000,
+        );
+        primary.crc_type = crc;
+        let mut b = Bundle::new(primary, Bytes::from_static(payload));
+        b.payload.crc_type = crc;
+        b.extensions.push(ExtensionBlock {
+            crc_type: crc,
+            ..ExtensionBlock::new(
+                2,
+                ExtensionData::HopCount(HopCount {
+                    limit: 30,
+                    count: 2,
+                }),
+            )
+        });
+        b.extensions.push(ExtensionBlock::new(
+            3,
+            ExtensionData::PreviousNode("ipn:3.0".parse().unwrap()),
+        ));
+        b.extensions
+            .push(ExtensionBlock::new(4, ExtensionData::BundleAge(1234)));
+        b.extensions.push(ExtensionBlock {
+            flags: BlockFlags(BlockFlags::DISCARD_IF_UNPROCESSABLE),
+            ..ExtensionBlock::new(
+                5,
+                ExtensionData::Unknown {
+                    block_type: 200,
+                    data: Bytes::from_static(b"\x01\x02"),
+                },
+            )
+        });
+        b
+    }
+
+    #[test]
+    fn round_trip_every_crc_type() {
+        for crc in [CrcType::None, CrcType::Crc16, CrcType::Crc32c] {
+            let b = sample(crc, b"hello, ferry");
+            let wire = b.encode().to_bytes();
+            let back = Bundle::decode(wire.clone()).unwrap();
+            assert_eq!(back, b);
+            // Deterministic: re-encoding what was decoded gives the same bytes.
+            assert_eq!(back.encode().to_bytes(), wire);
+        }
+    }
+
+    #[test]
+    fn payload_is_a_slice_of_the_input() {
+        let wire = sample(CrcType::Crc32c, &[7; 4096]).encode().to_bytes();
+        let back = Bundle::decode(wire.clone()).unwrap();
+        let range = wire.as_ptr_range();
+        assert!(
+            range.contains(&back.payload.data.as_ptr()),
+            "payload was copied"
+        );
+    }
+
+    #[test]
+    fn encoded_parts_hold_the_payload_by_reference() {
+        let payload = Bytes::from(vec![9u8; 10_000]);
+        let mut b = sample(CrcType::Crc32c, b"");
+        b.payload.data = payload.clone();
+        let enc = b.encode();
+        assert_eq!(enc.parts()[1].as_ptr(), payload.as_ptr());
+        assert_eq!(enc.parts()[2].len(), 6, "CRC-32C byte string and break");
+        // Consuming it as a Buf yields the same bytes as to_bytes.
+        let mut as_buf = enc.clone();
+        let mut collected = Vec::new();
+        while as_buf.has_remaining() {
+            let c = as_buf.chunk().len().min(777);
+            collected.extend_from_slice(&as_buf.chunk()[..c]);
+            as_buf.advance(c);
+        }
+        assert_eq!(collected, enc.to_bytes());
+    }
+
+    #[test]
+    fn every_flipped_bit_is_caught_by_the_crcs() {
+        let wire = sample(CrcType::Crc32c, b"payload under CRC")
+            .encode()
+            .to_bytes()
+            .to_vec();
+        let unprotected = sample(CrcType::Crc32c, b"payload under CRC");
+        // Blocks 3, 4 and 5 carry no CRC, so flips there may decode; every other flip must fail.
+        let mut undetected = 0;
+        for i in 0..wire.len() {
+            for bit in 0..8 {
+                let mut m = wire.clone();
+                m[i] ^= 1 << bit;
+                if let Ok(b) = Bundle::decode(Bytes::from(m)) {
+                    assert_ne!(
+                        b, unprotected,
+                        "a flip at byte {i} bit {bit} decoded to the original"
+                    );
+                    assert_eq!(
+                        b.primary, unprotected.primary,
+                        "primary block changed undetected at {i}"
+                    );
+                    assert_eq!(
+                        b.payload, unprotected.payload,
+                        "payload changed undetected at {i}"
+                    );
+                    undetected += 1;
+                }
+            }
+        }
+        assert!(
+            undetected > 0,
+            "the blocks without CRC should let some flips through"
+        );
+    }
+
+    #[test]
+    fn unsupported_blocks_follow_their_flags() {
+        let mut b = sample(CrcType::Crc32c, b"x");
+        let out = b.apply_unsupported_block_rules(|_| false);
+        assert_eq!(
+            out,
+            UnsupportedBlocks {
+                delete_bundle: false,
+                report: false,
+                discarded: vec![5]
+            }
+        );
+        assert!(b.extension(200).is_none());
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        b.extensions[3].flags = BlockFlags(
+            BlockFlags::DISCARD_IF_UNPROCESSABLE
+                | BlockFlags::DELETE_BUNDLE_IF_UNPROCESSABLE
+                | BlockFlags::REPORT_IF_UNPROCESSABLE,
+        );
+        let out = b.apply_unsupported_block_rules(|_| false);
+        assert!(out.delete_bundle && out.report && out.discarded.is_empty());
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        let out = b.apply_unsupported_block_rules(|t| t == 200);
+        assert_eq!(out, UnsupportedBlocks::default());
+        assert_eq!(b.extensions.len(), 4);
+    }
+
+    #[test]
+    fn bundle_level_rules_are_enforced() {
+        let check = |b: &Bundle| Bundle::decode(b.encode().to_bytes()).map_err(|e| e.kind);
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        b.extensions[1].number = 2;
+        assert_eq!(
+            check(&b),
+            Err(K::InvalidBundle("two blocks with the same number"))
+        );
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        b.extensions
+            .push(ExtensionBlock::new(9, ExtensionData::BundleAge(1)));
+        assert!(matches!(check(&b), Err(K::InvalidBundle(_))));
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        b.primary.creation.time = 0;
+        b.extensions
+            .retain(|x| x.data.block_type() != crate::block::BLOCK_BUNDLE_AGE);
+        assert!(matches!(check(&b), Err(K::InvalidBundle(_))));
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        b.primary.source = Eid::Null;
+        assert!(
+            matches!(check(&b), Err(K::InvalidBundle(_))),
+            "anonymous without must-not-fragment"
+        );
+        b.primary.flags = BundleFlags(BundleFlags::MUST_NOT_FRAGMENT);
+        assert!(check(&b).is_ok());
+        b.primary.flags =
+            BundleFlags(BundleFlags::MUST_NOT_FRAGMENT | BundleFlags::REPORT_DELIVERY);
+        assert!(matches!(check(&b), Err(K::InvalidBundle(_))));
+
+        let mut b = sample(CrcType::Crc32c, b"0123456789");
+        b.primary.fragment = Some(crate::primary::FragmentInfo {
+            offset: 5,
+            total_adu_len: 14,
+        });
+        assert_eq!(
+            check(&b),
+            Err(K::InvalidBundle(
+                "fragment extends past the total ADU length"
+            ))
+        );
+        b.primary.fragment = Some(crate::primary::FragmentInfo {
+            offset: 5,
+            total_adu_len: 15,
+        });
+        assert_eq!(check(&b).unwrap().id().fragment, Some((5, 10)));
+
+        let mut b = sample(CrcType::Crc32c, b"x");
+        b.extensions[0].data = ExtensionData::HopCount(HopCount { limit: 0, count: 0 });
+        assert!(matches!(check(&b), Err(K::InvalidBlock { block: 2, .. })));
+    }
+
+    #[test]
+    fn structural_errors_are_precise() {
+        let good = sample(CrcType::Crc32c, b"abc").encode().to_bytes();
+        // Every strict prefix fails as truncated (never a panic, never success).
+        for n in 0..good.len() {
+            let err = Bundle::decode(good.slice(..n)).unwrap_err();
+            assert!(
+                matches!(err.kind, K::Truncated | K::LengthExceedsInput { .. }),
+                "prefix of {n} bytes: {err}"
+            );
+        }
+        let mut extra = good.to_vec();
+        extra.push(0);
+        assert_eq!(
+            Bundle::decode(Bytes::from(extra)).unwrap_err().kind,
+            K::TrailingBytes
+        );
+
+        // A definite-length outer array is refused (RFC 9171 §4.1).
+        let mut definite = good.to_vec();
+        definite[0] = 0x82;
+        assert!(matches!(
+            Bundle::decode(Bytes::from(definite)).unwrap_err().kind,
+            K::UnexpectedType { .. }
+        ));
+
+        // Version 6.
+        let mut v6 = good.to_vec();
+        assert_eq!(v6[2], 0x07);
+        v6[2] = 0x06;
+        assert_eq!(
+            Bundle::decode(Bytes::from(v6)).unwrap_err().kind,
+            K::UnsupportedVersion(6)
+        );
+    }
+
+    #[test]
+    fn payload_crc_mismatch_names_block_1() {
+        let mut wire = sample(CrcType::Crc32c, b"abcdef")
+            .encode()
+            .to_bytes()
+            .to_vec();
+        let at = wire.windows(6).position(|w| w == b"abcdef").unwrap();
+        wire[at] = b'X';
+        match Bundle::decode(Bytes::from(wire)).unwrap_err().kind {
+            K::CrcMismatch { block: 1, .. } => {}
+            other => panic!("expected a CRC mismatch in block 1, got {other:?}"),
+        }
+    }
+}
