@@ -305,3 +305,101 @@ fn decode_status_item(r: &mut Reader<'_>) -> Result<Option<StatusAssertion>, Dec
     r.expect_end(&mut item, "status item")?;
     Ok(asserted.then_some(StatusAssertion { time }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivered_report() -> AdminRecord {
+        AdminRecord::StatusReport(StatusReport {
+            received: None,
+            forwarded: None,
+            delivered: Some(StatusAssertion { time: Some(1000) }),
+            deleted: None,
+            reason: StatusReason::NoInformation,
+            source: Eid::ipn(5, 1),
+            creation: CreationTimestamp {
+                time: 42,
+                sequence: 7,
+            },
+            fragment: None,
+        })
+    }
+
+    #[test]
+    fn status_report_layout_follows_rfc_9171_section_6_1_1() {
+        // [1, [[[false], [false], [true, 1000], [false]], 0, [2, [5, 1]], [42, 7]]]
+        let expected = [
+            0x82, 0x01, 0x84, 0x84, 0x81, 0xf4, 0x81, 0xf4, 0x82, 0xf5, 0x19, 0x03, 0xe8, 0x81,
+            0xf4, 0x00, 0x82, 0x02, 0x82, 0x05, 0x01, 0x82, 0x18, 0x2a, 0x07,
+        ];
+        assert_eq!(&delivered_report().encode()[..], &expected);
+        assert_eq!(
+            AdminRecord::decode(&Bytes::copy_from_slice(&expected)).unwrap(),
+            delivered_report()
+        );
+    }
+
+    #[test]
+    fn extra_status_information_elements_are_skipped() {
+        // A fifth status item (a future specification's) between the four and the reason code.
+        let bytes = [
+            0x82, 0x01, 0x84, 0x85, 0x81, 0xf4, 0x81, 0xf4, 0x82, 0xf5, 0x19, 0x03, 0xe8, 0x81,
+            0xf4, 0x81, 0xf5, 0x00, 0x82, 0x02, 0x82, 0x05, 0x01, 0x82, 0x18, 0x2a, 0x07,
+        ];
+        assert_eq!(
+            AdminRecord::decode(&Bytes::copy_from_slice(&bytes)).unwrap(),
+            delivered_report()
+        );
+    }
+
+    #[test]
+    fn reason_codes_are_those_of_table_1() {
+        for code in 0..=11 {
+            let reason = StatusReason::from_code(code);
+            assert!(
+                !matches!(reason, StatusReason::Other(_)),
+                "code {code} is named by the RFC"
+            );
+            assert_eq!(reason.code(), code);
+        }
+        assert_eq!(StatusReason::from_code(9), StatusReason::HopLimitExceeded);
+        assert_eq!(StatusReason::from_code(200), StatusReason::Other(200));
+    }
+
+    #[test]
+    fn malformed_reports_are_refused() {
+        let decode =
+            |b: &'static [u8]| AdminRecord::decode(&Bytes::from_static(b)).map_err(|e| e.kind);
+        // A time on a status that is not asserted.
+        assert!(matches!(
+            decode(&[
+                0x82, 0x01, 0x84, 0x84, 0x82, 0xf4, 0x01, 0x81, 0xf4, 0x81, 0xf4, 0x81, 0xf4, 0x00,
+                0x82, 0x01, 0x00, 0x82, 0x00, 0x00
+            ]),
+            Err(K::InvalidAdminRecord(_))
+        ));
+        // Only three status items.
+        assert!(matches!(
+            decode(&[
+                0x82, 0x01, 0x84, 0x83, 0x81, 0xf4, 0x81, 0xf4, 0x81, 0xf4, 0x00, 0x82, 0x01, 0x00,
+                0x82, 0x00, 0x00
+            ]),
+            Err(K::BadArrayLength { .. })
+        ));
+        // Five elements in the report.
+        assert!(matches!(
+            decode(&[
+                0x82, 0x01, 0x85, 0x84, 0x81, 0xf4, 0x81, 0xf4, 0x81, 0xf4, 0x81, 0xf4, 0x00, 0x82,
+                0x01, 0x00, 0x82, 0x00, 0x00, 0x00
+            ]),
+            Err(K::BadArrayLength { .. })
+        ));
+        // A record that is not a pair, and trailing bytes.
+        assert!(matches!(
+            decode(&[0x81, 0x01]),
+            Err(K::BadArrayLength { .. })
+        ));
+        assert_eq!(decode(&[0x82, 0x02, 0x00, 0x00]), Err(K::TrailingBytes));
+    }
+}

@@ -482,6 +482,39 @@ mod tests {
     }
 
     #[test]
+    fn hand_assembled_bundle_matches_rfc_9171_layout() {
+        // [_ primary, payload ] with no CRCs, laid out field by field from RFC 9171 §4.3.1/§4.3.2.
+        #[rustfmt::skip]
+        let expected: &[u8] = &[
+            0x9f,                               // bundle: indefinite-length array
+            0x88,                               // primary block: 8 items (no fragment, no CRC)
+            0x07, 0x00, 0x00,                   // version 7, flags 0, CRC type 0
+            0x82, 0x02, 0x82, 0x02, 0x01,       // destination ipn:2.1
+            0x82, 0x02, 0x82, 0x01, 0x00,       // source ipn:1.0
+            0x82, 0x02, 0x82, 0x01, 0x00,       // report-to ipn:1.0
+            0x82, 0x01, 0x00,                   // creation timestamp [1, 0]
+            0x19, 0x03, 0xe8,                   // lifetime 1000 ms
+            0x85, 0x01, 0x01, 0x00, 0x00,       // payload block: type 1, number 1, flags 0, CRC 0
+            0x43, b'a', b'b', b'c',             // payload "abc"
+            0xff,                               // break
+        ];
+        let mut primary = PrimaryBlock::new(
+            Eid::ipn(2, 1),
+            Eid::ipn(1, 0),
+            CreationTimestamp {
+                time: 1,
+                sequence: 0,
+            },
+            1000,
+        );
+        primary.crc_type = CrcType::None;
+        let mut b = Bundle::new(primary, Bytes::from_static(b"abc"));
+        b.payload.crc_type = CrcType::None;
+        assert_eq!(&b.encode().to_bytes()[..], expected);
+        assert_eq!(Bundle::decode(Bytes::from_static(expected)).unwrap(), b);
+    }
+
+    #[test]
     fn round_trip_every_crc_type() {
         for crc in [CrcType::None, CrcType::Crc16, CrcType::Crc32c] {
             let b = sample(crc, b"hello, ferry");
