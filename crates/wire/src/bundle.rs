@@ -306,13 +306,13 @@ impl Bundle {
                     "more than one previous node, bundle age or hop count block",
                 ));
             }
-            if let ExtensionData::HopCount(h) = b.data {
-                if !(1..=255).contains(&h.limit) {
-                    return Err(K::InvalidBlock {
-                        block: b.number,
-                        reason: "hop limit outside 1..=255",
-                    });
-                }
+            if let ExtensionData::HopCount(h) = b.data
+                && !(1..=255).contains(&h.limit)
+            {
+                return Err(K::InvalidBlock {
+                    block: b.number,
+                    reason: "hop limit outside 1..=255",
+                });
             }
         }
         if p.creation.time == 0 && self.age_ms().is_none() {
