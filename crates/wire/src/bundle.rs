@@ -42,6 +42,20 @@ pub struct PayloadBlock {
     pub data: Bytes,
 }
 
+/// Whether two blocks share a number: a scan for the few blocks bundles usually carry, a set for
+/// the many a hostile bundle may (so the check stays O(n log n)).
+fn has_duplicate_number(blocks: &[ExtensionBlock]) -> bool {
+    if blocks.len() <= 16 {
+        blocks
+            .iter()
+            .enumerate()
+            .any(|(i, b)| blocks[..i].iter().any(|e| e.number == b.number))
+    } else {
+        let mut seen = BTreeSet::new();
+        !blocks.iter().all(|b| seen.insert(b.number))
+    }
+}
+
 /// What the RFC's reception procedure (§5.6 step 4) says to do about blocks of types this node
 /// cannot process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -279,28 +293,27 @@ impl Bundle {
     /// or anonymous bundles, anonymous bundles not fragmentable, and fragment bounds.
     pub fn validate(&self) -> Result<(), K> {
         let p = &self.primary;
-        let mut numbers = BTreeSet::new();
-        let mut seen_types = BTreeSet::new();
-        for b in &self.extensions {
+        for (i, b) in self.extensions.iter().enumerate() {
             if b.number <= PAYLOAD_BLOCK_NUMBER {
                 return Err(K::InvalidBlock {
                     block: b.number,
                     reason: "extension block number 0 or 1",
                 });
             }
-            if !numbers.insert(b.number) {
-                return Err(K::InvalidBundle("two blocks with the same number"));
-            }
             let t = b.data.block_type();
             if t == BLOCK_PAYLOAD {
                 return Err(K::InvalidBundle("more than one payload block"));
             }
+            // Previous node, bundle age and hop count may each occur once. Bundles carry a
+            // handful of blocks, so a scan of the earlier ones is cheaper than building a set.
             if matches!(
                 b.data,
                 ExtensionData::PreviousNode(_)
                     | ExtensionData::BundleAge(_)
                     | ExtensionData::HopCount(_)
-            ) && !seen_types.insert(t)
+            ) && self.extensions[..i]
+                .iter()
+                .any(|e| e.data.block_type() == t)
             {
                 return Err(K::InvalidBundle(
                     "more than one previous node, bundle age or hop count block",
@@ -314,6 +327,9 @@ impl Bundle {
                     reason: "hop limit outside 1..=255",
                 });
             }
+        }
+        if has_duplicate_number(&self.extensions) {
+            return Err(K::InvalidBundle("two blocks with the same number"));
         }
         if p.creation.time == 0 && self.age_ms().is_none() {
             return Err(K::InvalidBundle(

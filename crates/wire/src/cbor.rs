@@ -60,10 +60,12 @@ impl<'a> Reader<'a> {
         Self { buf, pos: 0 }
     }
 
+    #[inline]
     pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.pos == self.buf.len()
     }
@@ -76,6 +78,7 @@ impl<'a> Reader<'a> {
         DecodeError::new(at, kind)
     }
 
+    #[inline]
     pub(crate) fn peek(&self) -> Result<u8, DecodeError> {
         self.buf
             .get(self.pos)
@@ -83,6 +86,7 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| self.err(K::Truncated))
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         match end {
@@ -96,6 +100,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an item head, insisting on the shortest encoding of its argument.
+    #[inline]
     pub(crate) fn head(&mut self) -> Result<(u8, Arg), DecodeError> {
         let start = self.pos;
         let initial = self.take(1)?[0];
@@ -139,6 +144,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an unsigned integer.
+    #[inline]
     pub(crate) fn uint(&mut self) -> Result<u64, DecodeError> {
         let start = self.pos;
         match self.head()? {
@@ -170,23 +176,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a definite-length byte string and returns its content's range in the buffer.
+    #[inline]
     pub(crate) fn bytes(&mut self) -> Result<Range<usize>, DecodeError> {
         self.string(BYTES, "byte string")
     }
 
-    /// Reads a definite-length text string, checks it is UTF-8, and returns its content's range.
-    pub(crate) fn text(&mut self) -> Result<Range<usize>, DecodeError> {
-        let start = self.pos;
-        let range = self.string(TEXT, "text string")?;
-        match std::str::from_utf8(&self.buf[range.clone()]) {
-            Ok(_) => Ok(range),
-            Err(_) => Err(Self::err_at(
-                start,
-                K::InvalidCbor("text string is not UTF-8"),
-            )),
-        }
+    /// Reads a definite-length text string without checking that it is UTF-8: for callers that
+    /// check something stricter themselves.
+    #[inline]
+    pub(crate) fn text_unchecked(&mut self) -> Result<Range<usize>, DecodeError> {
+        self.string(TEXT, "text string")
     }
 
+    #[inline]
     fn string(&mut self, major: u8, expected: &'static str) -> Result<Range<usize>, DecodeError> {
         let start = self.pos;
         match self.head()? {
@@ -205,6 +207,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Checks a declared length against the remaining input before anything uses it.
+    #[inline]
     fn checked_len(&self, head_start: usize, len: u64) -> Result<usize, DecodeError> {
         let remaining = self.buf.len() - self.pos;
         match usize::try_from(len) {
@@ -217,6 +220,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an array head.
+    #[inline]
     pub(crate) fn array(&mut self) -> Result<Array, DecodeError> {
         let start = self.pos;
         match self.head()? {
@@ -235,6 +239,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Whether the array has another item; consumes the break of an indefinite array at its end.
+    #[inline]
     pub(crate) fn has_next(&mut self, array: &mut Array) -> Result<bool, DecodeError> {
         let more = match array.len {
             Some(len) => array.read < len,
@@ -254,6 +259,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the items of an array of known shape: requires another item.
+    #[inline]
     pub(crate) fn expect_next(
         &mut self,
         array: &mut Array,
@@ -270,6 +276,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Requires that the array has no more items, consuming an indefinite array's break.
+    #[inline]
     pub(crate) fn expect_end(
         &mut self,
         array: &mut Array,

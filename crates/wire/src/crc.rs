@@ -82,6 +82,25 @@ impl CrcDigest {
         }
     }
 
+    /// Feeds the zeroed CRC value followed by the block's remaining bytes (none, or the break of
+    /// an indefinite-length block) in one update when they are few, since each update has a
+    /// fixed cost that matters for small bundles.
+    pub(crate) fn update_zeroed_value_then(&mut self, tail: &[u8]) {
+        let mut joined = [0u8; 8];
+        let n = match self {
+            CrcDigest::None => return,
+            CrcDigest::Crc16(_) => 2,
+            CrcDigest::Crc32c(_) => 4,
+        };
+        if let Some(dst) = joined.get_mut(n..n + tail.len()) {
+            dst.copy_from_slice(tail);
+            self.update(&joined[..n + tail.len()]);
+        } else {
+            self.update_zeroed_value();
+            self.update(tail);
+        }
+    }
+
     /// The finished CRC, widened to 32 bits.
     pub(crate) fn finish(self) -> u32 {
         match self {

@@ -334,9 +334,8 @@ pub(crate) fn check_crc(
     let end = r.position();
     let mut digest = crc_type.digest();
     digest.update(&buf[start..value.start]);
-    digest.update_zeroed_value();
     // An indefinite-length block ends with a break after the CRC; the RFC includes it.
-    digest.update(&buf[value.end..end]);
+    digest.update_zeroed_value_then(&buf[value.end..end]);
     let computed = digest.finish();
     let carried = crc::value_from_be(&buf[value]);
     if computed != carried {
