@@ -88,7 +88,9 @@ impl ContactHeader {
                 needed: Self::ENCODED_LEN as u64,
                 available: buf.len(),
             }),
-            FrameStatus::Complete(n) if buf.len() > n => Err(TcpclError::TrailingBytes(buf.len() - n)),
+            FrameStatus::Complete(n) if buf.len() > n => {
+                Err(TcpclError::TrailingBytes(buf.len() - n))
+            }
             FrameStatus::Complete(_) => Ok(Self {
                 // Complete means six bytes are there; `get` keeps that reasoning out of the
                 // panic path.
@@ -163,10 +165,7 @@ mod tests {
 
     #[test]
     fn bad_magic_is_refused_early() {
-        assert_eq!(
-            ContactHeader::peek_frame(b"GE"),
-            Err(TcpclError::BadMagic)
-        );
+        assert_eq!(ContactHeader::peek_frame(b"GE"), Err(TcpclError::BadMagic));
         assert_eq!(
             ContactHeader::peek_frame(b"dtn?\x04\x00"),
             Err(TcpclError::BadMagic)

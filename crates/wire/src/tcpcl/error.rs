@@ -57,7 +57,9 @@ pub enum TcpclError {
         available: usize,
     },
     /// An extension item's value runs past the end of the extension items field.
-    #[error("extension item of type {item_type} declares {declared} bytes but only {available} remain in the items")]
+    #[error(
+        "extension item of type {item_type} declares {declared} bytes but only {available} remain in the items"
+    )]
     ExtensionItemOverrun {
         /// The item's type.
         item_type: u16,

@@ -184,3 +184,183 @@ impl Message {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: FrameLimits = FrameLimits {
+        max_segment_data: 1000,
+        max_extensions_len: 100,
+    };
+
+    fn peek(buf: &[u8]) -> Result<FrameStatus, TcpclError> {
+        Message::peek_frame(buf, LIMITS)
+    }
+
+    use FrameStatus::{Complete, NeedMore};
+
+    #[test]
+    fn empty_buffer_needs_the_type_code() {
+        assert_eq!(peek(&[]), Ok(NeedMore(1)));
+    }
+
+    #[test]
+    fn fixed_size_messages() {
+        assert_eq!(peek(&[0x04]), Ok(Complete(1)));
+        assert_eq!(peek(&[0x04, 0x04, 0x04]), Ok(Complete(1)));
+        assert_eq!(peek(&[0x05]), Ok(NeedMore(2)));
+        assert_eq!(peek(&[0x06, 1, 2]), Ok(Complete(3)));
+        assert_eq!(peek(&[0x03, 0]), Ok(NeedMore(8)));
+        assert_eq!(peek(&[0x02]), Ok(NeedMore(17)));
+    }
+
+    #[test]
+    fn segment_needs_grow_as_lengths_arrive() {
+        let mut seg = vec![0x01];
+        assert_eq!(peek(&seg), Ok(NeedMore(17)), "no START assumed yet");
+        seg.push(SegmentFlags::START);
+        assert_eq!(peek(&seg), Ok(NeedMore(20)), "START adds the items length");
+        seg.extend_from_slice(&[0; 8]); // transfer id
+        seg.extend_from_slice(&[0, 0, 0, 5]); // 5 bytes of items
+        assert_eq!(peek(&seg), Ok(NeedMore(13)));
+        seg.extend_from_slice(&[0x00, 0x00, 0x09, 0x00, 0x00]); // one empty item
+        seg.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(peek(&seg), Ok(NeedMore(1)), "data length not complete");
+        seg.push(4);
+        assert_eq!(
+            peek(&seg),
+            Ok(NeedMore(4)),
+            "exact once the data length is known"
+        );
+        seg.extend_from_slice(b"dat");
+        assert_eq!(peek(&seg), Ok(NeedMore(1)));
+        seg.push(b'a');
+        assert_eq!(peek(&seg), Ok(Complete(31)));
+        seg.push(0x04);
+        assert_eq!(
+            peek(&seg),
+            Ok(Complete(31)),
+            "the next message is not looked at"
+        );
+        assert!(Message::decode(bytes::Bytes::copy_from_slice(&seg[..31])).is_ok());
+    }
+
+    #[test]
+    fn sess_init_needs_grow_as_lengths_arrive() {
+        let mut init = vec![0x07];
+        assert_eq!(peek(&init), Ok(NeedMore(24)));
+        init.extend_from_slice(&[0; 18]);
+        init.extend_from_slice(&[0x00, 0x03]);
+        assert_eq!(peek(&init), Ok(NeedMore(25 + 3 - 21)));
+        init.extend_from_slice(b"a:b");
+        init.extend_from_slice(&[0, 0, 0]);
+        assert_eq!(peek(&init), Ok(NeedMore(1)));
+        init.push(5);
+        assert_eq!(peek(&init), Ok(NeedMore(5)));
+        init.extend_from_slice(&[0x01, 0xff, 0xff, 0x00, 0x00]);
+        assert_eq!(peek(&init), Ok(Complete(33)));
+    }
+
+    #[test]
+    fn huge_segment_is_refused_when_its_length_arrives() {
+        let mut seg = vec![0x01, 0x00];
+        seg.extend_from_slice(&[0; 8]);
+        seg.extend_from_slice(&u64::MAX.to_be_bytes());
+        assert_eq!(
+            peek(&seg),
+            Err(TcpclError::TooLarge {
+                what: "segment data",
+                declared: u64::MAX,
+                limit: 1000
+            })
+        );
+        // At the limit is fine.
+        seg.truncate(10);
+        seg.extend_from_slice(&1000u64.to_be_bytes());
+        assert_eq!(peek(&seg), Ok(NeedMore(1000)));
+    }
+
+    #[test]
+    fn huge_extension_items_are_refused_when_their_length_arrives() {
+        let mut seg = vec![0x01, 0x03];
+        seg.extend_from_slice(&[0; 8]);
+        seg.extend_from_slice(&[0, 0, 0, 101]);
+        assert_eq!(
+            peek(&seg),
+            Err(TcpclError::TooLarge {
+                what: "transfer extension items",
+                declared: 101,
+                limit: 100
+            })
+        );
+        let mut init = vec![0x07];
+        init.extend_from_slice(&[0; 18]);
+        init.extend_from_slice(&[0, 0, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            peek(&init),
+            Err(TcpclError::TooLarge {
+                what: "session extension items",
+                declared: u32::MAX.into(),
+                limit: 100
+            })
+        );
+    }
+
+    #[test]
+    fn unlimited_data_length_cannot_overflow() {
+        let limits = FrameLimits {
+            max_segment_data: u64::MAX,
+            max_extensions_len: u32::MAX,
+        };
+        let mut seg = vec![0x01, 0x02];
+        seg.extend_from_slice(&[0; 8]);
+        seg.extend_from_slice(&[0xff; 4]);
+        assert_eq!(
+            Message::peek_frame(&seg, limits),
+            Ok(NeedMore(22 + 0xffff_ffff - 14))
+        );
+        seg.resize(14 + 0xffff, 0);
+        // Still waiting for the items, however large the limits.
+        assert!(matches!(Message::peek_frame(&seg, limits), Ok(NeedMore(_))));
+        let mut seg = vec![0x01, 0x00];
+        seg.extend_from_slice(&[0; 8]);
+        seg.extend_from_slice(&[0xff; 8]);
+        assert!(matches!(
+            Message::peek_frame(&seg, limits),
+            Err(TcpclError::TooLarge { .. })
+        ));
+        assert_eq!(limits.max_frame_len(), u64::MAX);
+    }
+
+    #[test]
+    fn unknown_types_are_named() {
+        for code in [0x00, 0x08, 0x64, 0xff] {
+            assert_eq!(peek(&[code]), Err(TcpclError::UnknownMessageType(code)));
+        }
+    }
+
+    #[test]
+    fn decode_from_leaves_partial_frames_alone() {
+        let mut buf = BytesMut::from(&[0x02, 0x03, 0, 0][..]);
+        assert_eq!(Message::decode_from(&mut buf, LIMITS), Ok(None));
+        assert_eq!(&buf[..], &[0x02, 0x03, 0, 0]);
+        let mut bad = BytesMut::from(&[0x09, 0x00][..]);
+        assert_eq!(
+            Message::decode_from(&mut bad, LIMITS),
+            Err(TcpclError::UnknownMessageType(9))
+        );
+        assert_eq!(bad.len(), 2);
+    }
+
+    #[test]
+    fn max_frame_len_bounds_both_large_messages() {
+        assert_eq!(LIMITS.max_frame_len(), 25 + 65_535 + 100);
+        let big = FrameLimits::new(1 << 20);
+        assert_eq!(
+            big.max_extensions_len,
+            FrameLimits::DEFAULT_MAX_EXTENSIONS_LEN
+        );
+        assert_eq!(big.max_frame_len(), 22 + 65_536 + (1 << 20));
+    }
+}

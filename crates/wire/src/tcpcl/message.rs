@@ -424,8 +424,7 @@ impl Message {
                         len: s.node_id.len(),
                         max: u16::MAX.into(),
                     })?;
-                let items_len =
-                    extension::items_len(&s.extensions, "session extension items")?;
+                let items_len = extension::items_len(&s.extensions, "session extension items")?;
                 out.reserve(self.encoded_len());
                 out.put_u8(MessageType::SessInit.code());
                 out.put_u16(s.keepalive_interval);
@@ -442,6 +441,12 @@ impl Message {
                 out.put_u8(t.reason.code());
             }
             Self::XferSegment(s) => {
+                // Check the items before reserving, so one reservation covers header and data
+                // and an unencodable value reserves nothing.
+                if s.flags.is_start() {
+                    extension::items_len(&s.extensions, "transfer extension items")?;
+                }
+                out.reserve(self.encoded_len());
                 s.encode_header(out)?;
                 out.put_slice(&s.data);
             }
@@ -468,7 +473,9 @@ impl Message {
 
     /// The encoded message in a buffer of its own.
     pub fn to_bytes(&self) -> Result<Bytes, TcpclError> {
-        let mut out = BytesMut::with_capacity(self.encoded_len());
+        // No capacity up front: `encode` reserves only after checking the lengths, and
+        // `encoded_len` of an unencodable value could be absurd.
+        let mut out = BytesMut::new();
         self.encode(&mut out)?;
         Ok(out.freeze())
     }
@@ -559,4 +566,415 @@ macro_rules! into_message {
     };
 }
 
-into_message!(SessInit, SessTerm, XferSegment, XferAck, XferRefuse, MsgReject);
+into_message!(
+    SessInit,
+    SessTerm,
+    XferSegment,
+    XferAck,
+    XferRefuse,
+    MsgReject
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Encodes `message`, checks the bytes are `expected` and `encoded_len` agrees, and checks
+    /// `expected` decodes back to `message`.
+    fn layout(message: Message, expected: &[u8]) {
+        let mut out = BytesMut::new();
+        message.encode(&mut out).unwrap();
+        assert_eq!(&out[..], expected);
+        assert_eq!(message.encoded_len(), expected.len());
+        assert_eq!(
+            Message::decode(Bytes::copy_from_slice(expected)),
+            Ok(message)
+        );
+    }
+
+    #[test]
+    fn sess_init_layout() {
+        layout(
+            Message::SessInit(SessInit {
+                keepalive_interval: 30,
+                segment_mru: 0x1_0000,
+                transfer_mru: 0x4000_0000,
+                node_id: "ipn:2.0".into(),
+                extensions: vec![ExtensionItem {
+                    critical: true,
+                    item_type: 5,
+                    value: Bytes::from_static(b"ab"),
+                }],
+            }),
+            &[
+                0x07, // SESS_INIT
+                0x00, 0x1e, // keepalive 30 s
+                0, 0, 0, 0, 0, 0x01, 0x00, 0x00, // segment MRU
+                0, 0, 0, 0, 0x40, 0x00, 0x00, 0x00, // transfer MRU
+                0x00, 0x07, b'i', b'p', b'n', b':', b'2', b'.', b'0', // node id
+                0x00, 0x00, 0x00, 0x07, // session extension items length
+                0x01, 0x00, 0x05, 0x00, 0x02, b'a', b'b', // one critical item
+            ],
+        );
+    }
+
+    #[test]
+    fn sess_init_minimal_layout() {
+        layout(
+            Message::SessInit(SessInit {
+                keepalive_interval: 0,
+                segment_mru: 0,
+                transfer_mru: 0,
+                node_id: String::new(),
+                extensions: Vec::new(),
+            }),
+            &[
+                0x07, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ],
+        );
+    }
+
+    #[test]
+    fn sess_term_layout() {
+        layout(
+            Message::SessTerm(SessTerm {
+                flags: SessTermFlags(SessTermFlags::REPLY),
+                reason: SessTermReason::VersionMismatch,
+            }),
+            &[0x05, 0x01, 0x02],
+        );
+        layout(
+            Message::SessTerm(SessTerm {
+                flags: SessTermFlags(0),
+                reason: SessTermReason::Other(0xc8),
+            }),
+            &[0x05, 0x00, 0xc8],
+        );
+    }
+
+    #[test]
+    fn start_segment_layout() {
+        layout(
+            Message::XferSegment(XferSegment {
+                flags: SegmentFlags::new(true, true),
+                transfer_id: 0x0102_0304_0506_0708,
+                extensions: vec![ExtensionItem::transfer_length(3)],
+                data: Bytes::from_static(b"abc"),
+            }),
+            &[
+                0x01, // XFER_SEGMENT
+                0x03, // START | END
+                0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // transfer id
+                0x00, 0x00, 0x00, 0x0d, // transfer extension items length
+                0x00, 0x00, 0x01, 0x00, 0x08, 0, 0, 0, 0, 0, 0, 0, 0x03, // Transfer Length 3
+                0, 0, 0, 0, 0, 0, 0, 0x03, // data length
+                b'a', b'b', b'c',
+            ],
+        );
+    }
+
+    #[test]
+    fn middle_and_end_segment_layout() {
+        layout(
+            Message::XferSegment(XferSegment {
+                flags: SegmentFlags(0),
+                transfer_id: 9,
+                extensions: Vec::new(),
+                data: Bytes::from_static(b"xy"),
+            }),
+            &[
+                0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0x09, 0, 0, 0, 0, 0, 0, 0, 0x02, b'x', b'y',
+            ],
+        );
+        layout(
+            Message::XferSegment(XferSegment {
+                flags: SegmentFlags(SegmentFlags::END),
+                transfer_id: 9,
+                extensions: Vec::new(),
+                data: Bytes::new(),
+            }),
+            &[
+                0x01, 0x01, 0, 0, 0, 0, 0, 0, 0, 0x09, 0, 0, 0, 0, 0, 0, 0, 0x00,
+            ],
+        );
+    }
+
+    #[test]
+    fn start_segment_with_no_extensions_still_has_the_length_field() {
+        layout(
+            Message::XferSegment(XferSegment {
+                flags: SegmentFlags(SegmentFlags::START),
+                transfer_id: 1,
+                extensions: Vec::new(),
+                data: Bytes::from_static(b"z"),
+            }),
+            &[
+                0x01, 0x02, 0, 0, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, b'z',
+            ],
+        );
+    }
+
+    #[test]
+    fn xfer_ack_layout() {
+        layout(
+            Message::XferAck(XferAck {
+                flags: SegmentFlags(SegmentFlags::START),
+                transfer_id: 0x0a0b,
+                acknowledged_length: 0x0100_0000_0000,
+            }),
+            &[
+                0x02, 0x02, 0, 0, 0, 0, 0, 0, 0x0a, 0x0b, 0, 0, 0x01, 0, 0, 0, 0, 0,
+            ],
+        );
+    }
+
+    #[test]
+    fn xfer_refuse_layout() {
+        layout(
+            Message::XferRefuse(XferRefuse {
+                reason: XferRefuseReason::Retransmit,
+                transfer_id: 0xffff_ffff_ffff_fffe,
+            }),
+            &[0x03, 0x03, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe],
+        );
+    }
+
+    #[test]
+    fn keepalive_layout() {
+        layout(Message::Keepalive, &[0x04]);
+    }
+
+    #[test]
+    fn msg_reject_layout() {
+        layout(
+            Message::MsgReject(MsgReject {
+                reason: MsgRejectReason::MessageTypeUnknown,
+                rejected_header: 0x09,
+            }),
+            &[0x06, 0x01, 0x09],
+        );
+        layout(
+            Message::MsgReject(MsgReject {
+                reason: MsgRejectReason::Other(0),
+                rejected_header: 0x04,
+            }),
+            &[0x06, 0x00, 0x04],
+        );
+    }
+
+    #[test]
+    fn reason_codes_round_trip_and_name_what_they_can() {
+        for code in 0..=255u8 {
+            assert_eq!(SessTermReason::from_code(code).code(), code);
+            assert_eq!(XferRefuseReason::from_code(code).code(), code);
+            assert_eq!(MsgRejectReason::from_code(code).code(), code);
+            assert_eq!(
+                matches!(SessTermReason::from(code), SessTermReason::Other(_)),
+                code > 5
+            );
+            assert_eq!(
+                matches!(XferRefuseReason::from(code), XferRefuseReason::Other(_)),
+                code > 6
+            );
+            assert_eq!(
+                matches!(MsgRejectReason::from(code), MsgRejectReason::Other(_)),
+                !(1..=3).contains(&code)
+            );
+            match MessageType::from_code(code) {
+                Some(t) => assert_eq!(t.code(), code),
+                None => assert!(code == 0 || code > 7),
+            }
+        }
+        assert_eq!(u8::from(XferRefuseReason::SessionTerminating), 6);
+        assert_eq!(SessTermReason::from(1), SessTermReason::IdleTimeout);
+    }
+
+    #[test]
+    fn reserved_flag_bits_are_kept() {
+        let m = Message::decode(Bytes::from_static(&[0x05, 0xff, 0x03])).unwrap();
+        let Message::SessTerm(t) = m else {
+            panic!("not a SESS_TERM: {m:?}")
+        };
+        assert!(t.flags.contains(SessTermFlags::REPLY));
+        assert_eq!(t.flags, SessTermFlags(0xff));
+        assert_eq!(t.reason, SessTermReason::Busy);
+    }
+
+    #[test]
+    fn segment_data_is_a_slice_of_the_frame() {
+        let frame = Bytes::from_static(&[
+            0x01, 0x02, 0, 0, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0x05, 0x00, 0x00, 0x07, 0x00, 0x00, 0,
+            0, 0, 0, 0, 0, 0, 0x04, b'd', b'a', b't', b'a',
+        ]);
+        let Ok(Message::XferSegment(s)) = Message::decode(frame.clone()) else {
+            panic!("not a segment")
+        };
+        let within = frame.as_ptr_range();
+        assert!(within.contains(&s.data.as_ptr()));
+        assert_eq!(&s.data[..], b"data");
+        assert_eq!(s.extensions.len(), 1);
+        assert!(
+            within.contains(&s.extensions[0].value.as_ptr()) || s.extensions[0].value.is_empty()
+        );
+    }
+
+    #[test]
+    fn encode_header_stops_before_the_data() {
+        let s = XferSegment {
+            flags: SegmentFlags::new(true, false),
+            transfer_id: 7,
+            extensions: vec![ExtensionItem::transfer_length(1000)],
+            data: Bytes::from_static(b"payload"),
+        };
+        let mut header = BytesMut::new();
+        s.encode_header(&mut header).unwrap();
+        assert_eq!(header.len(), s.header_len());
+        assert_eq!(header.len(), 18 + 4 + 13);
+        let mut whole = header.clone();
+        whole.extend_from_slice(&s.data);
+        assert_eq!(
+            Message::XferSegment(s.clone()).to_bytes().unwrap(),
+            whole.freeze()
+        );
+        assert_eq!(s.transfer_length(), Ok(Some(1000)));
+        assert_eq!(
+            s.ack(7),
+            XferAck {
+                flags: s.flags,
+                transfer_id: 7,
+                acknowledged_length: 7
+            }
+        );
+    }
+
+    #[test]
+    fn extensions_of_a_non_start_segment_are_not_written() {
+        let s = XferSegment {
+            flags: SegmentFlags(SegmentFlags::END),
+            transfer_id: 7,
+            extensions: vec![ExtensionItem::transfer_length(1000)],
+            data: Bytes::new(),
+        };
+        assert_eq!(s.header_len(), 18);
+        assert_eq!(Message::from(s).to_bytes().unwrap().len(), 18);
+    }
+
+    #[test]
+    fn unencodable_values_write_nothing() {
+        let mut out = BytesMut::new();
+        let long_id = Message::SessInit(SessInit {
+            keepalive_interval: 0,
+            segment_mru: 0,
+            transfer_mru: 0,
+            node_id: "a".repeat(65_536),
+            extensions: Vec::new(),
+        });
+        assert_eq!(
+            long_id.encode(&mut out),
+            Err(TcpclError::Unencodable {
+                what: "node id",
+                len: 65_536,
+                max: 65_535
+            })
+        );
+        let big_item = ExtensionItem {
+            critical: false,
+            item_type: 2,
+            value: Bytes::from(vec![0; 70_000]),
+        };
+        let segment = Message::XferSegment(XferSegment {
+            flags: SegmentFlags(SegmentFlags::START),
+            transfer_id: 0,
+            extensions: vec![big_item],
+            data: Bytes::from_static(b"x"),
+        });
+        assert!(matches!(
+            segment.encode(&mut out),
+            Err(TcpclError::Unencodable {
+                what: "extension item value",
+                ..
+            })
+        ));
+        assert!(out.is_empty());
+        // A node id of exactly 65535 bytes is fine.
+        let max_id = Message::SessInit(SessInit {
+            keepalive_interval: 0,
+            segment_mru: 0,
+            transfer_mru: 0,
+            node_id: "a".repeat(65_535),
+            extensions: Vec::new(),
+        });
+        let bytes = max_id.to_bytes().unwrap();
+        assert_eq!(bytes.len(), 25 + 65_535);
+        assert_eq!(Message::decode(bytes), Ok(max_id));
+    }
+
+    #[test]
+    fn malformed_frames_are_named() {
+        let decode = |b: &'static [u8]| Message::decode(Bytes::from_static(b));
+        assert_eq!(
+            decode(&[]),
+            Err(TcpclError::Truncated {
+                what: "message type",
+                needed: 1,
+                available: 0
+            })
+        );
+        assert_eq!(decode(&[0x00]), Err(TcpclError::UnknownMessageType(0)));
+        assert_eq!(decode(&[0x08]), Err(TcpclError::UnknownMessageType(8)));
+        assert_eq!(decode(&[0x04, 0x04]), Err(TcpclError::TrailingBytes(1)));
+        assert_eq!(
+            decode(&[0x03, 0x01, 0, 0]),
+            Err(TcpclError::Truncated {
+                what: "transfer id",
+                needed: 8,
+                available: 2
+            })
+        );
+        // A segment declaring 2^64 - 1 bytes of data, with one present.
+        assert_eq!(
+            decode(&[
+                0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                b'a'
+            ]),
+            Err(TcpclError::Truncated {
+                what: "segment data",
+                needed: u64::MAX,
+                available: 1
+            })
+        );
+        // Transfer extension items declared longer than the frame.
+        assert_eq!(
+            decode(&[
+                0x01, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0
+            ]),
+            Err(TcpclError::Truncated {
+                what: "transfer extension items",
+                needed: 0xffff_ffff,
+                available: 1
+            })
+        );
+        // An item inside the session extension items overruns them: the field is 6 bytes, the
+        // item declares 2 bytes of value after its 5-byte header.
+        let mut init = vec![0x07, 0, 0];
+        init.extend_from_slice(&[0; 16]);
+        init.extend_from_slice(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x06]);
+        init.extend_from_slice(&[0x00, 0x00, 0x01, 0x00, 0x02, b'a']);
+        assert_eq!(
+            Message::decode(Bytes::from(init)),
+            Err(TcpclError::ExtensionItemOverrun {
+                item_type: 1,
+                declared: 2,
+                available: 1
+            })
+        );
+        // A node id that is not UTF-8.
+        let mut init = vec![0x07, 0, 0];
+        init.extend_from_slice(&[0; 16]);
+        init.extend_from_slice(&[0x00, 0x02, 0xc3, 0x28, 0, 0, 0, 0]);
+        assert!(matches!(
+            Message::decode(Bytes::from(init)),
+            Err(TcpclError::InvalidNodeId(_))
+        ));
+    }
+}
