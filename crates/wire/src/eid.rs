@@ -57,10 +57,13 @@ impl DtnEid {
             .iter()
             .position(|&b| b == b'/')
             .ok_or("no / after the node name")?;
+        // The ABNF's reg-name may be empty, but such an id names no node and cannot serve as a
+        // node id or route to one; refused, as bp7 refuses it.
         if slash == 0 {
             return Err("empty node name");
         }
-        if !rest[..slash].iter().all(|&b| REG_NAME[usize::from(b)]) {
+        let name = &rest[..slash];
+        if !name.iter().all(|&b| REG_NAME[usize::from(b)]) || !percent_escapes_are_complete(name) {
             return Err("node name is not a URI reg-name");
         }
         if !rest[slash + 1..]
@@ -117,6 +120,13 @@ const REG_NAME: [bool; 256] = {
     }
     table
 };
+
+/// RFC 3986 pct-encoded: every `%` is followed by two hexadecimal digits.
+fn percent_escapes_are_complete(name: &[u8]) -> bool {
+    name.iter().enumerate().filter(|&(_, &b)| b == b'%').all(|(i, _)| {
+        matches!(name.get(i + 1..i + 3), Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit())
+    })
+}
 
 impl Eid {
     /// A `dtn://node/demux` endpoint id.
@@ -315,6 +325,7 @@ mod tests {
             "dtn://node-1/",
             "dtn://a.b/in~box/x",
             "dtn://n/~group",
+            "dtn://a%41b/x",
             "ipn:0.0",
             "ipn:977000.18446744073709551615",
         ] {
@@ -342,6 +353,9 @@ mod tests {
             "dtn://node",
             "dtn://no de/",
             "dtn://n/a b",
+            "dtn://a%zz/x",
+            "dtn://%/x",
+            "dtn://a%4/x",
             "ipn:1",
             "ipn:1.",
             "ipn:-1.2",

@@ -15,6 +15,8 @@
 //! received bytes, the rules that span blocks) and liberal where it says to ignore (reserved and
 //! unknown flag bits are kept and ignored; blocks of unknown types are kept byte for byte and can
 //! be handled per their processing flags with [`Bundle::apply_unsupported_block_rules`]).
+//! A primary block without a CRC is accepted: RFC 9171 allows it when a BPSec integrity block
+//! covers the primary block, which this crate cannot verify; policy on it belongs to the node.
 //! Malformed input of any kind yields a [`DecodeError`] naming the byte offset; nothing panics and
 //! nothing is allocated by a length that was not first checked against the input.
 //!
