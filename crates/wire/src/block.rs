@@ -109,12 +109,21 @@ impl ExtensionData {
     }
 
     /// Interprets block-type-specific data `data` of a block of type `block_type`.
-    fn decode(block_type: u64, number: u64, data: Bytes) -> Result<Self, K> {
+    fn decode(block_type: u64, number: u64, buf: &Bytes, range: std::ops::Range<usize>) -> Result<Self, K> {
         let invalid = |reason| K::InvalidBlock {
             block: number,
             reason,
         };
-        let mut r = Reader::new(&data);
+        // Only the blocks that keep a slice of the input pay for a reference count.
+        let data = match block_type {
+            BLOCK_BUNDLE_AGE | BLOCK_HOP_COUNT => Bytes::new(),
+            _ => buf.slice(range.clone()),
+        };
+        let raw = &buf[range];
+        let mut r = match block_type {
+            BLOCK_BUNDLE_AGE | BLOCK_HOP_COUNT => Reader::new(raw),
+            _ => Reader::new(&data),
+        };
         let parsed = match block_type {
             BLOCK_PREVIOUS_NODE => ExtensionData::PreviousNode(
                 Eid::decode(&mut r, &data)
@@ -212,7 +221,7 @@ pub(crate) struct RawBlock {
     pub(crate) number: u64,
     pub(crate) flags: BlockFlags,
     pub(crate) crc_type: CrcType,
-    pub(crate) data: Bytes,
+    pub(crate) data: std::ops::Range<usize>,
 }
 
 impl RawBlock {
@@ -249,7 +258,7 @@ impl RawBlock {
             ));
         }
         r.expect_next(&mut a, "canonical block")?;
-        let data = buf.slice(r.bytes()?);
+        let data = r.bytes()?;
         check_crc(r, &mut a, buf, start, crc_type, number, "canonical block")?;
         Ok(Self {
             block_type,
@@ -261,8 +270,8 @@ impl RawBlock {
     }
 
     /// Interprets the block as an extension block.
-    pub(crate) fn into_extension(self, at: usize) -> Result<ExtensionBlock, DecodeError> {
-        let data = ExtensionData::decode(self.block_type, self.number, self.data)
+    pub(crate) fn into_extension(self, at: usize, buf: &Bytes) -> Result<ExtensionBlock, DecodeError> {
+        let data = ExtensionData::decode(self.block_type, self.number, buf, self.data)
             .map_err(|k| DecodeError::new(at, k))?;
         Ok(ExtensionBlock {
             number: self.number,

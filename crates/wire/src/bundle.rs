@@ -266,10 +266,10 @@ impl Bundle {
                 payload = Some(PayloadBlock {
                     flags: block.flags,
                     crc_type: block.crc_type,
-                    data: block.data,
+                    data: buf.slice(block.data),
                 });
             } else {
-                extensions.push(block.into_extension(at)?);
+                extensions.push(block.into_extension(at, &buf)?);
             }
         }
         let end = r.position();

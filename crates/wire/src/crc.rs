@@ -15,7 +15,7 @@ pub enum CrcType {
     Crc32c,
 }
 
-const X25: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
+const X25: crc::Crc<u16, crc::Table<16>> = crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_IBM_SDLC);
 
 impl CrcType {
     /// The type code carried in blocks.
@@ -60,7 +60,7 @@ impl CrcType {
 /// to its header to be checked.
 pub(crate) enum CrcDigest {
     None,
-    Crc16(crc::Digest<'static, u16>),
+    Crc16(crc::Digest<'static, u16, crc::Table<16>>),
     Crc32c(u32),
 }
 
@@ -78,7 +78,7 @@ impl CrcDigest {
         match self {
             CrcDigest::None => {}
             CrcDigest::Crc16(d) => d.update(&[0; 2]),
-            CrcDigest::Crc32c(c) => *c = crc32c::crc32c_append(*c, &[0; 4]),
+            CrcDigest::Crc32c(c) => *c = crc32c_append_small(*c, &[0; 4]),
         }
     }
 
@@ -94,7 +94,10 @@ impl CrcDigest {
         };
         if let Some(dst) = joined.get_mut(n..n + tail.len()) {
             dst.copy_from_slice(tail);
-            self.update(&joined[..n + tail.len()]);
+            match self {
+                CrcDigest::Crc32c(c) => *c = crc32c_append_small(*c, &joined[..n + tail.len()]),
+                _ => self.update(&joined[..n + tail.len()]),
+            }
         } else {
             self.update_zeroed_value();
             self.update(tail);
@@ -109,6 +112,34 @@ impl CrcDigest {
             CrcDigest::Crc32c(c) => c,
         }
     }
+}
+
+/// CRC-32C (reflected polynomial 0x82F63B78) byte table, for the few bytes (the zeroed CRC value,
+/// a break) where a call into the hardware routine costs more than the lookups.
+const CRC32C_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// `crc32c::crc32c_append` for a handful of bytes, by table.
+#[inline]
+fn crc32c_append_small(crc: u32, bytes: &[u8]) -> u32 {
+    let mut c = !crc;
+    for &b in bytes {
+        c = CRC32C_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
 }
 
 /// Reads a big-endian CRC value of 2 or 4 bytes.
@@ -176,6 +207,19 @@ mod tests {
                 d.update(chunk);
             }
             assert_eq!(d.finish(), crc_of(t, &data));
+        }
+    }
+}
+
+#[cfg(test)]
+mod exp_tests {
+    #[test]
+    fn small_matches_hw() {
+        for n in 0..12 {
+            let d: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+            for init in [0u32, 1, 0xdead_beef] {
+                assert_eq!(super::crc32c_append_small(init, &d), crc32c::crc32c_append(init, &d));
+            }
         }
     }
 }
