@@ -109,7 +109,12 @@ impl ExtensionData {
     }
 
     /// Interprets block-type-specific data `data` of a block of type `block_type`.
-    fn decode(block_type: u64, number: u64, buf: &Bytes, range: std::ops::Range<usize>) -> Result<Self, K> {
+    fn decode(
+        block_type: u64,
+        number: u64,
+        buf: &Bytes,
+        range: std::ops::Range<usize>,
+    ) -> Result<Self, K> {
         let invalid = |reason| K::InvalidBlock {
             block: number,
             reason,
@@ -270,7 +275,11 @@ impl RawBlock {
     }
 
     /// Interprets the block as an extension block.
-    pub(crate) fn into_extension(self, at: usize, buf: &Bytes) -> Result<ExtensionBlock, DecodeError> {
+    pub(crate) fn into_extension(
+        self,
+        at: usize,
+        buf: &Bytes,
+    ) -> Result<ExtensionBlock, DecodeError> {
         let data = ExtensionData::decode(self.block_type, self.number, buf, self.data)
             .map_err(|k| DecodeError::new(at, k))?;
         Ok(ExtensionBlock {

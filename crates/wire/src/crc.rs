@@ -15,7 +15,8 @@ pub enum CrcType {
     Crc32c,
 }
 
-const X25: crc::Crc<u16, crc::Table<16>> = crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_IBM_SDLC);
+const X25: crc::Crc<u16, crc::Table<16>> =
+    crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_IBM_SDLC);
 
 impl CrcType {
     /// The type code carried in blocks.
@@ -123,7 +124,11 @@ const CRC32C_TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;
@@ -218,7 +223,10 @@ mod exp_tests {
         for n in 0..12 {
             let d: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
             for init in [0u32, 1, 0xdead_beef] {
-                assert_eq!(super::crc32c_append_small(init, &d), crc32c::crc32c_append(init, &d));
+                assert_eq!(
+                    super::crc32c_append_small(init, &d),
+                    crc32c::crc32c_append(init, &d)
+                );
             }
         }
     }
