@@ -208,9 +208,7 @@ impl StatusReport {
         }
         cbor::put_uint(out, self.reason.code());
         self.source.encode(out);
-        cbor::put_array(out, 2);
-        cbor::put_uint(out, self.creation.time);
-        cbor::put_uint(out, self.creation.sequence);
+        self.creation.encode(out);
         if let Some((offset, len)) = self.fragment {
             cbor::put_uint(out, offset);
             cbor::put_uint(out, len);
@@ -255,12 +253,7 @@ impl StatusReport {
         r.expect_next(&mut a, WHAT)?;
         let source = Eid::decode(r, buf)?;
         r.expect_next(&mut a, WHAT)?;
-        let mut ts = r.array()?;
-        r.expect_next(&mut ts, "creation timestamp")?;
-        let time = r.uint()?;
-        r.expect_next(&mut ts, "creation timestamp")?;
-        let sequence = r.uint()?;
-        r.expect_end(&mut ts, "creation timestamp")?;
+        let creation = CreationTimestamp::decode(r)?;
         let fragment = if n == 6 {
             r.expect_next(&mut a, WHAT)?;
             let offset = r.uint()?;
@@ -279,7 +272,7 @@ impl StatusReport {
             deleted,
             reason,
             source,
-            creation: CreationTimestamp { time, sequence },
+            creation,
             fragment,
         })
     }

@@ -108,7 +108,8 @@ impl ExtensionData {
         }
     }
 
-    /// Interprets block-type-specific data `data` of a block of type `block_type`.
+    /// Interprets the block-type-specific data at `range` of `buf`, of a block of type
+    /// `block_type`.
     fn decode(
         block_type: u64,
         number: u64,
@@ -119,48 +120,52 @@ impl ExtensionData {
             block: number,
             reason,
         };
-        // Only the blocks that keep a slice of the input pay for a reference count.
-        let data = match block_type {
-            BLOCK_BUNDLE_AGE | BLOCK_HOP_COUNT => Bytes::new(),
-            _ => buf.slice(range.clone()),
-        };
-        let raw = &buf[range];
-        let mut r = match block_type {
-            BLOCK_BUNDLE_AGE | BLOCK_HOP_COUNT => Reader::new(raw),
-            _ => Reader::new(&data),
-        };
-        let parsed = match block_type {
-            BLOCK_PREVIOUS_NODE => ExtensionData::PreviousNode(
-                Eid::decode(&mut r, &data)
-                    .map_err(|_| invalid("previous node is not an endpoint id"))?,
-            ),
+        // Only the blocks that keep a slice of the input pay for a `Bytes` reference count;
+        // bundle age and hop count are read from the borrowed bytes.
+        Ok(match block_type {
+            BLOCK_PREVIOUS_NODE => {
+                let data = buf.slice(range);
+                ExtensionData::PreviousNode(
+                    parse_exactly(&data, |r| Eid::decode(r, &data))
+                        .ok_or(invalid("previous node is not exactly one endpoint id"))?,
+                )
+            }
             BLOCK_BUNDLE_AGE => ExtensionData::BundleAge(
-                r.uint()
-                    .map_err(|_| invalid("bundle age is not an unsigned integer"))?,
+                parse_exactly(&buf[range], |r| r.uint())
+                    .ok_or(invalid("bundle age is not exactly one unsigned integer"))?,
             ),
             BLOCK_HOP_COUNT => {
-                let pair = (|| {
+                let hops = parse_exactly(&buf[range], |r| {
                     let mut a = r.array()?;
                     r.expect_next(&mut a, "hop count")?;
                     let limit = r.uint()?;
                     r.expect_next(&mut a, "hop count")?;
                     let count = r.uint()?;
                     r.expect_end(&mut a, "hop count")?;
-                    Ok::<_, DecodeError>(HopCount { limit, count })
-                })()
-                .map_err(|_| invalid("hop count is not [limit, count]"))?;
-                if !(1..=255).contains(&pair.limit) {
+                    Ok(HopCount { limit, count })
+                })
+                .ok_or(invalid("hop count is not exactly [limit, count]"))?;
+                if !(1..=255).contains(&hops.limit) {
                     return Err(invalid("hop limit outside 1..=255"));
                 }
-                ExtensionData::HopCount(pair)
+                ExtensionData::HopCount(hops)
             }
-            _ => return Ok(ExtensionData::Unknown { block_type, data }),
-        };
-        if !r.is_empty() {
-            return Err(invalid("data does not fill the block"));
-        }
-        Ok(parsed)
+            _ => ExtensionData::Unknown {
+                block_type,
+                data: buf.slice(range),
+            },
+        })
     }
+}
+
+/// Parses `bytes` with `parse`, which must consume all of them.
+fn parse_exactly<T>(
+    bytes: &[u8],
+    parse: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Option<T> {
+    let mut r = Reader::new(bytes);
+    let value = parse(&mut r).ok()?;
+    r.is_empty().then_some(value)
 }
 
 /// A canonical block other than the payload block.

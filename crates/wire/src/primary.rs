@@ -86,6 +86,25 @@ pub struct CreationTimestamp {
     pub sequence: u64,
 }
 
+impl CreationTimestamp {
+    /// Appends the CBOR encoding, `[time, sequence]`.
+    pub(crate) fn encode(&self, out: &mut impl BufMut) {
+        cbor::put_array(out, 2);
+        cbor::put_uint(out, self.time);
+        cbor::put_uint(out, self.sequence);
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut a = r.array()?;
+        r.expect_next(&mut a, "creation timestamp")?;
+        let time = r.uint()?;
+        r.expect_next(&mut a, "creation timestamp")?;
+        let sequence = r.uint()?;
+        r.expect_end(&mut a, "creation timestamp")?;
+        Ok(Self { time, sequence })
+    }
+}
+
 /// Where a fragment's payload lies in the original application data unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FragmentInfo {
@@ -192,9 +211,7 @@ impl PrimaryBlock {
         self.destination.encode(out);
         self.source.encode(out);
         self.report_to.encode(out);
-        cbor::put_array(out, 2);
-        cbor::put_uint(out, self.creation.time);
-        cbor::put_uint(out, self.creation.sequence);
+        self.creation.encode(out);
         cbor::put_uint(out, self.lifetime_ms);
         if let Some(frag) = self.fragment {
             cbor::put_uint(out, frag.offset);
@@ -262,12 +279,7 @@ impl PrimaryBlock {
         r.expect_next(&mut a, "primary block")?;
         let report_to = Eid::decode(r, buf)?;
         r.expect_next(&mut a, "primary block")?;
-        let mut ts = r.array()?;
-        r.expect_next(&mut ts, "creation timestamp")?;
-        let time = r.uint()?;
-        r.expect_next(&mut ts, "creation timestamp")?;
-        let sequence = r.uint()?;
-        r.expect_end(&mut ts, "creation timestamp")?;
+        let creation = CreationTimestamp::decode(r)?;
         r.expect_next(&mut a, "primary block")?;
         let lifetime_ms = r.uint()?;
         let fragment = if is_fragment {
@@ -289,7 +301,7 @@ impl PrimaryBlock {
             destination,
             source,
             report_to,
-            creation: CreationTimestamp { time, sequence },
+            creation,
             lifetime_ms,
             fragment,
         })

@@ -262,3 +262,42 @@ fn reserved_flag_bits_are_kept_and_ignored() {
     assert_eq!(back.primary.flags.0, 0x98 | (1 << 40));
     assert!(!back.primary.flags.any_report_requested());
 }
+
+#[test]
+fn known_extension_blocks_must_hold_exactly_their_content() {
+    use wire::{ExtensionBlock, ExtensionData};
+    // Raw block data written under the known type codes, as a careless or hostile peer would.
+    let cases: [(u64, &'static [u8]); 5] = [
+        (10, &[0x82, 0x05, 0x00, 0x00]), // hop count [5, 0] and a stray byte
+        (10, &[0x81, 0x05]),             // hop count with only a limit
+        (7, &[0x61, b'1']),              // bundle age as text
+        (7, &[]),                        // bundle age missing
+        (6, &[0x82, 0x02, 0x82, 0x01, 0x00, 0x00]), // previous node ipn:1.0 and a stray byte
+    ];
+    for (block_type, data) in cases {
+        let mut primary = PrimaryBlock::new(
+            Eid::ipn(2, 1),
+            Eid::ipn(1, 0),
+            CreationTimestamp {
+                time: 1,
+                sequence: 0,
+            },
+            1000,
+        );
+        primary.crc_type = CrcType::Crc32c;
+        let mut b = Bundle::new(primary, Bytes::from_static(b"abc"));
+        b.extensions.push(ExtensionBlock::new(
+            2,
+            ExtensionData::Unknown {
+                block_type,
+                data: Bytes::from_static(data),
+            },
+        ));
+        match kind(b.encode().to_bytes().to_vec()) {
+            K::InvalidBlock { block: 2, reason } => assert!(reason.contains("exactly"), "{reason}"),
+            other => {
+                panic!("type {block_type} data {data:02x?}: expected InvalidBlock, got {other:?}")
+            }
+        }
+    }
+}
