@@ -84,6 +84,8 @@ pub enum DecodeErrorKind {
     InvalidBundle(&'static str),
     /// An administrative record that breaks RFC 9171 §6.1.
     InvalidAdminRecord(&'static str),
+    /// A discovery beacon that breaks its format (see `Beacon`).
+    InvalidBeacon(&'static str),
 }
 
 impl DecodeError {
@@ -137,6 +139,7 @@ impl fmt::Display for DecodeError {
             DecodeErrorKind::InvalidAdminRecord(why) => {
                 write!(f, "invalid administrative record: {why}")
             }
+            DecodeErrorKind::InvalidBeacon(why) => write!(f, "invalid beacon: {why}"),
         }
     }
 }

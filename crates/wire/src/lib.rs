@@ -21,11 +21,13 @@
 //! nothing is allocated by a length that was not first checked against the input.
 //!
 //! Modules: [`Bundle`] and its blocks, [`Eid`], [`CrcType`], [`AdminRecord`] (status reports),
-//! and [`tcpcl`] (the TCP convergence layer's messages, with incremental parsing).
+//! [`Beacon`] (neighbour discovery), and [`tcpcl`] (the TCP convergence layer's messages, with
+//! incremental parsing).
 
 #![forbid(unsafe_code)]
 
 mod admin;
+mod beacon;
 mod block;
 mod bundle;
 mod cbor;
@@ -36,6 +38,7 @@ mod primary;
 pub mod tcpcl;
 
 pub use admin::{AdminRecord, RECORD_STATUS_REPORT, StatusAssertion, StatusReason, StatusReport};
+pub use beacon::{BEACON_VERSION, Beacon, Capabilities, ClaEndpoint, ClaKind};
 pub use block::{
     BLOCK_BUNDLE_AGE, BLOCK_HOP_COUNT, BLOCK_PAYLOAD, BLOCK_PREVIOUS_NODE, BlockFlags,
     ExtensionBlock, ExtensionData, HopCount, PAYLOAD_BLOCK_NUMBER,

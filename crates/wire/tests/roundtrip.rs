@@ -1,13 +1,13 @@
-//! Property tests of the BPv7 codec: every value the types can hold (within RFC 9171's rules)
+//! Property tests of the BPv7 codec (and the discovery beacon): every value the types can hold (within RFC 9171's rules)
 //! survives encode → decode unchanged, re-encoding is byte-stable, and arbitrary or mutated input
 //! never panics.
 
 use bytes::Bytes;
 use proptest::prelude::*;
 use wire::{
-    AdminRecord, BlockFlags, Bundle, BundleFlags, CrcType, CreationTimestamp, DecodeErrorKind, Eid,
-    ExtensionBlock, ExtensionData, FragmentInfo, HopCount, PayloadBlock, PrimaryBlock,
-    StatusAssertion, StatusReason, StatusReport,
+    AdminRecord, Beacon, BlockFlags, Bundle, BundleFlags, Capabilities, ClaEndpoint, ClaKind,
+    CrcType, CreationTimestamp, DecodeErrorKind, Eid, ExtensionBlock, ExtensionData, FragmentInfo,
+    HopCount, PayloadBlock, PrimaryBlock, StatusAssertion, StatusReason, StatusReport,
 };
 
 fn crc_type() -> impl Strategy<Value = CrcType> {
@@ -154,8 +154,47 @@ fn status_report() -> impl Strategy<Value = StatusReport> {
         )
 }
 
+fn beacon() -> impl Strategy<Value = Beacon> {
+    let cla = (
+        any::<u64>(),
+        any::<u16>(),
+        proptest::option::of("[ -~]{0,40}"),
+    )
+        .prop_map(|(kind, port, address)| ClaEndpoint {
+            kind: ClaKind::from_code(kind % 5),
+            port,
+            address,
+        });
+    (
+        non_null_eid(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        proptest::collection::vec(cla, 0..4),
+    )
+        .prop_map(
+            |(node, sequence, period_ms, caps, convergence_layers)| Beacon {
+                node: node.node_id(),
+                sequence,
+                period_ms,
+                capabilities: Capabilities(caps),
+                convergence_layers,
+            },
+        )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn beacons_round_trip(b in beacon()) {
+        prop_assert_eq!(Beacon::decode(&b.encode()).unwrap(), b);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_beacon_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = Beacon::decode(&Bytes::from(bytes));
+    }
 
     #[test]
     fn bundles_round_trip(b in bundle()) {
