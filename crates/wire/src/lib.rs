@@ -21,7 +21,8 @@
 //! nothing is allocated by a length that was not first checked against the input.
 //!
 //! Modules: [`Bundle`] and its blocks, [`Eid`], [`CrcType`], [`AdminRecord`] (status reports),
-//! [`Beacon`] (neighbour discovery), and [`tcpcl`] (the TCP convergence layer's messages, with
+//! [`Beacon`] (neighbour discovery), fragmentation ([`Bundle::split_at`], [`Bundle::fragment`]) and
+//! [`Reassembly`], and [`tcpcl`] (the TCP convergence layer's messages, with
 //! incremental parsing).
 
 #![forbid(unsafe_code)]
@@ -34,6 +35,7 @@ mod cbor;
 mod crc;
 mod eid;
 mod error;
+mod fragment;
 mod primary;
 pub mod tcpcl;
 
@@ -47,6 +49,7 @@ pub use bundle::{Bundle, EncodedBundle, PayloadBlock, UnsupportedBlocks};
 pub use crc::CrcType;
 pub use eid::{DtnEid, Eid, ParseEidError, SCHEME_DTN, SCHEME_IPN};
 pub use error::{DecodeError, DecodeErrorKind};
+pub use fragment::{FragmentError, Reassembly, ReassemblyError};
 pub use primary::{
     BP_VERSION, BundleFlags, BundleId, CreationTimestamp, DTN_EPOCH_UNIX_SECS, DtnTime,
     FragmentInfo, PrimaryBlock,

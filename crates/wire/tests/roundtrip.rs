@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use wire::{
     AdminRecord, Beacon, BlockFlags, Bundle, BundleFlags, Capabilities, ClaEndpoint, ClaKind,
     CrcType, CreationTimestamp, DecodeErrorKind, Eid, ExtensionBlock, ExtensionData, FragmentInfo,
-    HopCount, PayloadBlock, PrimaryBlock, StatusAssertion, StatusReason, StatusReport,
+    HopCount, PayloadBlock, PrimaryBlock, Reassembly, StatusAssertion, StatusReason, StatusReport,
 };
 
 fn crc_type() -> impl Strategy<Value = CrcType> {
@@ -185,6 +185,38 @@ fn beacon() -> impl Strategy<Value = Beacon> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn fragments_survive_the_wire_and_reassemble_in_any_order(
+        b in bundle(),
+        max_payload in 1usize..700,
+        order in any::<u64>(),
+    ) {
+        // Make the bundle fragmentable: whole, and without the must-not-fragment flag (which an
+        // anonymous bundle must keep).
+        if b.primary.source.is_null() {
+            return Ok(());
+        }
+        let mut b = b;
+        b.primary.fragment = None;
+        b.primary.flags = b.primary.flags.with(BundleFlags::MUST_NOT_FRAGMENT | BundleFlags::IS_FRAGMENT, false);
+        let mut pieces = b.fragment(max_payload).unwrap();
+        prop_assert_eq!(pieces.len(), b.payload.data.len().div_ceil(max_payload).max(1));
+        if pieces.len() == 1 {
+            prop_assert_eq!(&pieces[0], &b);
+            return Ok(());
+        }
+        // Rotate by a random amount: reassembly must not depend on arrival order.
+        let k = (order % pieces.len() as u64) as usize;
+        pieces.rotate_left(k);
+        let mut decoded = pieces.iter().map(|p| Bundle::decode(p.encode().to_bytes()).unwrap());
+        let mut r = Reassembly::new(decoded.next().unwrap()).unwrap();
+        for p in decoded {
+            prop_assert!(!r.is_complete());
+            r.insert(p).unwrap();
+        }
+        prop_assert_eq!(r.finish().unwrap(), b);
+    }
 
     #[test]
     fn beacons_round_trip(b in beacon()) {

@@ -1,0 +1,417 @@
+//! Bundle fragmentation and ADU reassembly (RFC 9171 §5.8 and §5.9), as pure functions on values:
+//! the node decides when to fragment (a contact too short for the whole bundle) and where the
+//! pieces of an ADU wait until they are complete.
+//!
+//! Fragment payloads are slices of the original payload (no copy); only the final reassembly of an
+//! ADU that arrived in several pieces concatenates them.
+
+use std::collections::BTreeMap;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::block::{BlockFlags, ExtensionBlock, ExtensionData};
+use crate::bundle::Bundle;
+use crate::primary::{BundleFlags, BundleId, FragmentInfo};
+
+/// Why a bundle cannot be split as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FragmentError {
+    /// The bundle's "must not be fragmented" flag is set.
+    #[error("the bundle must not be fragmented")]
+    MustNotFragment,
+    /// The split point is not strictly inside the payload (RFC 9171 §5.8: 0 < N < M).
+    #[error("cannot split a {len}-byte payload at {at}")]
+    BadSplitPoint {
+        /// The requested split point.
+        at: usize,
+        /// The payload length.
+        len: usize,
+    },
+    /// A fragment size of zero.
+    #[error("fragments must carry at least one payload byte")]
+    ZeroFragmentSize,
+}
+
+/// Why a fragment does not belong to a reassembly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReassemblyError {
+    /// The bundle is not a fragment.
+    #[error("the bundle is not a fragment")]
+    NotAFragment,
+    /// The fragment has another source or creation timestamp.
+    #[error("the fragment belongs to another bundle")]
+    OtherBundle,
+    /// The fragment declares another total ADU length than the fragments before it.
+    #[error("total ADU length {found} differs from {expected}")]
+    TotalLengthMismatch {
+        /// The length the first fragment declared.
+        expected: u64,
+        /// The length this fragment declares.
+        found: u64,
+    },
+}
+
+impl Bundle {
+    /// Splits the bundle into two fragments whose payloads are the first `at` and the remaining
+    /// bytes of this bundle's payload (RFC 9171 §5.8).
+    ///
+    /// The first fragment keeps every extension block. The second keeps the blocks flagged
+    /// "replicate in every fragment" and the previous node, bundle age and hop count blocks, which
+    /// describe the bundle's journey and are needed by every piece (a fragment of a bundle without
+    /// a creation time must carry its age, and each piece counts its own hops). A fragment of a
+    /// fragment keeps its offsets relative to the original ADU.
+    pub fn split_at(&self, at: usize) -> Result<(Bundle, Bundle), FragmentError> {
+        let len = self.payload.data.len();
+        if self.primary.flags.contains(BundleFlags::MUST_NOT_FRAGMENT) {
+            return Err(FragmentError::MustNotFragment);
+        }
+        if at == 0 || at >= len {
+            return Err(FragmentError::BadSplitPoint { at, len });
+        }
+        let (offset, total) = match self.primary.fragment {
+            Some(f) => (f.offset, f.total_adu_len),
+            None => (0, len as u64),
+        };
+        let piece = |start: usize, end: usize, extensions: Vec<ExtensionBlock>| {
+            let mut b = self.clone();
+            b.primary.fragment = Some(FragmentInfo {
+                offset: offset + start as u64,
+                total_adu_len: total,
+            });
+            b.primary.flags = b.primary.flags.with(BundleFlags::IS_FRAGMENT, true);
+            b.extensions = extensions;
+            b.payload.data = self.payload.data.slice(start..end);
+            b
+        };
+        let replicated = self
+            .extensions
+            .iter()
+            .filter(|b| {
+                b.flags.contains(BlockFlags::REPLICATE_IN_EVERY_FRAGMENT)
+                    || matches!(
+                        b.data,
+                        ExtensionData::PreviousNode(_)
+                            | ExtensionData::BundleAge(_)
+                            | ExtensionData::HopCount(_)
+                    )
+            })
+            .cloned()
+            .collect();
+        Ok((
+            piece(0, at, self.extensions.clone()),
+            piece(at, len, replicated),
+        ))
+    }
+
+    /// Splits the bundle into fragments carrying at most `max_payload` payload bytes each, in
+    /// payload order. A bundle whose payload already fits is returned whole.
+    pub fn fragment(&self, max_payload: usize) -> Result<Vec<Bundle>, FragmentError> {
+        if max_payload == 0 {
+            return Err(FragmentError::ZeroFragmentSize);
+        }
+        let mut pieces = Vec::new();
+        let mut rest = self.clone();
+        while rest.payload.data.len() > max_payload {
+            let (head, tail) = rest.split_at(max_payload)?;
+            pieces.push(head);
+            rest = tail;
+        }
+        pieces.push(rest);
+        Ok(pieces)
+    }
+}
+
+/// The fragments of one ADU received so far (RFC 9171 §5.9). Overlapping fragments, as different
+/// fragmentation episodes produce, contribute only their new bytes ("material extents").
+#[derive(Debug, Clone)]
+pub struct Reassembly {
+    id: BundleId,
+    total: u64,
+    /// Disjoint extents of the ADU by offset.
+    extents: BTreeMap<u64, Bytes>,
+    received: u64,
+    /// The fragment at offset 0, which carries every extension block of the original.
+    first: Option<Bundle>,
+    /// Any fragment, for the primary block when the first has not arrived yet.
+    any: Bundle,
+}
+
+impl Reassembly {
+    /// Starts a reassembly with one fragment.
+    pub fn new(fragment: Bundle) -> Result<Self, ReassemblyError> {
+        let info = fragment
+            .primary
+            .fragment
+            .ok_or(ReassemblyError::NotAFragment)?;
+        let mut id = fragment.id();
+        id.fragment = None;
+        let mut r = Self {
+            id,
+            total: info.total_adu_len,
+            extents: BTreeMap::new(),
+            received: 0,
+            first: None,
+            any: fragment.clone(),
+        };
+        r.insert(fragment)?;
+        Ok(r)
+    }
+
+    /// The identity of the bundle being reassembled (source and creation timestamp).
+    pub fn bundle_id(&self) -> &BundleId {
+        &self.id
+    }
+
+    /// The ADU's total length.
+    pub fn total_len(&self) -> u64 {
+        self.total
+    }
+
+    /// Distinct ADU bytes received so far.
+    pub fn received_len(&self) -> u64 {
+        self.received
+    }
+
+    /// Whether every byte of the ADU has arrived.
+    pub fn is_complete(&self) -> bool {
+        self.received == self.total
+    }
+
+    /// Adds a fragment; bytes already held are ignored.
+    pub fn insert(&mut self, fragment: Bundle) -> Result<(), ReassemblyError> {
+        let info = fragment
+            .primary
+            .fragment
+            .ok_or(ReassemblyError::NotAFragment)?;
+        if fragment.primary.source != self.id.source
+            || fragment.primary.creation != self.id.creation
+        {
+            return Err(ReassemblyError::OtherBundle);
+        }
+        if info.total_adu_len != self.total {
+            return Err(ReassemblyError::TotalLengthMismatch {
+                expected: self.total,
+                found: info.total_adu_len,
+            });
+        }
+        // Trim the new payload to the parts not yet held, walking the extents it may overlap.
+        let data = &fragment.payload.data;
+        let start = info.offset;
+        let end = start + data.len() as u64;
+        let mut cursor = start;
+        let mut new_parts = Vec::new();
+        let overlapping = self
+            .extents
+            .range(..end)
+            .rev()
+            .take_while(|(o, d)| *o + d.len() as u64 > start)
+            .map(|(o, d)| (*o, *o + d.len() as u64))
+            .collect::<Vec<_>>();
+        for (held_start, held_end) in overlapping.into_iter().rev() {
+            if held_start > cursor {
+                new_parts.push((cursor, held_start.min(end)));
+            }
+            cursor = cursor.max(held_end);
+        }
+        if cursor < end {
+            new_parts.push((cursor, end));
+        }
+        for (s, e) in new_parts {
+            let slice = data.slice((s - start) as usize..(e - start) as usize);
+            self.received += slice.len() as u64;
+            self.extents.insert(s, slice);
+        }
+        if info.offset == 0 && self.first.is_none() {
+            self.first = Some(fragment);
+        }
+        Ok(())
+    }
+
+    /// The reassembled bundle once every byte has arrived; otherwise the reassembly back.
+    ///
+    /// The primary block is the original's (fragment flag and fields removed); extension blocks
+    /// and payload block flags come from the fragment at offset 0.
+    pub fn finish(self) -> Result<Bundle, Self> {
+        if !self.is_complete() {
+            return Err(self);
+        }
+        let mut bundle = self.first.unwrap_or(self.any);
+        bundle.primary.fragment = None;
+        bundle.primary.flags = bundle.primary.flags.with(BundleFlags::IS_FRAGMENT, false);
+        bundle.payload.data = if self.extents.len() == 1 {
+            // One extent covers the ADU: it is already contiguous.
+            self.extents.into_values().next().unwrap_or_default()
+        } else {
+            // `received == total` bounds this allocation by bytes that actually arrived.
+            let mut adu = BytesMut::with_capacity(self.received as usize);
+            for part in self.extents.into_values() {
+                adu.extend_from_slice(&part);
+            }
+            adu.freeze()
+        };
+        Ok(bundle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::HopCount;
+    use crate::eid::Eid;
+    use crate::primary::{CreationTimestamp, PrimaryBlock};
+
+    fn original(len: usize) -> Bundle {
+        let primary = PrimaryBlock::new(
+            Eid::ipn(2, 1),
+            Eid::ipn(1, 0),
+            CreationTimestamp {
+                time: 0,
+                sequence: 9,
+            },
+            60_000,
+        );
+        let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let mut b = Bundle::new(primary, Bytes::from(payload));
+        b.extensions
+            .push(ExtensionBlock::new(2, ExtensionData::BundleAge(5)));
+        b.extensions.push(ExtensionBlock::new(
+            3,
+            ExtensionData::HopCount(HopCount { limit: 9, count: 1 }),
+        ));
+        b.extensions.push(ExtensionBlock::new(
+            4,
+            ExtensionData::Unknown {
+                block_type: 200,
+                data: Bytes::from_static(b"first only"),
+            },
+        ));
+        b.extensions.push(ExtensionBlock {
+            flags: BlockFlags(BlockFlags::REPLICATE_IN_EVERY_FRAGMENT),
+            ..ExtensionBlock::new(
+                5,
+                ExtensionData::Unknown {
+                    block_type: 201,
+                    data: Bytes::from_static(b"everywhere"),
+                },
+            )
+        });
+        b
+    }
+
+    #[test]
+    fn fragments_are_valid_bundles_that_follow_section_5_8() {
+        let b = original(1000);
+        let pieces = b.fragment(300).unwrap();
+        assert_eq!(pieces.len(), 4);
+        let mut concatenated = Vec::new();
+        for (i, p) in pieces.iter().enumerate() {
+            // Each fragment survives the wire.
+            let back = Bundle::decode(p.encode().to_bytes()).unwrap();
+            assert_eq!(&back, p);
+            let f = p.primary.fragment.unwrap();
+            assert_eq!(f.offset, 300 * i as u64);
+            assert_eq!(f.total_adu_len, 1000);
+            assert!(p.primary.encoded_flags().contains(BundleFlags::IS_FRAGMENT));
+            let types: Vec<u64> = p.extensions.iter().map(|e| e.data.block_type()).collect();
+            if i == 0 {
+                assert_eq!(types, [7, 10, 200, 201], "offset 0 keeps every block");
+            } else {
+                assert_eq!(
+                    types,
+                    [7, 10, 201],
+                    "later fragments keep the replicated ones"
+                );
+            }
+            concatenated.extend_from_slice(&p.payload.data);
+        }
+        assert_eq!(concatenated, b.payload.data);
+        // Payloads are slices of the original payload.
+        assert_eq!(
+            pieces[1].payload.data.as_ptr(),
+            b.payload.data[300..].as_ptr()
+        );
+    }
+
+    #[test]
+    fn splitting_rules() {
+        let b = original(10);
+        assert_eq!(
+            b.split_at(0).unwrap_err(),
+            FragmentError::BadSplitPoint { at: 0, len: 10 }
+        );
+        assert_eq!(
+            b.split_at(10).unwrap_err(),
+            FragmentError::BadSplitPoint { at: 10, len: 10 }
+        );
+        assert_eq!(b.fragment(0).unwrap_err(), FragmentError::ZeroFragmentSize);
+        assert_eq!(b.fragment(10).unwrap(), vec![b.clone()]);
+        let mut fixed = b.clone();
+        fixed.primary.flags = BundleFlags(BundleFlags::MUST_NOT_FRAGMENT);
+        assert_eq!(
+            fixed.split_at(5).unwrap_err(),
+            FragmentError::MustNotFragment
+        );
+
+        // A fragment of a fragment keeps offsets relative to the original ADU.
+        let (_, tail) = b.split_at(4).unwrap();
+        let (mid, last) = tail.split_at(3).unwrap();
+        assert_eq!(mid.primary.fragment.unwrap().offset, 4);
+        assert_eq!(last.primary.fragment.unwrap().offset, 7);
+        assert_eq!(last.primary.fragment.unwrap().total_adu_len, 10);
+    }
+
+    #[test]
+    fn reassembly_in_any_order_with_overlaps() {
+        let b = original(1000);
+        // Two fragmentation episodes: 300-byte and 450-byte pieces, overlapping.
+        let mut pieces = b.fragment(300).unwrap();
+        pieces.extend(b.fragment(450).unwrap());
+        pieces.reverse();
+        let mut r = Reassembly::new(pieces[0].clone()).unwrap();
+        for p in &pieces[1..] {
+            r.insert(p.clone()).unwrap();
+            assert!(r.received_len() <= 1000);
+        }
+        assert!(r.is_complete());
+        assert_eq!(r.finish().unwrap(), b);
+    }
+
+    #[test]
+    fn incomplete_and_foreign_fragments() {
+        let b = original(100);
+        let pieces = b.fragment(40).unwrap();
+        let mut r = Reassembly::new(pieces[2].clone()).unwrap();
+        r.insert(pieces[2].clone()).unwrap();
+        assert_eq!(r.received_len(), 20, "a duplicate adds nothing");
+        r.insert(pieces[0].clone()).unwrap();
+        assert_eq!(r.received_len(), 60);
+        let r = r.finish().unwrap_err();
+        assert!(!r.is_complete());
+
+        let mut other = pieces[1].clone();
+        other.primary.creation.sequence += 1;
+        let mut r2 = r.clone();
+        assert_eq!(r2.insert(other).unwrap_err(), ReassemblyError::OtherBundle);
+        let mut longer = pieces[1].clone();
+        longer.primary.fragment = Some(FragmentInfo {
+            offset: 40,
+            total_adu_len: 101,
+        });
+        assert_eq!(
+            r2.insert(longer).unwrap_err(),
+            ReassemblyError::TotalLengthMismatch {
+                expected: 100,
+                found: 101
+            }
+        );
+        assert_eq!(
+            Reassembly::new(b.clone()).unwrap_err(),
+            ReassemblyError::NotAFragment
+        );
+        let mut r3 = r;
+        r3.insert(pieces[1].clone()).unwrap();
+        assert_eq!(r3.finish().unwrap(), b);
+    }
+}
