@@ -132,10 +132,11 @@ pub struct Reassembly {
     /// Disjoint extents of the ADU by offset.
     extents: BTreeMap<u64, Bytes>,
     received: u64,
-    /// The fragment at offset 0, which carries every extension block of the original.
-    first: Option<Bundle>,
+    /// The fragment at offset 0, which carries every extension block of the original. (Boxed,
+    /// like `any`, to keep the reassembly small where it is returned by value.)
+    first: Option<Box<Bundle>>,
     /// Any fragment, for the primary block when the first has not arrived yet.
-    any: Bundle,
+    any: Box<Bundle>,
 }
 
 impl Reassembly {
@@ -153,7 +154,7 @@ impl Reassembly {
             extents: BTreeMap::new(),
             received: 0,
             first: None,
-            any: fragment.clone(),
+            any: Box::new(fragment.clone()),
         };
         r.insert(fragment)?;
         Ok(r)
@@ -224,7 +225,7 @@ impl Reassembly {
             self.extents.insert(s, slice);
         }
         if info.offset == 0 && self.first.is_none() {
-            self.first = Some(fragment);
+            self.first = Some(Box::new(fragment));
         }
         Ok(())
     }
@@ -233,11 +234,13 @@ impl Reassembly {
     ///
     /// The primary block is the original's (fragment flag and fields removed); extension blocks
     /// and payload block flags come from the fragment at offset 0.
+    // Handing the reassembly back on `Err` is the point, and it happens once per ADU at most.
+    #[allow(clippy::result_large_err)]
     pub fn finish(self) -> Result<Bundle, Self> {
         if !self.is_complete() {
             return Err(self);
         }
-        let mut bundle = self.first.unwrap_or(self.any);
+        let mut bundle = *self.first.unwrap_or(self.any);
         bundle.primary.fragment = None;
         bundle.primary.flags = bundle.primary.flags.with(BundleFlags::IS_FRAGMENT, false);
         bundle.payload.data = if self.extents.len() == 1 {
