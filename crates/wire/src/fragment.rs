@@ -9,9 +9,14 @@ use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::block::{BlockFlags, ExtensionBlock, ExtensionData};
-use crate::bundle::Bundle;
-use crate::primary::{BundleFlags, BundleId, FragmentInfo};
+use crate::block::{
+    BLOCK_PAYLOAD, BlockFlags, ExtensionBlock, ExtensionData, PAYLOAD_BLOCK_NUMBER, RawBlock,
+};
+use crate::bundle::{Bundle, EncodedBundle, PayloadBlock};
+use crate::cbor::{self, Arg, Reader};
+use crate::crc::CrcType;
+use crate::error::{DecodeError, DecodeErrorKind as K};
+use crate::primary::{BundleFlags, BundleId, FragmentInfo, PrimaryBlock};
 
 /// Why a bundle cannot be split as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +125,164 @@ impl Bundle {
         }
         pieces.push(rest);
         Ok(pieces)
+    }
+}
+
+/// What a receiver keeps of a transfer that was cut before the whole bundle arrived (reactive
+/// fragmentation): a fragment carrying the payload bytes that did arrive.
+///
+/// `received` is the prefix of an encoded bundle that a convergence layer delivered. If it holds
+/// the whole bundle, this is [`Bundle::decode`]. Otherwise, if every block before the payload and
+/// the payload block's header arrived (their CRCs are checked) and at least one payload byte did
+/// too, the result is a fragment with those bytes, all extension blocks, and a payload block whose
+/// CRC is recomputed when it is encoded again: the cut payload's own CRC cannot be checked, so the
+/// bytes are as trustworthy as the convergence layer that carried them (TCP's checksums). `None`
+/// when nothing usable arrived, or the bundle must not be fragmented.
+pub fn decode_cut_transfer(received: Bytes) -> Result<Option<Bundle>, DecodeError> {
+    let mut r = Reader::new(&received);
+    match r.peek() {
+        Err(_) => return Ok(None),
+        Ok(cbor::ARRAY_INDEFINITE) => {}
+        Ok(_) => {
+            return Err(r.err(K::UnexpectedType {
+                expected: "indefinite-length array (a bundle)",
+            }));
+        }
+    }
+    let mut outer = r.array()?;
+    match r.has_next(&mut outer) {
+        Ok(true) => {}
+        Ok(false) => return Bundle::decode(received).map(Some),
+        Err(e) if is_cut(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let primary = match PrimaryBlock::decode(&mut r, &received) {
+        Ok(p) => p,
+        Err(e) if is_cut(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut extensions = Vec::new();
+    loop {
+        let at = r.position();
+        match r.has_next(&mut outer) {
+            Ok(true) => {}
+            // The array ended before a payload block: not a bundle; decode says precisely why.
+            Ok(false) => return Bundle::decode(received).map(Some),
+            Err(e) if is_cut(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let mut probe = r.clone();
+        match RawBlock::decode(&mut probe, &received) {
+            Ok(block) if block.block_type == BLOCK_PAYLOAD => {
+                if !probe.is_empty() || block.number != PAYLOAD_BLOCK_NUMBER {
+                    return Bundle::decode(received).map(Some);
+                }
+                // Only the closing break is missing: every block arrived whole and was checked.
+                let bundle = Bundle {
+                    primary,
+                    extensions,
+                    payload: PayloadBlock {
+                        flags: block.flags,
+                        crc_type: block.crc_type,
+                        data: received.slice(block.data),
+                    },
+                };
+                bundle.validate().map_err(|k| DecodeError::new(0, k))?;
+                return Ok(Some(bundle));
+            }
+            Ok(block) => {
+                extensions.push(block.into_extension(at, &received)?);
+                r = probe;
+            }
+            Err(e) if is_cut(&e) => {
+                return cut_payload_block(&mut r, &received, primary, extensions);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether a decode error only says that the input stopped early.
+fn is_cut(e: &DecodeError) -> bool {
+    matches!(e.kind, K::Truncated | K::LengthExceedsInput { .. })
+}
+
+/// Reads the header of a payload block whose data was cut, and makes the fragment.
+fn cut_payload_block(
+    r: &mut Reader<'_>,
+    received: &Bytes,
+    mut primary: PrimaryBlock,
+    extensions: Vec<ExtensionBlock>,
+) -> Result<Option<Bundle>, DecodeError> {
+    let header = (|| {
+        let mut a = r.array()?;
+        r.expect_next(&mut a, "canonical block")?;
+        let block_type = r.uint()?;
+        r.expect_next(&mut a, "canonical block")?;
+        let number = r.uint()?;
+        r.expect_next(&mut a, "canonical block")?;
+        let flags = BlockFlags(r.uint()?);
+        r.expect_next(&mut a, "canonical block")?;
+        let crc_at = r.position();
+        let crc_type = CrcType::from_code(r.uint()?).map_err(|k| DecodeError::new(crc_at, k))?;
+        r.expect_next(&mut a, "canonical block")?;
+        let len_at = r.position();
+        match r.head()? {
+            (cbor::BYTES, Arg::Value(len)) => Ok((block_type, number, flags, crc_type, len)),
+            _ => Err(DecodeError::new(
+                len_at,
+                K::UnexpectedType {
+                    expected: "byte string",
+                },
+            )),
+        }
+    })();
+    let (block_type, number, flags, crc_type, declared) = match header {
+        Ok(h) => h,
+        // The cut fell inside the header: nothing of the payload arrived.
+        Err(e) if is_cut(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if block_type != BLOCK_PAYLOAD || number != PAYLOAD_BLOCK_NUMBER {
+        // An extension block was cut: no payload byte arrived.
+        return Ok(None);
+    }
+    let available = received.len() - r.position();
+    let usable = usize::try_from(declared).map_or(available, |d| d.min(available));
+    if usable == 0 || primary.flags.contains(BundleFlags::MUST_NOT_FRAGMENT) {
+        return Ok(None);
+    }
+    let (offset, total) = match primary.fragment {
+        Some(f) => (f.offset, f.total_adu_len),
+        None => (0, declared),
+    };
+    primary.fragment = Some(FragmentInfo {
+        offset,
+        total_adu_len: total,
+    });
+    primary.flags = primary.flags.with(BundleFlags::IS_FRAGMENT, true);
+    let start = r.position();
+    let bundle = Bundle {
+        primary,
+        extensions,
+        payload: PayloadBlock {
+            flags,
+            crc_type,
+            data: received.slice(start..start + usable),
+        },
+    };
+    bundle.validate().map_err(|k| DecodeError::new(0, k))?;
+    Ok(Some(bundle))
+}
+
+impl EncodedBundle {
+    /// How many payload bytes lie within the first `sent` bytes of this encoding (as returned by
+    /// [`Bundle::encode`], before any of it was consumed as a `Buf`): after a
+    /// transfer of `sent` bytes was acknowledged and then cut, the sender forwards only the
+    /// rest of the payload, as the fragment `bundle.split_at(n)` returns.
+    pub fn payload_bytes_within(&self, sent: usize) -> usize {
+        let [head, payload, _] = self.parts();
+        sent.saturating_sub(head.len()).min(payload.len())
     }
 }
 
@@ -334,6 +497,76 @@ mod tests {
         assert_eq!(
             pieces[1].payload.data.as_ptr(),
             b.payload.data[300..].as_ptr()
+        );
+    }
+
+    #[test]
+    fn a_cut_transfer_leaves_a_fragment_and_the_sender_sends_the_rest() {
+        let mut b = original(300);
+        b.primary.creation.time = 800_000_000_000;
+        for e in &mut b.extensions {
+            e.crc_type = CrcType::Crc32c;
+        }
+        let enc = b.encode();
+        let wire = enc.to_bytes();
+        let mut fragments = 0;
+        for n in 0..=wire.len() {
+            let kept =
+                decode_cut_transfer(wire.slice(..n)).unwrap_or_else(|e| panic!("cut at {n}: {e}"));
+            let delivered = enc.payload_bytes_within(n);
+            if n >= wire.len() - 1 {
+                // Whole, or short of the closing break only.
+                assert_eq!(kept.as_ref(), Some(&b), "cut at {n}");
+                continue;
+            }
+            let Some(fragment) = kept else {
+                assert_eq!(
+                    delivered, 0,
+                    "cut at {n}: payload bytes arrived but were dropped"
+                );
+                continue;
+            };
+            fragments += 1;
+            assert_eq!(
+                fragment.payload.data,
+                b.payload.data[..delivered],
+                "cut at {n}"
+            );
+            assert_eq!(
+                fragment.primary.fragment,
+                Some(FragmentInfo {
+                    offset: 0,
+                    total_adu_len: 300
+                })
+            );
+            // The fragment survives the wire, and with the sender's remainder makes the bundle.
+            let fragment = Bundle::decode(fragment.encode().to_bytes()).unwrap();
+            let mut r = Reassembly::new(fragment).unwrap();
+            if delivered < 300 {
+                let (_, rest) = b.split_at(delivered).unwrap();
+                r.insert(rest).unwrap();
+            }
+            assert_eq!(r.finish().unwrap(), b, "cut at {n}");
+        }
+        // Every cut from the first payload byte up to the closing break leaves a fragment.
+        assert_eq!(fragments, wire.len() - 2 - enc.parts()[0].len());
+
+        // A cut inside a block before the payload keeps nothing; damage before the cut is still
+        // caught by the CRCs.
+        let mut damaged = wire[..wire.len() - 100].to_vec();
+        // Bytes 31-33 are the lifetime (60000 = 0x19 ea60).
+        assert_eq!(damaged[31..34], [0x19, 0xea, 0x60]);
+        damaged[33] ^= 1;
+        assert!(matches!(
+            decode_cut_transfer(Bytes::from(damaged)).unwrap_err().kind,
+            K::CrcMismatch { block: 0, .. }
+        ));
+        let mut fixed = b.clone();
+        fixed.primary.flags = BundleFlags(BundleFlags::MUST_NOT_FRAGMENT);
+        let wire = fixed.encode().to_bytes();
+        assert_eq!(
+            decode_cut_transfer(wire.slice(..wire.len() - 50)).unwrap(),
+            None
         );
     }
 

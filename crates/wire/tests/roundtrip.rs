@@ -219,6 +219,40 @@ proptest! {
     }
 
     #[test]
+    fn any_cut_of_a_valid_bundle_leaves_nothing_or_a_fragment_the_rest_completes(
+        b in bundle(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let enc = b.encode();
+        let wire = enc.to_bytes();
+        let n = cut.index(wire.len());
+        let kept = wire::decode_cut_transfer(wire.slice(..n)).map_err(|e| TestCaseError::fail(format!("cut at {n}: {e}")))?;
+        let delivered = enc.payload_bytes_within(n);
+        match kept {
+            None => prop_assert!(delivered == 0 || b.primary.flags.contains(BundleFlags::MUST_NOT_FRAGMENT)),
+            Some(k) if k == b => {}
+            Some(fragment) => {
+                prop_assert_eq!(&fragment.payload.data[..], &b.payload.data[..delivered]);
+                if let Some(f) = b.primary.fragment {
+                    // A cut fragment is a fragment of the same ADU at the same offset.
+                    prop_assert_eq!(fragment.primary.fragment, Some(f));
+                    return Ok(());
+                }
+                let mut r = Reassembly::new(fragment).unwrap();
+                if delivered < b.payload.data.len() {
+                    r.insert(b.split_at(delivered).unwrap().1).unwrap();
+                }
+                prop_assert_eq!(r.finish().map_err(|_| TestCaseError::fail("incomplete"))?, b);
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_cut_transfer_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = wire::decode_cut_transfer(Bytes::from(bytes));
+    }
+
+    #[test]
     fn beacons_round_trip(b in beacon()) {
         prop_assert_eq!(Beacon::decode(&b.encode()).unwrap(), b);
     }
