@@ -73,6 +73,13 @@ fn decode_repairing_crcs(data: &[u8]) -> Option<Bundle> {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // The reactive-fragmentation reader sees the same bytes as a cut transfer: it must not panic,
+    // and whatever it keeps is a valid bundle.
+    if let Ok(Some(kept)) = wire::decode_cut_transfer(Bytes::copy_from_slice(data)) {
+        let again = Bundle::decode(kept.encode().to_bytes()).expect("a kept fragment re-decodes");
+        assert_eq!(again, kept);
+    }
+
     let first = match Bundle::decode(Bytes::copy_from_slice(data)) {
         Ok(b) => b,
         Err(e) if matches!(e.kind, DecodeErrorKind::CrcMismatch { .. }) => {
