@@ -234,6 +234,36 @@ pub(crate) struct RawBlock {
     pub(crate) data: std::ops::Range<usize>,
 }
 
+/// A canonical block's fields before its block-type-specific data.
+pub(crate) struct BlockHeader {
+    pub(crate) block_type: u64,
+    pub(crate) number: u64,
+    pub(crate) flags: BlockFlags,
+    pub(crate) crc_type: CrcType,
+}
+
+impl BlockHeader {
+    /// Reads the four fields after the block's array head `a`, leaving the reader before the
+    /// data's byte string.
+    pub(crate) fn read(r: &mut Reader<'_>, a: &mut cbor::Array) -> Result<Self, DecodeError> {
+        r.expect_next(a, "canonical block")?;
+        let block_type = r.uint()?;
+        r.expect_next(a, "canonical block")?;
+        let number = r.uint()?;
+        r.expect_next(a, "canonical block")?;
+        let flags = BlockFlags(r.uint()?);
+        r.expect_next(a, "canonical block")?;
+        let crc_at = r.position();
+        let crc_type = CrcType::from_code(r.uint()?).map_err(|k| DecodeError::new(crc_at, k))?;
+        Ok(Self {
+            block_type,
+            number,
+            flags,
+            crc_type,
+        })
+    }
+}
+
 impl RawBlock {
     /// Decodes one canonical block and checks its CRC.
     pub(crate) fn decode(r: &mut Reader<'_>, buf: &Bytes) -> Result<Self, DecodeError> {
@@ -249,15 +279,12 @@ impl RawBlock {
                 },
             ));
         }
-        r.expect_next(&mut a, "canonical block")?;
-        let block_type = r.uint()?;
-        r.expect_next(&mut a, "canonical block")?;
-        let number = r.uint()?;
-        r.expect_next(&mut a, "canonical block")?;
-        let flags = BlockFlags(r.uint()?);
-        r.expect_next(&mut a, "canonical block")?;
-        let crc_at = r.position();
-        let crc_type = CrcType::from_code(r.uint()?).map_err(|k| DecodeError::new(crc_at, k))?;
+        let BlockHeader {
+            block_type,
+            number,
+            flags,
+            crc_type,
+        } = BlockHeader::read(r, &mut a)?;
         if n != 5 + u64::from(crc_type != CrcType::None) {
             return Err(DecodeError::new(
                 start,

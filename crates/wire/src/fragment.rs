@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use bytes::{Bytes, BytesMut};
 
 use crate::block::{
-    BLOCK_PAYLOAD, BlockFlags, ExtensionBlock, ExtensionData, PAYLOAD_BLOCK_NUMBER, RawBlock,
+    BLOCK_PAYLOAD, BlockFlags, BlockHeader, ExtensionBlock, ExtensionData, PAYLOAD_BLOCK_NUMBER,
+    RawBlock,
 };
 use crate::bundle::{Bundle, EncodedBundle, PayloadBlock};
 use crate::cbor::{self, Arg, Reader};
-use crate::crc::CrcType;
 use crate::error::{DecodeError, DecodeErrorKind as K};
 use crate::primary::{BundleFlags, BundleId, FragmentInfo, PrimaryBlock};
 
@@ -216,19 +216,11 @@ fn cut_payload_block(
 ) -> Result<Option<Bundle>, DecodeError> {
     let header = (|| {
         let mut a = r.array()?;
-        r.expect_next(&mut a, "canonical block")?;
-        let block_type = r.uint()?;
-        r.expect_next(&mut a, "canonical block")?;
-        let number = r.uint()?;
-        r.expect_next(&mut a, "canonical block")?;
-        let flags = BlockFlags(r.uint()?);
-        r.expect_next(&mut a, "canonical block")?;
-        let crc_at = r.position();
-        let crc_type = CrcType::from_code(r.uint()?).map_err(|k| DecodeError::new(crc_at, k))?;
+        let header = BlockHeader::read(r, &mut a)?;
         r.expect_next(&mut a, "canonical block")?;
         let len_at = r.position();
         match r.head()? {
-            (cbor::BYTES, Arg::Value(len)) => Ok((block_type, number, flags, crc_type, len)),
+            (cbor::BYTES, Arg::Value(len)) => Ok((header, len)),
             _ => Err(DecodeError::new(
                 len_at,
                 K::UnexpectedType {
@@ -237,7 +229,15 @@ fn cut_payload_block(
             )),
         }
     })();
-    let (block_type, number, flags, crc_type, declared) = match header {
+    let (
+        BlockHeader {
+            block_type,
+            number,
+            flags,
+            crc_type,
+        },
+        declared,
+    ) = match header {
         Ok(h) => h,
         // The cut fell inside the header: nothing of the payload arrived.
         Err(e) if is_cut(&e) => return Ok(None),
@@ -425,6 +425,7 @@ impl Reassembly {
 mod tests {
     use super::*;
     use crate::block::HopCount;
+    use crate::crc::CrcType;
     use crate::eid::Eid;
     use crate::primary::{CreationTimestamp, PrimaryBlock};
 
