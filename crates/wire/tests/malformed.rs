@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use wire::{Bundle, CrcType, CreationTimestamp, DecodeErrorKind as K, Eid, PrimaryBlock};
 
-/// A minimal bundle with no CRCs, so that hand edits need no CRC fix-ups:
-/// `9f | 88 07 00 00 [2,[2,1]] [2,[1,0]] [2,[1,0]] [1,0] 1000 | 85 01 01 00 00 43 "abc" | ff`.
-fn plain() -> Vec<u8> {
-    let mut primary = PrimaryBlock::new(
+/// The primary block every case starts from: ipn:1.0 → ipn:2.1, created at DTN time 1, living
+/// one second, with the default CRC-32C.
+fn primary() -> PrimaryBlock {
+    PrimaryBlock::new(
         Eid::ipn(2, 1),
         Eid::ipn(1, 0),
         CreationTimestamp {
@@ -15,7 +15,13 @@ fn plain() -> Vec<u8> {
             sequence: 0,
         },
         1000,
-    );
+    )
+}
+
+/// A minimal bundle with no CRCs, so that hand edits need no CRC fix-ups:
+/// `9f | 88 07 00 00 [2,[2,1]] [2,[1,0]] [2,[1,0]] [1,0] 1000 | 85 01 01 00 00 43 "abc" | ff`.
+fn plain() -> Vec<u8> {
+    let mut primary = primary();
     primary.crc_type = CrcType::None;
     let mut b = Bundle::new(primary, Bytes::from_static(b"abc"));
     b.payload.crc_type = CrcType::None;
@@ -108,15 +114,7 @@ fn bad_cbor_is_named() {
 
 #[test]
 fn wrong_crcs_are_mismatches_with_both_values() {
-    let mut primary = PrimaryBlock::new(
-        Eid::ipn(2, 1),
-        Eid::ipn(1, 0),
-        CreationTimestamp {
-            time: 1,
-            sequence: 0,
-        },
-        1000,
-    );
+    let mut primary = primary();
     for crc in [CrcType::Crc16, CrcType::Crc32c] {
         primary.crc_type = crc;
         let mut b = Bundle::new(primary.clone(), Bytes::from_static(b"abc"))
@@ -139,15 +137,7 @@ fn wrong_crcs_are_mismatches_with_both_values() {
 
 #[test]
 fn crc_of_the_wrong_width_is_refused() {
-    let mut primary = PrimaryBlock::new(
-        Eid::ipn(2, 1),
-        Eid::ipn(1, 0),
-        CreationTimestamp {
-            time: 1,
-            sequence: 0,
-        },
-        1000,
-    );
+    let mut primary = primary();
     primary.crc_type = CrcType::None;
     let mut b = Bundle::new(primary, Bytes::from_static(b"abc"));
     b.payload.crc_type = CrcType::Crc16;
@@ -247,15 +237,7 @@ fn indefinite_length_blocks_are_accepted_and_crc_covers_the_break() {
 #[test]
 fn reserved_flag_bits_are_kept_and_ignored() {
     // Bundle flags with reserved bits 3, 4 and 7 set, and unassigned bit 40.
-    let mut primary = PrimaryBlock::new(
-        Eid::ipn(2, 1),
-        Eid::ipn(1, 0),
-        CreationTimestamp {
-            time: 1,
-            sequence: 0,
-        },
-        1000,
-    );
+    let mut primary = primary();
     primary.flags = wire::BundleFlags(0x98 | (1 << 40));
     let b = Bundle::new(primary, Bytes::from_static(b"abc"));
     let back = decode(b.encode().to_bytes().to_vec()).unwrap();
@@ -275,17 +257,7 @@ fn known_extension_blocks_must_hold_exactly_their_content() {
         (6, &[0x82, 0x02, 0x82, 0x01, 0x00, 0x00]), // previous node ipn:1.0 and a stray byte
     ];
     for (block_type, data) in cases {
-        let mut primary = PrimaryBlock::new(
-            Eid::ipn(2, 1),
-            Eid::ipn(1, 0),
-            CreationTimestamp {
-                time: 1,
-                sequence: 0,
-            },
-            1000,
-        );
-        primary.crc_type = CrcType::Crc32c;
-        let mut b = Bundle::new(primary, Bytes::from_static(b"abc"));
+        let mut b = Bundle::new(primary(), Bytes::from_static(b"abc"));
         b.extensions.push(ExtensionBlock::new(
             2,
             ExtensionData::Unknown {
