@@ -1,0 +1,352 @@
+//! Where a Ferry node keeps the bundles it has accepted, and where the RPC layer keeps the state
+//! that must survive a restart (its dedup and result cache, pending calls, result outbox).
+//!
+//! ```text
+//!   node / rpc ──insert, remove, mark_sent, rpc_put──►  Store  ──flush()──► durable
+//!              ◄──get, by_destination, not_sent_to, …──        (acks go out only after flush)
+//! ```
+//!
+//! One trait, [`Store`], with two implementations: [`MemoryStore`] (bounded, for tests, the
+//! simulator and diskless nodes) and a persistent store (SQLite metadata plus payload files).
+//!
+//! **Durability contract.** Mutations take effect at once for every later read, and become durable
+//! together at the next [`Store::flush`]: a crash loses what was not flushed, never part of it. The
+//! caller (the daemon's event loop) therefore releases acknowledgements for accepted bundles only
+//! after `flush` returned `Ok`; many bundles share one flush (group commit).
+//!
+//! **Eviction policy** (see [`Rank`]): when an insert would exceed the quota, the store first drops
+//! expired bundles, then bundles that rank strictly below the new one: first bundles merely carried
+//! for others, then those this node must still deliver locally, then those it originated; within a
+//! class lower priority goes first, then the one expiring soonest. If that cannot make room the insert
+//! fails with [`StoreError::Full`] and nothing is changed.
+//!
+//! This crate never reads a clock (time is passed in as [`DtnTime`]) and never decides routing.
+
+#![forbid(unsafe_code)]
+
+mod memory;
+
+use bytes::Bytes;
+use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
+
+pub use memory::MemoryStore;
+
+/// Why a bundle is kept, which decides the order of eviction: lower classes go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Retention {
+    /// Carried on behalf of others (store-carry-forward).
+    Carried = 0,
+    /// Addressed to an endpoint of this node and not yet handed to the application.
+    MustDeliver = 1,
+    /// Created by this node's applications.
+    Originated = 2,
+}
+
+impl Retention {
+    /// The stable numeric code used by persistent stores.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The class for a stored code; unknown codes are treated as the most protected class.
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            0 => Self::Carried,
+            1 => Self::MustDeliver,
+            _ => Self::Originated,
+        }
+    }
+}
+
+/// What the store knows about a bundle besides its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleMeta {
+    /// The bundle's identity (source, creation timestamp, fragment offset and length).
+    pub id: BundleId,
+    /// Its destination endpoint.
+    pub destination: Eid,
+    /// When it expires (DTN time, ms). Computed by the node, also for sources without a clock.
+    pub expiry: DtnTime,
+    /// Priority for eviction, higher is kept longer (0 = bulk, 1 = normal, 2 = expedited).
+    pub priority: u8,
+    /// Why the node keeps it.
+    pub retention: Retention,
+    /// When this node accepted it (DTN time, ms).
+    pub received_at: DtnTime,
+}
+
+impl BundleMeta {
+    /// The key eviction sorts by: smaller ranks are evicted first.
+    pub fn rank(&self) -> Rank {
+        Rank {
+            retention: self.retention,
+            priority: self.priority,
+            expiry: self.expiry,
+        }
+    }
+}
+
+/// The eviction order: by retention class, then priority, then expiry (sooner goes first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rank {
+    /// Retention class.
+    pub retention: Retention,
+    /// Priority.
+    pub priority: u8,
+    /// Expiry time.
+    pub expiry: DtnTime,
+}
+
+/// A stored bundle: its metadata and its encoded bytes (the payload shared, never copied, where the
+/// implementation allows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBundle {
+    /// Metadata.
+    pub meta: BundleMeta,
+    /// The bundle exactly as encoded on the wire.
+    pub bytes: Bytes,
+}
+
+/// What an insert did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inserted {
+    /// False when a bundle with the same id was already stored (the store is unchanged).
+    pub new: bool,
+    /// Bundles removed to make room, in eviction order (expired ones first).
+    pub evicted: Vec<BundleId>,
+}
+
+/// How full the store is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Number of bundles.
+    pub bundles: u64,
+    /// Sum of the bundles' encoded lengths.
+    pub bytes: u64,
+    /// The configured limit on `bytes`.
+    pub quota: u64,
+}
+
+/// The tables of the RPC layer's durable state. Keys and values are opaque to the store; they
+/// commit in the same flush as bundles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RpcTable {
+    /// Dedup and result cache, keyed by (caller, call id).
+    Dedup,
+    /// Calls this node made that await results.
+    Pending,
+    /// Results waiting to be (re)sent until their deadline.
+    Outbox,
+}
+
+impl RpcTable {
+    /// Every table, in a fixed order.
+    pub const ALL: [RpcTable; 3] = [RpcTable::Dedup, RpcTable::Pending, RpcTable::Outbox];
+
+    /// A stable name, used by persistent stores.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Dedup => "dedup",
+            Self::Pending => "pending",
+            Self::Outbox => "outbox",
+        }
+    }
+}
+
+/// Errors from a store. A full store is an expected condition the sender must be told about; the
+/// others mean the backing medium failed, and nothing already flushed is lost.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The quota cannot take the bundle even after evicting everything ranked below it.
+    #[error(
+        "store full: the bundle needs {needed} bytes, {available} can be made free (quota {quota})"
+    )]
+    Full {
+        /// Bytes the bundle needs.
+        needed: u64,
+        /// Bytes that are free or could be freed by eviction.
+        available: u64,
+        /// The configured quota.
+        quota: u64,
+    },
+    /// The disk holding the store is full.
+    #[error("disk full while {0}; bundles already stored are kept")]
+    DiskFull(String),
+    /// An I/O error of the backing medium.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the store was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database reported an error.
+    #[error("database error while {context}: {message}")]
+    Database {
+        /// What the store was doing.
+        context: String,
+        /// The database's message.
+        message: String,
+    },
+    /// Stored data failed a consistency check.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+}
+
+/// Result alias for store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Storage for bundles and RPC state. See the crate documentation for the durability contract and
+/// the eviction policy. Methods return ids in a deterministic order (ascending [`BundleId`]) so
+/// that callers stay deterministic.
+pub trait Store {
+    /// Stores a bundle, evicting per the policy if the quota requires. `now` decides which bundles
+    /// are expired. Inserting an id that is already stored changes nothing and reports `new: false`.
+    fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted>;
+
+    /// The bundle with this id.
+    fn get(&self, id: &BundleId) -> Result<Option<StoredBundle>>;
+
+    /// Whether a bundle with this id is stored.
+    fn contains(&self, id: &BundleId) -> Result<bool>;
+
+    /// Removes a bundle; returns whether it was there.
+    fn remove(&mut self, id: &BundleId) -> Result<bool>;
+
+    /// Metadata of every stored bundle, ascending by id.
+    fn list(&self) -> Result<Vec<BundleMeta>>;
+
+    /// Ids of bundles for this destination endpoint.
+    fn by_destination(&self, destination: &Eid) -> Result<Vec<BundleId>>;
+
+    /// Ids of bundles whose expiry is at or before `time`, soonest first.
+    fn expiring_by(&self, time: DtnTime) -> Result<Vec<BundleId>>;
+
+    /// Ids of bundles not yet recorded as sent to `peer` (a node id).
+    fn not_sent_to(&self, peer: &Eid) -> Result<Vec<BundleId>>;
+
+    /// Records that a bundle was sent to `peer`. Unknown ids are ignored.
+    fn mark_sent(&mut self, id: &BundleId, peer: &Eid) -> Result<()>;
+
+    /// Ids of every stored fragment (and the whole bundle, if stored) of the bundle created by
+    /// `source` at `creation`, ascending by offset.
+    fn fragments_of(&self, source: &Eid, creation: CreationTimestamp) -> Result<Vec<BundleId>>;
+
+    /// Current usage and quota.
+    fn usage(&self) -> Result<Usage>;
+
+    /// Puts a value in an RPC table, replacing any value under the same key.
+    fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// The value under a key.
+    fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>>;
+
+    /// Removes a key; returns whether it was there.
+    fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool>;
+
+    /// Every (key, value) of a table, ascending by key.
+    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>>;
+
+    /// Makes every mutation so far durable (one transaction, one sync for the whole batch).
+    fn flush(&mut self) -> Result<()>;
+}
+
+/// Picks, among `candidates` (id, rank, size), the bundles to evict so that `needed` more bytes fit
+/// under `quota` when `used` bytes are stored: expired first (`expiry <= now`), then ascending rank,
+/// only ranks strictly below `incoming`. Returns `None` if that cannot make enough room.
+///
+/// Shared by every implementation so the policy is written once.
+pub fn plan_eviction(
+    now: DtnTime,
+    incoming: Rank,
+    needed: u64,
+    used: u64,
+    quota: u64,
+    mut candidates: Vec<(BundleId, Rank, u64)>,
+) -> std::result::Result<Vec<BundleId>, u64> {
+    if used.saturating_add(needed) <= quota {
+        return Ok(Vec::new());
+    }
+    // Expired bundles sort before all others; among them and among the rest, by rank then id.
+    candidates.sort_by(|a, b| {
+        let ka = (a.1.expiry > now, a.1, &a.0);
+        let kb = (b.1.expiry > now, b.1, &b.0);
+        ka.cmp(&kb)
+    });
+    let mut free = quota.saturating_sub(used);
+    let mut plan = Vec::new();
+    for (id, rank, size) in candidates {
+        if free >= needed {
+            break;
+        }
+        if rank.expiry > now && rank >= incoming {
+            break;
+        }
+        free = free.saturating_add(size);
+        plan.push(id);
+    }
+    if free >= needed { Ok(plan) } else { Err(free) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(seq: u64) -> BundleId {
+        BundleId {
+            source: Eid::dtn("a", "").unwrap(),
+            creation: CreationTimestamp {
+                time: 1,
+                sequence: seq,
+            },
+            fragment: None,
+        }
+    }
+
+    fn rank(retention: Retention, priority: u8, expiry: DtnTime) -> Rank {
+        Rank {
+            retention,
+            priority,
+            expiry,
+        }
+    }
+
+    #[test]
+    fn no_eviction_when_it_fits() {
+        let plan = plan_eviction(0, rank(Retention::Carried, 0, 10), 10, 0, 10, vec![]);
+        assert_eq!(plan, Ok(vec![]));
+    }
+
+    #[test]
+    fn expired_go_first_even_if_ranked_higher() {
+        let candidates = vec![
+            (id(1), rank(Retention::Carried, 0, 1_000), 10),
+            (id(2), rank(Retention::Originated, 2, 50), 10),
+        ];
+        let plan = plan_eviction(
+            100,
+            rank(Retention::Carried, 1, 500),
+            10,
+            20,
+            20,
+            candidates,
+        );
+        assert_eq!(plan, Ok(vec![id(2)]));
+    }
+
+    #[test]
+    fn carried_before_originated_and_never_equal_or_higher_rank() {
+        let candidates = vec![
+            (id(1), rank(Retention::Originated, 0, 1_000), 10),
+            (id(2), rank(Retention::Carried, 1, 1_000), 10),
+            (id(3), rank(Retention::Carried, 0, 2_000), 10),
+        ];
+        let incoming = rank(Retention::MustDeliver, 0, 500);
+        let plan = plan_eviction(0, incoming, 15, 30, 30, candidates.clone());
+        assert_eq!(plan, Ok(vec![id(3), id(2)]));
+        // The originated bundle outranks a must-deliver one: 30 bytes cannot be freed.
+        assert_eq!(plan_eviction(0, incoming, 30, 30, 30, candidates), Err(20));
+    }
+}

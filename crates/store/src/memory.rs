@@ -1,0 +1,340 @@
+//! A bounded in-memory store: for tests, the simulator and nodes without a disk.
+//!
+//! Bundles are kept as the `Bytes` they were inserted with, so a payload replicated to many
+//! simulated nodes is shared, not copied. `flush` does nothing: there is nothing to make durable.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
+
+use crate::{
+    BundleMeta, Inserted, Rank, Result, RpcTable, Store, StoreError, StoredBundle, Usage,
+    plan_eviction,
+};
+
+struct Entry {
+    meta: BundleMeta,
+    bytes: Bytes,
+    sent_to: BTreeSet<Eid>,
+}
+
+/// A store in memory with a byte quota. All operations are logarithmic except the scans
+/// (`list`, `not_sent_to`), which are linear.
+pub struct MemoryStore {
+    quota: u64,
+    used: u64,
+    bundles: BTreeMap<BundleId, Entry>,
+    by_destination: BTreeSet<(Eid, BundleId)>,
+    by_expiry: BTreeSet<(DtnTime, BundleId)>,
+    by_rank: BTreeSet<(Rank, BundleId)>,
+    rpc: BTreeMap<(RpcTable, Bytes), Bytes>,
+}
+
+impl MemoryStore {
+    /// An empty store that holds at most `quota` bytes of encoded bundles.
+    pub fn new(quota: u64) -> Self {
+        Self {
+            quota,
+            used: 0,
+            bundles: BTreeMap::new(),
+            by_destination: BTreeSet::new(),
+            by_expiry: BTreeSet::new(),
+            by_rank: BTreeSet::new(),
+            rpc: BTreeMap::new(),
+        }
+    }
+
+    fn unlink(&mut self, id: &BundleId) -> Option<Entry> {
+        let entry = self.bundles.remove(id)?;
+        let meta = &entry.meta;
+        self.by_destination
+            .remove(&(meta.destination.clone(), id.clone()));
+        self.by_expiry.remove(&(meta.expiry, id.clone()));
+        self.by_rank.remove(&(meta.rank(), id.clone()));
+        self.used -= entry.bytes.len() as u64;
+        Some(entry)
+    }
+
+    /// The smallest set of candidates that `plan_eviction` needs to see: every expired bundle and
+    /// the lowest-ranked others until their sizes cover `needed`.
+    fn eviction_candidates(
+        &self,
+        now: DtnTime,
+        incoming: Rank,
+        needed: u64,
+    ) -> Vec<(BundleId, Rank, u64)> {
+        let size = |id: &BundleId| self.bundles[id].bytes.len() as u64;
+        let mut out: Vec<(BundleId, Rank, u64)> = self
+            .by_expiry
+            .iter()
+            .take_while(|(expiry, _)| *expiry <= now)
+            .map(|(_, id)| (id.clone(), self.bundles[id].meta.rank(), size(id)))
+            .collect();
+        let mut covered: u64 = out.iter().map(|c| c.2).sum();
+        for (rank, id) in &self.by_rank {
+            if covered >= needed || *rank >= incoming {
+                break;
+            }
+            if rank.expiry <= now {
+                continue; // already listed as expired
+            }
+            covered += size(id);
+            out.push((id.clone(), *rank, size(id)));
+        }
+        out
+    }
+}
+
+impl Store for MemoryStore {
+    fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted> {
+        let id = bundle.meta.id.clone();
+        if self.bundles.contains_key(&id) {
+            return Ok(Inserted {
+                new: false,
+                evicted: Vec::new(),
+            });
+        }
+        let needed = bundle.bytes.len() as u64;
+        let incoming = bundle.meta.rank();
+        let candidates = self.eviction_candidates(now, incoming, needed);
+        let evicted = plan_eviction(now, incoming, needed, self.used, self.quota, candidates)
+            .map_err(|available| StoreError::Full {
+                needed,
+                available,
+                quota: self.quota,
+            })?;
+        for victim in &evicted {
+            self.unlink(victim);
+        }
+        let meta = bundle.meta;
+        self.by_destination
+            .insert((meta.destination.clone(), id.clone()));
+        self.by_expiry.insert((meta.expiry, id.clone()));
+        self.by_rank.insert((meta.rank(), id.clone()));
+        self.used += needed;
+        self.bundles.insert(
+            id,
+            Entry {
+                meta,
+                bytes: bundle.bytes,
+                sent_to: BTreeSet::new(),
+            },
+        );
+        Ok(Inserted { new: true, evicted })
+    }
+
+    fn get(&self, id: &BundleId) -> Result<Option<StoredBundle>> {
+        Ok(self.bundles.get(id).map(|e| StoredBundle {
+            meta: e.meta.clone(),
+            bytes: e.bytes.clone(),
+        }))
+    }
+
+    fn contains(&self, id: &BundleId) -> Result<bool> {
+        Ok(self.bundles.contains_key(id))
+    }
+
+    fn remove(&mut self, id: &BundleId) -> Result<bool> {
+        Ok(self.unlink(id).is_some())
+    }
+
+    fn list(&self) -> Result<Vec<BundleMeta>> {
+        Ok(self.bundles.values().map(|e| e.meta.clone()).collect())
+    }
+
+    fn by_destination(&self, destination: &Eid) -> Result<Vec<BundleId>> {
+        Ok(self
+            .by_destination
+            .iter()
+            .skip_while(|(d, _)| d < destination)
+            .take_while(|(d, _)| d == destination)
+            .map(|(_, id)| id.clone())
+            .collect())
+    }
+
+    fn expiring_by(&self, time: DtnTime) -> Result<Vec<BundleId>> {
+        Ok(self
+            .by_expiry
+            .iter()
+            .take_while(|(expiry, _)| *expiry <= time)
+            .map(|(_, id)| id.clone())
+            .collect())
+    }
+
+    fn not_sent_to(&self, peer: &Eid) -> Result<Vec<BundleId>> {
+        Ok(self
+            .bundles
+            .iter()
+            .filter(|(_, e)| !e.sent_to.contains(peer))
+            .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    fn mark_sent(&mut self, id: &BundleId, peer: &Eid) -> Result<()> {
+        if let Some(entry) = self.bundles.get_mut(id) {
+            entry.sent_to.insert(peer.clone());
+        }
+        Ok(())
+    }
+
+    fn fragments_of(&self, source: &Eid, creation: CreationTimestamp) -> Result<Vec<BundleId>> {
+        let start = BundleId {
+            source: source.clone(),
+            creation,
+            fragment: None,
+        };
+        Ok(self
+            .bundles
+            .range(start..)
+            .take_while(|(id, _)| &id.source == source && id.creation == creation)
+            .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    fn usage(&self) -> Result<Usage> {
+        Ok(Usage {
+            bundles: self.bundles.len() as u64,
+            bytes: self.used,
+            quota: self.quota,
+        })
+    }
+
+    fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
+        self.rpc.insert(
+            (table, Bytes::copy_from_slice(key)),
+            Bytes::copy_from_slice(value),
+        );
+        Ok(())
+    }
+
+    fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
+        Ok(self.rpc.get(&(table, Bytes::copy_from_slice(key))).cloned())
+    }
+
+    fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
+        Ok(self
+            .rpc
+            .remove(&(table, Bytes::copy_from_slice(key)))
+            .is_some())
+    }
+
+    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
+        Ok(self
+            .rpc
+            .range((table, Bytes::new())..)
+            .take_while(|((t, _), _)| *t == table)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Retention;
+
+    fn meta(seq: u64, dest: &str, expiry: DtnTime, retention: Retention) -> BundleMeta {
+        BundleMeta {
+            id: BundleId {
+                source: Eid::dtn("src", "app").unwrap(),
+                creation: CreationTimestamp {
+                    time: 1,
+                    sequence: seq,
+                },
+                fragment: None,
+            },
+            destination: Eid::dtn(dest, "app").unwrap(),
+            expiry,
+            priority: 1,
+            retention,
+            received_at: 0,
+        }
+    }
+
+    fn bundle(seq: u64, dest: &str, expiry: DtnTime, size: usize) -> StoredBundle {
+        StoredBundle {
+            meta: meta(seq, dest, expiry, Retention::Carried),
+            bytes: Bytes::from(vec![seq as u8; size]),
+        }
+    }
+
+    #[test]
+    fn insert_get_remove_and_indexes() {
+        let mut s = MemoryStore::new(1_000);
+        assert!(s.insert(0, bundle(1, "b", 100, 10)).unwrap().new);
+        assert!(s.insert(0, bundle(2, "c", 50, 10)).unwrap().new);
+        assert!(!s.insert(0, bundle(1, "b", 100, 10)).unwrap().new);
+        let id1 = meta(1, "b", 0, Retention::Carried).id;
+        let id2 = meta(2, "c", 0, Retention::Carried).id;
+        assert_eq!(s.get(&id1).unwrap().unwrap().bytes.len(), 10);
+        assert_eq!(
+            s.by_destination(&Eid::dtn("b", "app").unwrap()).unwrap(),
+            vec![id1.clone()]
+        );
+        assert_eq!(s.expiring_by(60).unwrap(), vec![id2.clone()]);
+        let peer = Eid::dtn("p", "").unwrap();
+        s.mark_sent(&id1, &peer).unwrap();
+        assert_eq!(s.not_sent_to(&peer).unwrap(), vec![id2.clone()]);
+        assert_eq!(s.usage().unwrap().bytes, 20);
+        assert!(s.remove(&id1).unwrap());
+        assert!(!s.remove(&id1).unwrap());
+        assert_eq!(s.usage().unwrap().bytes, 10);
+    }
+
+    #[test]
+    fn full_store_evicts_expired_then_refuses() {
+        let mut s = MemoryStore::new(25);
+        s.insert(0, bundle(1, "b", 100, 10)).unwrap();
+        s.insert(0, bundle(2, "b", 200, 10)).unwrap();
+        // At time 150 bundle 1 is expired and makes room.
+        let ins = s.insert(150, bundle(3, "b", 300, 10)).unwrap();
+        assert_eq!(ins.evicted, vec![meta(1, "b", 0, Retention::Carried).id]);
+        // A carried bundle that expires sooner than every stored one ranks lowest: no room.
+        let err = s.insert(150, bundle(4, "b", 190, 10)).unwrap_err();
+        assert!(matches!(err, StoreError::Full { needed: 10, .. }), "{err}");
+        assert_eq!(s.usage().unwrap().bundles, 2);
+        // One that expires later displaces the one expiring soonest.
+        let ins = s.insert(150, bundle(5, "b", 400, 10)).unwrap();
+        assert_eq!(ins.evicted, vec![meta(2, "b", 0, Retention::Carried).id]);
+    }
+
+    #[test]
+    fn fragments_and_rpc_tables() {
+        let mut s = MemoryStore::new(1_000);
+        let mut a = bundle(7, "b", 100, 5);
+        a.meta.id.fragment = Some((10, 5));
+        let mut b = bundle(7, "b", 100, 5);
+        b.meta.id.fragment = Some((0, 10));
+        s.insert(0, a).unwrap();
+        s.insert(0, b).unwrap();
+        s.insert(0, bundle(8, "b", 100, 5)).unwrap();
+        let frags = s
+            .fragments_of(
+                &Eid::dtn("src", "app").unwrap(),
+                CreationTimestamp {
+                    time: 1,
+                    sequence: 7,
+                },
+            )
+            .unwrap();
+        let offsets: Vec<_> = frags.iter().map(|id| id.fragment.unwrap().0).collect();
+        assert_eq!(offsets, vec![0, 10]);
+
+        s.rpc_put(RpcTable::Dedup, b"k2", b"v2").unwrap();
+        s.rpc_put(RpcTable::Dedup, b"k1", b"v1").unwrap();
+        s.rpc_put(RpcTable::Outbox, b"k1", b"o").unwrap();
+        assert_eq!(s.rpc_scan(RpcTable::Dedup).unwrap().len(), 2);
+        assert_eq!(s.rpc_scan(RpcTable::Dedup).unwrap()[0].0.as_ref(), b"k1");
+        assert!(s.rpc_remove(RpcTable::Outbox, b"k1").unwrap());
+        assert_eq!(s.rpc_get(RpcTable::Outbox, b"k1").unwrap(), None);
+        assert_eq!(
+            s.rpc_get(RpcTable::Dedup, b"k1").unwrap().unwrap().as_ref(),
+            b"v1"
+        );
+    }
+}
