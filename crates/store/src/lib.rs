@@ -27,7 +27,7 @@
 mod memory;
 
 use bytes::Bytes;
-use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
+use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
 pub use memory::MemoryStore;
 
@@ -97,14 +97,18 @@ pub struct Rank {
     pub expiry: DtnTime,
 }
 
-/// A stored bundle: its metadata and its encoded bytes (the payload shared, never copied, where the
-/// implementation allows).
+/// A stored bundle: its metadata and the bundle itself.
+///
+/// The bundle is kept decoded so that its payload (`Bytes`) is shared, never copied: a memory store
+/// holds the same payload buffer as every other node in a simulation, and a persistent store writes
+/// the encoded header blocks and the payload one after the other without joining them. Its size is
+/// `bundle.encode().len()`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredBundle {
     /// Metadata.
     pub meta: BundleMeta,
-    /// The bundle exactly as encoded on the wire.
-    pub bytes: Bytes,
+    /// The bundle.
+    pub bundle: Bundle,
 }
 
 /// What an insert did.

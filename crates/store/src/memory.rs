@@ -1,12 +1,12 @@
 //! A bounded in-memory store: for tests, the simulator and nodes without a disk.
 //!
-//! Bundles are kept as the `Bytes` they were inserted with, so a payload replicated to many
+//! Bundles are kept as the decoded `Bundle` they were inserted with, so a payload replicated to many
 //! simulated nodes is shared, not copied. `flush` does nothing: there is nothing to make durable.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
+use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
 use crate::{
     BundleMeta, Inserted, Rank, Result, RpcTable, Store, StoreError, StoredBundle, Usage,
@@ -15,7 +15,8 @@ use crate::{
 
 struct Entry {
     meta: BundleMeta,
-    bytes: Bytes,
+    bundle: Bundle,
+    size: u64,
     sent_to: BTreeSet<Eid>,
 }
 
@@ -52,7 +53,7 @@ impl MemoryStore {
             .remove(&(meta.destination.clone(), id.clone()));
         self.by_expiry.remove(&(meta.expiry, id.clone()));
         self.by_rank.remove(&(meta.rank(), id.clone()));
-        self.used -= entry.bytes.len() as u64;
+        self.used -= entry.size;
         Some(entry)
     }
 
@@ -64,7 +65,7 @@ impl MemoryStore {
         incoming: Rank,
         needed: u64,
     ) -> Vec<(BundleId, Rank, u64)> {
-        let size = |id: &BundleId| self.bundles[id].bytes.len() as u64;
+        let size = |id: &BundleId| self.bundles[id].size;
         let mut out: Vec<(BundleId, Rank, u64)> = self
             .by_expiry
             .iter()
@@ -95,7 +96,7 @@ impl Store for MemoryStore {
                 evicted: Vec::new(),
             });
         }
-        let needed = bundle.bytes.len() as u64;
+        let needed = bundle.bundle.encode().len() as u64;
         let incoming = bundle.meta.rank();
         let candidates = self.eviction_candidates(now, incoming, needed);
         let evicted = plan_eviction(now, incoming, needed, self.used, self.quota, candidates)
@@ -117,7 +118,8 @@ impl Store for MemoryStore {
             id,
             Entry {
                 meta,
-                bytes: bundle.bytes,
+                bundle: bundle.bundle,
+                size: needed,
                 sent_to: BTreeSet::new(),
             },
         );
@@ -127,7 +129,7 @@ impl Store for MemoryStore {
     fn get(&self, id: &BundleId) -> Result<Option<StoredBundle>> {
         Ok(self.bundles.get(id).map(|e| StoredBundle {
             meta: e.meta.clone(),
-            bytes: e.bytes.clone(),
+            bundle: e.bundle.clone(),
         }))
     }
 
@@ -256,11 +258,21 @@ mod tests {
         }
     }
 
+    /// A bundle whose encoded size is `size` plus a fixed header overhead (`OVERHEAD`).
     fn bundle(seq: u64, dest: &str, expiry: DtnTime, size: usize) -> StoredBundle {
-        StoredBundle {
-            meta: meta(seq, dest, expiry, Retention::Carried),
-            bytes: Bytes::from(vec![seq as u8; size]),
-        }
+        let meta = meta(seq, dest, expiry, Retention::Carried);
+        let primary = wire::PrimaryBlock::new(
+            meta.destination.clone(),
+            meta.id.source.clone(),
+            meta.id.creation,
+            1_000,
+        );
+        let bundle = Bundle::new(primary, Bytes::from(vec![seq as u8; size]));
+        StoredBundle { meta, bundle }
+    }
+
+    fn overhead() -> u64 {
+        bundle(1, "b", 0, 10).bundle.encode().len() as u64 - 10
     }
 
     #[test]
@@ -271,7 +283,7 @@ mod tests {
         assert!(!s.insert(0, bundle(1, "b", 100, 10)).unwrap().new);
         let id1 = meta(1, "b", 0, Retention::Carried).id;
         let id2 = meta(2, "c", 0, Retention::Carried).id;
-        assert_eq!(s.get(&id1).unwrap().unwrap().bytes.len(), 10);
+        assert_eq!(s.get(&id1).unwrap().unwrap().bundle.payload.data.len(), 10);
         assert_eq!(
             s.by_destination(&Eid::dtn("b", "app").unwrap()).unwrap(),
             vec![id1.clone()]
@@ -280,15 +292,15 @@ mod tests {
         let peer = Eid::dtn("p", "").unwrap();
         s.mark_sent(&id1, &peer).unwrap();
         assert_eq!(s.not_sent_to(&peer).unwrap(), vec![id2.clone()]);
-        assert_eq!(s.usage().unwrap().bytes, 20);
+        assert_eq!(s.usage().unwrap().bytes, 2 * (10 + overhead()));
         assert!(s.remove(&id1).unwrap());
         assert!(!s.remove(&id1).unwrap());
-        assert_eq!(s.usage().unwrap().bytes, 10);
+        assert_eq!(s.usage().unwrap().bytes, 10 + overhead());
     }
 
     #[test]
     fn full_store_evicts_expired_then_refuses() {
-        let mut s = MemoryStore::new(25);
+        let mut s = MemoryStore::new(25 + 2 * overhead());
         s.insert(0, bundle(1, "b", 100, 10)).unwrap();
         s.insert(0, bundle(2, "b", 200, 10)).unwrap();
         // At time 150 bundle 1 is expired and makes room.
@@ -296,7 +308,10 @@ mod tests {
         assert_eq!(ins.evicted, vec![meta(1, "b", 0, Retention::Carried).id]);
         // A carried bundle that expires sooner than every stored one ranks lowest: no room.
         let err = s.insert(150, bundle(4, "b", 190, 10)).unwrap_err();
-        assert!(matches!(err, StoreError::Full { needed: 10, .. }), "{err}");
+        assert!(
+            matches!(err, StoreError::Full { available: 5, .. }),
+            "{err}"
+        );
         assert_eq!(s.usage().unwrap().bundles, 2);
         // One that expires later displaces the one expiring soonest.
         let ins = s.insert(150, bundle(5, "b", 400, 10)).unwrap();
