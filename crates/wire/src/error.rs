@@ -86,6 +86,8 @@ pub enum DecodeErrorKind {
     InvalidAdminRecord(&'static str),
     /// A discovery beacon that breaks its format (see `Beacon`).
     InvalidBeacon(&'static str),
+    /// A Ferry control message is malformed.
+    InvalidControl(&'static str),
 }
 
 impl DecodeError {
@@ -140,6 +142,7 @@ impl fmt::Display for DecodeError {
                 write!(f, "invalid administrative record: {why}")
             }
             DecodeErrorKind::InvalidBeacon(why) => write!(f, "invalid beacon: {why}"),
+            DecodeErrorKind::InvalidControl(why) => write!(f, "invalid control message: {why}"),
         }
     }
 }

@@ -21,7 +21,8 @@
 //! nothing is allocated by a length that was not first checked against the input.
 //!
 //! Modules: [`Bundle`] and its blocks, [`Eid`], [`CrcType`], [`AdminRecord`] (status reports),
-//! [`Beacon`] (neighbour discovery), fragmentation ([`Bundle::split_at`], [`Bundle::fragment`]) and
+//! [`Beacon`] (neighbour discovery), [`Control`] (Ferry's mesh-routing, summary-vector and stream
+//! messages), fragmentation ([`Bundle::split_at`], [`Bundle::fragment`]) and
 //! [`Reassembly`], and [`tcpcl`] (the TCP convergence layer's messages, with
 //! incremental parsing).
 
@@ -32,6 +33,7 @@ mod beacon;
 mod block;
 mod bundle;
 mod cbor;
+mod control;
 mod crc;
 mod eid;
 mod error;
@@ -46,6 +48,9 @@ pub use block::{
     ExtensionBlock, ExtensionData, HopCount, PAYLOAD_BLOCK_NUMBER,
 };
 pub use bundle::{Bundle, EncodedBundle, PayloadBlock, UnsupportedBlocks};
+pub use control::{
+    BLOCK_FERRY_CLASS, CONTROL_VERSION, Control, LinkState, StreamSegment, Summary, bundle_key,
+};
 pub use crc::CrcType;
 pub use eid::{DtnEid, Eid, ParseEidError, SCHEME_DTN, SCHEME_IPN};
 pub use error::{DecodeError, DecodeErrorKind};
