@@ -75,7 +75,7 @@ pub struct StreamSegment {
     /// Identifies the stream between the two end nodes (chosen by the opener).
     pub stream: u64,
     /// [`StreamSegment::OPEN`], [`StreamSegment::CLOSE`], [`StreamSegment::ACK`],
-    /// [`StreamSegment::RESET`]; unknown bits are ignored.
+    /// [`StreamSegment::RESET`], [`StreamSegment::FROM_OPENER`]; unknown bits are ignored.
     pub flags: u64,
     /// Sequence number of this segment's data (or of the open/close marker).
     pub sequence: u64,
@@ -94,6 +94,9 @@ impl StreamSegment {
     pub const ACK: u64 = 0x04;
     /// The stream is aborted.
     pub const RESET: u64 = 0x08;
+    /// Sent by the side that opened the stream (both sides may pick the same stream id, so a
+    /// stream is known by its id and by which side opened it).
+    pub const FROM_OPENER: u64 = 0x10;
 }
 
 /// The 64-bit key of a bundle id used in summary vectors (FNV-1a over a canonical encoding).
