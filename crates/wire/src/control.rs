@@ -32,6 +32,27 @@ pub const CONTROL_VERSION: u64 = 1;
 /// integer: 0 dtn, 1 datagram, 2 stream. Absent means dtn.
 pub const BLOCK_FERRY_CLASS: u64 = 193;
 
+/// Extension block type (private range) that carries the number of copies a binary
+/// spray-and-wait holder may still hand out, as one unsigned integer.
+pub const BLOCK_FERRY_COPIES: u64 = 194;
+
+/// The data of a block that holds one unsigned integer (the Ferry class and copies blocks).
+pub fn uint_block_data(value: u64) -> Bytes {
+    let mut out = Vec::with_capacity(9);
+    cbor::put_uint(&mut out, value);
+    Bytes::from(out)
+}
+
+/// Reads the data of a block that holds one unsigned integer.
+pub fn parse_uint_block_data(data: &[u8]) -> Result<u64, DecodeError> {
+    let mut r = Reader::new(data);
+    let value = r.uint()?;
+    if !r.is_empty() {
+        return Err(r.err(K::TrailingBytes));
+    }
+    Ok(value)
+}
+
 const KIND_LINK_STATE: u64 = 1;
 const KIND_SUMMARY: u64 = 2;
 const KIND_STREAM: u64 = 3;
@@ -299,6 +320,15 @@ mod tests {
         assert_eq!(err.offset, 1);
         let bad_kind = Bytes::from_static(&[0x84, 0x01, 0x09, 0x80, 0x80]);
         assert_eq!(Control::decode(&bad_kind).unwrap_err().offset, 2);
+    }
+
+    #[test]
+    fn uint_block_data_round_trips_and_refuses_trailing_bytes() {
+        for v in [0, 23, 24, 255, 65_536, u64::MAX] {
+            assert_eq!(parse_uint_block_data(&uint_block_data(v)).unwrap(), v);
+        }
+        assert!(parse_uint_block_data(&[0x01, 0x02]).is_err());
+        assert!(parse_uint_block_data(&[0x40]).is_err());
     }
 
     #[test]
