@@ -1,0 +1,1545 @@
+//! The node: inputs, commands, outputs, and the bookkeeping that ties links, mesh routing, the
+//! forwarding classes and the store together.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use store::{BundleMeta, Retention, Store, StoreError, StoredBundle};
+use wire::{
+    AdminRecord, Beacon, Bundle, BundleFlags, BundleId, Capabilities, ClaEndpoint, Control,
+    CreationTimestamp, DtnTime, Eid, PrimaryBlock, Reassembly, StatusAssertion, StatusReason,
+    StatusReport, Summary, bundle_key,
+};
+
+use crate::classes::{
+    self, Class, copies_of, count_hop, ensure_hop_limit, is_broadcast, set_class, set_copies,
+    set_previous_node,
+};
+use crate::links::{InFlight, Link};
+use crate::mesh::{Mesh, MeshConfig, RouteEvent};
+use crate::strategy::{Decision, Strategy, StrategyKind};
+use crate::stream::{StreamConfig, StreamError, StreamId, Streams};
+use crate::{Delivery, DropReason, Event, Frame, LinkChange, LinkId, TransferResult, Transmit};
+
+/// The demux of the endpoint that receives Ferry's control messages on every node.
+pub const CONTROL_DEMUX: &str = "~ferry";
+
+/// How long a control or stream bundle lives: they are only useful while the path is.
+const REAL_TIME_LIFETIME_MS: u64 = 60_000;
+
+/// A node's configuration. `NodeConfig::new` gives the defaults.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id, a dtn node id such as `dtn://drone-7/`.
+    pub node_id: Eid,
+    /// Seed for the node's only source of randomness (beacon jitter, stream ids).
+    pub seed: u64,
+    /// Store-carry-forward strategy.
+    pub strategy: StrategyKind,
+    /// Beacon period on every link.
+    pub beacon_period_ms: u64,
+    /// A neighbour is gone after this many beacon periods without a beacon.
+    pub missed_beacons: u64,
+    /// How often summary vectors are exchanged with each neighbour (also sent at contact start).
+    pub summary_period_ms: u64,
+    /// Hop limit of dtn-class bundles this node creates.
+    pub hop_limit: u64,
+    /// Hop limit of datagram and stream bundles (bounds broadcast flooding).
+    pub datagram_hop_limit: u64,
+    /// How long a delivered bundle's key stays in the purge set.
+    pub purge_retention_ms: u64,
+    /// At most this many keys of real-time bundles are remembered for duplicate suppression.
+    pub max_seen: usize,
+    /// Bundles larger than this are split before sending (proactive fragmentation by policy), in
+    /// addition to splits for a link's MTU and a contact's known capacity. `None` disables it.
+    pub max_bundle_piece: Option<u64>,
+    /// Smallest payload piece worth sending into a contact that cannot take the whole bundle.
+    pub min_piece: u64,
+    /// What the node's beacons announce.
+    pub capabilities: Capabilities,
+    /// Convergence layers the node's beacons announce.
+    pub cla_endpoints: Vec<ClaEndpoint>,
+    /// Mesh routing parameters.
+    pub mesh: MeshConfig,
+    /// Stream parameters.
+    pub stream: StreamConfig,
+}
+
+impl NodeConfig {
+    /// Defaults for a node with this id.
+    pub fn new(node_id: Eid) -> Self {
+        Self {
+            node_id,
+            seed: 0,
+            strategy: StrategyKind::Epidemic,
+            beacon_period_ms: 1_000,
+            missed_beacons: 3,
+            summary_period_ms: 10_000,
+            hop_limit: 64,
+            datagram_hop_limit: 16,
+            purge_retention_ms: 24 * 3_600_000,
+            max_seen: 65_536,
+            max_bundle_piece: None,
+            min_piece: 4_096,
+            capabilities: Capabilities(Capabilities::DTN_RELAY | Capabilities::MESH_ROUTING),
+            cla_endpoints: Vec::new(),
+            mesh: MeshConfig::default(),
+            stream: StreamConfig::default(),
+        }
+    }
+}
+
+/// Counters, for reports and the simulator's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Bundles received on links (all classes).
+    pub bundles_received: u64,
+    /// Bundle transmissions handed to the shell (all classes, pieces counted).
+    pub bundles_sent: u64,
+    /// Encoded bytes of those transmissions (payload and headers).
+    pub bytes_sent: u64,
+    /// Control bundles among them.
+    pub control_sent: u64,
+    /// Bundles delivered to local applications.
+    pub delivered: u64,
+    /// Duplicates received and ignored.
+    pub duplicates: u64,
+    /// Bundles dropped.
+    pub dropped: u64,
+    /// Fragments this node cut (reactively or proactively).
+    pub fragments_sent: u64,
+}
+
+/// A bundle for the node to send.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// Source endpoint; must be on this node.
+    pub source: Eid,
+    /// Destination endpoint (`dtn://~all/<service>` for broadcast).
+    pub destination: Eid,
+    /// Application data.
+    pub payload: Bytes,
+    /// Forwarding class.
+    pub class: Class,
+    /// Lifetime from now.
+    pub lifetime_ms: u64,
+    /// Status report requests and other primary-block flags.
+    pub flags: BundleFlags,
+    /// Eviction priority (0 bulk, 1 normal, 2 expedited).
+    pub priority: u8,
+}
+
+impl Outgoing {
+    /// A dtn-class bundle with a one-hour lifetime and no report requests.
+    pub fn new(source: Eid, destination: Eid, payload: Bytes) -> Self {
+        Self {
+            source,
+            destination,
+            payload,
+            class: Class::Dtn,
+            lifetime_ms: 3_600_000,
+            flags: BundleFlags::default(),
+            priority: 1,
+        }
+    }
+}
+
+/// Why a command was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The source endpoint is not on this node.
+    #[error("source {0} is not an endpoint of this node")]
+    ForeignSource(Eid),
+    /// A lifetime of zero.
+    #[error("lifetime must be positive")]
+    ZeroLifetime,
+    /// A real-time bundle to a node the mesh cannot reach now.
+    #[error("no route to {0} now")]
+    NoRoute(Eid),
+    /// The store refused the bundle.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stream command failed.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+}
+
+/// What the node keeps in memory about each stored bundle, so that routing never scans the store.
+#[derive(Debug, Clone)]
+struct Held {
+    key: u64,
+    /// Key of the whole bundle (fragment info removed): what the purge set names.
+    adu_key: u64,
+    dest_node: Eid,
+    expiry: DtnTime,
+    copies: Option<u64>,
+    payload_len: u64,
+    flags: BundleFlags,
+    report_to: Eid,
+    broadcast: bool,
+}
+
+/// One DTN node. Performs no I/O and reads no clock. See the crate documentation for how to drive
+/// it: after any `handle_*` input or command, drain `poll_transmit` and `poll_event`, then call
+/// `handle_timeout` at `poll_timeout`.
+pub struct Node {
+    config: NodeConfig,
+    me: Eid,
+    store: Box<dyn Store + Send>,
+    strategy: Box<dyn Strategy>,
+    mesh: Mesh,
+    streams: Streams,
+    links: BTreeMap<LinkId, Link>,
+    /// Identified neighbours and the link each is reached on.
+    neighbours: BTreeMap<Eid, LinkId>,
+    held: BTreeMap<BundleId, Held>,
+    expiries: BTreeSet<(DtnTime, BundleId)>,
+    /// Bundle keys each neighbour holds (its last summary, plus what we completed to it).
+    known: BTreeMap<Eid, BTreeSet<u64>>,
+    /// Payload bytes (a prefix) of a held bundle that a neighbour already holds as a fragment.
+    partial: BTreeMap<(BundleId, Eid), u64>,
+    /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide.
+    purged: BTreeMap<u64, DtnTime>,
+    purge_expiries: BTreeSet<(DtnTime, u64)>,
+    /// Real-time bundles seen, for duplicate suppression, and broadcast dtn bundles delivered here.
+    seen: BTreeMap<u64, DtnTime>,
+    seen_expiries: BTreeSet<(DtnTime, u64)>,
+    reassembly: BTreeMap<(Eid, CreationTimestamp), Reassembly>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    next_sequence: u64,
+    beacon_sequence: u64,
+    rng: u64,
+    stats: NodeStats,
+}
+
+impl Node {
+    /// A node with this configuration and store. Bundles already in the store (a restart) are
+    /// indexed and will be forwarded; `now` is the current DTN time.
+    pub fn new(config: NodeConfig, store: Box<dyn Store + Send>, now: DtnTime) -> Self {
+        let me = config.node_id.node_id();
+        let mut node = Self {
+            mesh: Mesh::new(me.clone(), config.mesh.clone(), now),
+            streams: Streams::new(config.stream.clone(), config.seed ^ 0x5752_4541_4d00),
+            strategy: config.strategy.build(),
+            me,
+            store,
+            links: BTreeMap::new(),
+            neighbours: BTreeMap::new(),
+            held: BTreeMap::new(),
+            expiries: BTreeSet::new(),
+            known: BTreeMap::new(),
+            partial: BTreeMap::new(),
+            purged: BTreeMap::new(),
+            purge_expiries: BTreeSet::new(),
+            seen: BTreeMap::new(),
+            seen_expiries: BTreeSet::new(),
+            reassembly: BTreeMap::new(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            next_sequence: 0,
+            beacon_sequence: 0,
+            rng: config.seed | 1,
+            stats: NodeStats::default(),
+            config,
+        };
+        node.reindex();
+        node
+    }
+
+    /// Rebuilds the in-memory index from the store (after a restart).
+    fn reindex(&mut self) {
+        let metas = match self.store.list() {
+            Ok(metas) => metas,
+            Err(_) => return,
+        };
+        for meta in metas {
+            if let Ok(Some(stored)) = self.store.get(&meta.id) {
+                let held = self.held_for(&stored.bundle, meta.expiry);
+                self.index(meta.id, held);
+            }
+        }
+    }
+
+    // ----- getters -----
+
+    /// This node's id.
+    pub fn id(&self) -> &Eid {
+        &self.me
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> NodeStats {
+        self.stats
+    }
+
+    /// Hops to `node` over the live mesh, if reachable now.
+    pub fn reachable(&self, node: &Eid) -> Option<u32> {
+        if node.node_id() == self.me {
+            return Some(0);
+        }
+        self.mesh.hops(&node.node_id())
+    }
+
+    /// The mesh routing table.
+    pub fn routes(&self) -> Vec<crate::mesh::Route> {
+        self.mesh.routes()
+    }
+
+    /// Identified neighbours and their links.
+    pub fn neighbours(&self) -> impl Iterator<Item = (&Eid, LinkId)> {
+        self.neighbours.iter().map(|(e, l)| (e, *l))
+    }
+
+    /// Ids and expiry times of the bundles this node holds, ascending by id.
+    pub fn held_bundles(&self) -> impl Iterator<Item = (&BundleId, DtnTime)> {
+        self.held.iter().map(|(id, h)| (id, h.expiry))
+    }
+
+    /// Whether the node would take this bundle from a neighbour: false for one it holds, has
+    /// delivered, or (real-time) has seen. A convergence layer asks this when a transfer starts
+    /// and refuses the rest of a duplicate.
+    pub fn wants(&self, id: &BundleId) -> bool {
+        !(self.held.contains_key(id)
+            || self.purged.contains_key(&adu_key(id))
+            || self.seen.contains_key(&bundle_key(id)))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &(dyn Store + Send) {
+        self.store.as_ref()
+    }
+
+    /// The store, mutably (the shell flushes it; the RPC layer keeps its tables in it).
+    pub fn store_mut(&mut self) -> &mut (dyn Store + Send) {
+        self.store.as_mut()
+    }
+
+    /// The strategy's name.
+    pub fn strategy_name(&self) -> &'static str {
+        self.strategy.name()
+    }
+
+    // ----- outputs -----
+
+    /// The next frame to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When `handle_timeout` must be called next.
+    pub fn poll_timeout(&self) -> Option<DtnTime> {
+        let mut next: Option<DtnTime> = None;
+        let mut consider = |t: Option<DtnTime>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for link in self.links.values() {
+            consider(Some(link.next_beacon));
+            consider(link.next_summary);
+            consider(link.expiry(self.config.missed_beacons));
+        }
+        consider(self.expiries.first().map(|(t, _)| *t));
+        consider(self.purge_expiries.first().map(|(t, _)| *t));
+        consider(self.seen_expiries.first().map(|(t, _)| *t));
+        consider(self.mesh.poll_timeout());
+        consider(self.streams.poll_timeout());
+        next
+    }
+
+    // ----- inputs -----
+
+    /// A link came up or went down.
+    pub fn handle_link(&mut self, now: DtnTime, change: LinkChange) {
+        match change {
+            LinkChange::Up {
+                link,
+                peer,
+                mtu,
+                bandwidth_bps,
+                contact_ms,
+            } => {
+                if self.links.contains_key(&link) {
+                    self.link_down(now, link);
+                }
+                self.links.insert(
+                    link,
+                    Link {
+                        peer: None,
+                        mtu,
+                        bandwidth_bps,
+                        contact_end: contact_ms.map(|ms| now.saturating_add(ms)),
+                        last_heard: now,
+                        peer_period_ms: self.config.beacon_period_ms,
+                        beacon_liveness: false,
+                        next_beacon: now,
+                        next_summary: None,
+                        queued_bytes: 0,
+                        in_flight: BTreeMap::new(),
+                    },
+                );
+                // Announce ourselves at once so the peer learns who we are.
+                self.send_beacon(now, link);
+                if let Some(peer) = peer {
+                    self.identify(now, link, peer.node_id());
+                }
+            }
+            LinkChange::Down { link } => self.link_down(now, link),
+        }
+        self.pump(now);
+    }
+
+    /// A discovery beacon arrived on a link.
+    pub fn handle_beacon(&mut self, now: DtnTime, link: LinkId, beacon: Beacon) {
+        let peer = beacon.node.node_id();
+        if peer == self.me {
+            return;
+        }
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        l.last_heard = now;
+        l.peer_period_ms = beacon.period_ms.clamp(100, 3_600_000);
+        l.beacon_liveness = true;
+        if l.peer.as_ref() != Some(&peer) {
+            self.identify(now, link, peer);
+        }
+        self.pump(now);
+    }
+
+    /// A bundle arrived on a link: a whole one, or the fragment a cut transfer left.
+    pub fn handle_bundle(&mut self, now: DtnTime, link: LinkId, bundle: Bundle) {
+        self.stats.bundles_received += 1;
+        let from = self.links.get(&link).and_then(|l| l.peer.clone());
+        self.accept(now, from.as_ref(), Some(link), bundle);
+        self.pump(now);
+    }
+
+    /// Encoded bytes arrived on a link; malformed input is dropped with an event.
+    pub fn handle_bundle_bytes(&mut self, now: DtnTime, link: LinkId, bytes: Bytes) {
+        match Bundle::decode(bytes) {
+            Ok(bundle) => self.handle_bundle(now, link, bundle),
+            Err(_) => {
+                self.stats.dropped += 1;
+                self.events.push_back(Event::Dropped {
+                    id: BundleId {
+                        source: Eid::Null,
+                        creation: CreationTimestamp::default(),
+                        fragment: None,
+                    },
+                    reason: DropReason::Malformed,
+                });
+            }
+        }
+    }
+
+    /// The shell reports how a transmitted bundle fared. `id` is the id of the bundle as
+    /// transmitted (a fragment's id if the node sent a piece).
+    pub fn handle_transfer(
+        &mut self,
+        now: DtnTime,
+        link: LinkId,
+        id: &BundleId,
+        result: TransferResult,
+    ) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let Some(flight) = l.in_flight.remove(id) else {
+            return;
+        };
+        l.queued_bytes = l
+            .queued_bytes
+            .saturating_sub(flight.end.saturating_sub(flight.start));
+        let Some(peer) = l.peer.clone() else {
+            return;
+        };
+        match result {
+            TransferResult::Complete => self.progress(now, &peer, &flight, flight.end),
+            TransferResult::Cut { payload_bytes } => {
+                let end = flight.start.saturating_add(payload_bytes).min(flight.end);
+                if end > flight.start {
+                    self.progress(now, &peer, &flight, end);
+                }
+            }
+            TransferResult::Failed | TransferResult::Refused => {}
+        }
+        self.pump(now);
+    }
+
+    /// Timers: beacons, neighbour expiry, summaries, bundle expiry, mesh and stream timers.
+    pub fn handle_timeout(&mut self, now: DtnTime) {
+        let links: Vec<LinkId> = self.links.keys().copied().collect();
+        for link in links {
+            let Some(l) = self.links.get(&link) else {
+                continue;
+            };
+            if l.expiry(self.config.missed_beacons)
+                .is_some_and(|t| t <= now)
+            {
+                self.neighbour_lost(now, link);
+            }
+            let Some(l) = self.links.get(&link) else {
+                continue;
+            };
+            if l.next_beacon <= now {
+                self.send_beacon(now, link);
+            }
+            let Some(l) = self.links.get_mut(&link) else {
+                continue;
+            };
+            if l.next_summary.is_some_and(|t| t <= now) {
+                l.next_summary = Some(now + self.config.summary_period_ms);
+                if let Some(peer) = l.peer.clone() {
+                    self.send_summary(now, &peer);
+                }
+            }
+        }
+        while let Some((t, id)) = self.expiries.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.drop_held(now, &id, DropReason::Expired);
+        }
+        while let Some((t, key)) = self.purge_expiries.first().copied() {
+            if t > now {
+                break;
+            }
+            self.purge_expiries.pop_first();
+            self.purged.remove(&key);
+        }
+        while let Some((t, key)) = self.seen_expiries.first().copied() {
+            if t > now {
+                break;
+            }
+            self.seen_expiries.pop_first();
+            self.seen.remove(&key);
+        }
+        self.mesh.handle_timeout(now);
+        self.streams.handle_timeout(now);
+        self.pump(now);
+    }
+
+    // ----- commands -----
+
+    /// Creates and sends a bundle. Dtn-class bundles are stored first (an error if the store is
+    /// full); real-time ones need a live route (or are broadcast).
+    pub fn send(&mut self, now: DtnTime, out: Outgoing) -> Result<BundleId, SendError> {
+        if out.source.node_id() != self.me {
+            return Err(SendError::ForeignSource(out.source));
+        }
+        if out.lifetime_ms == 0 {
+            return Err(SendError::ZeroLifetime);
+        }
+        let broadcast = is_broadcast(&out.destination);
+        let dest_node = out.destination.node_id();
+        if out.class.is_real_time()
+            && !broadcast
+            && dest_node != self.me
+            && self.mesh.next_hop(&dest_node).is_none()
+        {
+            return Err(SendError::NoRoute(dest_node));
+        }
+        let mut primary = PrimaryBlock::new(
+            out.destination,
+            out.source,
+            self.next_timestamp(now),
+            out.lifetime_ms,
+        );
+        primary.flags = out.flags.with(BundleFlags::IS_FRAGMENT, false);
+        let mut bundle = Bundle::new(primary, out.payload);
+        set_class(&mut bundle, out.class);
+        let id = bundle.id();
+        if out.class.is_real_time() {
+            ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
+            self.mark_seen(now, bundle_key(&id), now + out.lifetime_ms);
+            self.route_real_time(now, None, bundle);
+        } else {
+            ensure_hop_limit(&mut bundle, self.config.hop_limit);
+            if let Some(copies) = self.strategy.initial_copies() {
+                set_copies(&mut bundle, copies);
+            }
+            if dest_node == self.me && !broadcast {
+                self.deliver(now, &bundle);
+            } else {
+                self.store_bundle(now, bundle, Retention::Originated, out.priority, None)?;
+            }
+        }
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// Opens a reliable stream from a local endpoint to a remote one.
+    pub fn stream_open(
+        &mut self,
+        now: DtnTime,
+        local: Eid,
+        remote: Eid,
+    ) -> Result<StreamId, SendError> {
+        if local.node_id() != self.me {
+            return Err(SendError::ForeignSource(local));
+        }
+        let id = self.streams.open(now, local, remote)?;
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// Queues data on a stream.
+    pub fn stream_send(
+        &mut self,
+        now: DtnTime,
+        id: StreamId,
+        data: Bytes,
+    ) -> Result<(), SendError> {
+        self.streams.send(now, id, data)?;
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Closes our side of a stream.
+    pub fn stream_close(&mut self, now: DtnTime, id: StreamId) -> Result<(), SendError> {
+        self.streams.close(now, id)?;
+        self.pump(now);
+        Ok(())
+    }
+
+    // ----- links and neighbours -----
+
+    fn send_beacon(&mut self, now: DtnTime, link: LinkId) {
+        let period = self.config.beacon_period_ms;
+        // ±10 % jitter so that neighbours' beacons do not stay in lockstep.
+        let jitter = if period >= 10 {
+            self.random() % (period / 5 + 1)
+        } else {
+            0
+        };
+        let next = now + period - period / 10 + jitter;
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        l.next_beacon = next;
+        self.beacon_sequence += 1;
+        let beacon = Beacon {
+            node: self.me.clone(),
+            sequence: self.beacon_sequence,
+            period_ms: period,
+            capabilities: self.config.capabilities,
+            convergence_layers: self.config.cla_endpoints.clone(),
+        };
+        self.transmits.push_back(Transmit {
+            link,
+            frame: Frame::Beacon(beacon),
+            urgent: true,
+        });
+    }
+
+    /// The peer on `link` is `peer`: a new neighbour.
+    fn identify(&mut self, now: DtnTime, link: LinkId, peer: Eid) {
+        if let Some(old) = self.links.get(&link).and_then(|l| l.peer.clone()) {
+            self.forget_neighbour(now, link, &old);
+        }
+        if let Some(&other) = self.neighbours.get(&peer) {
+            // The same neighbour on a second link: keep using the first.
+            if other != link && self.links.contains_key(&other) {
+                if let Some(l) = self.links.get_mut(&link) {
+                    l.peer = Some(peer);
+                }
+                return;
+            }
+        }
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        l.peer = Some(peer.clone());
+        l.next_summary = Some(now + self.config.summary_period_ms);
+        self.neighbours.insert(peer.clone(), link);
+        self.mesh.set_neighbour(now, peer.clone(), 1);
+        self.events.push_back(Event::NeighbourUp {
+            node: peer.clone(),
+            link,
+        });
+        // Contact start: the mesh database, then our summary vector; the peer answers with its
+        // own, which tells us what to send.
+        for lsa in self.mesh.database() {
+            self.send_control(now, &peer, link, Control::LinkState(lsa));
+        }
+        self.send_summary(now, &peer);
+    }
+
+    fn link_down(&mut self, now: DtnTime, link: LinkId) {
+        let Some(l) = self.links.remove(&link) else {
+            return;
+        };
+        if let Some(peer) = l.peer {
+            self.forget_neighbour(now, link, &peer);
+        }
+    }
+
+    /// Beacons stopped: the neighbour is gone, the link stays (it may come back).
+    fn neighbour_lost(&mut self, now: DtnTime, link: LinkId) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let Some(peer) = l.peer.take() else {
+            return;
+        };
+        l.in_flight.clear();
+        l.queued_bytes = 0;
+        l.next_summary = None;
+        l.beacon_liveness = false;
+        self.forget_neighbour(now, link, &peer);
+    }
+
+    fn forget_neighbour(&mut self, now: DtnTime, link: LinkId, peer: &Eid) {
+        if self.neighbours.get(peer) != Some(&link) {
+            return;
+        }
+        self.neighbours.remove(peer);
+        // The peer may be reachable on another link.
+        let other = self
+            .links
+            .iter()
+            .find(|(id, l)| **id != link && l.peer.as_ref() == Some(peer))
+            .map(|(id, _)| *id);
+        if let Some(other) = other {
+            self.neighbours.insert(peer.clone(), other);
+            return;
+        }
+        self.mesh.remove_neighbour(now, peer);
+        self.events
+            .push_back(Event::NeighbourDown { node: peer.clone() });
+    }
+
+    // ----- receiving -----
+
+    fn accept(&mut self, now: DtnTime, from: Option<&Eid>, link: Option<LinkId>, bundle: Bundle) {
+        let id = bundle.id();
+        let key = bundle_key(&id);
+        if let Some(from) = from {
+            self.known.entry(from.clone()).or_default().insert(key);
+        }
+        let expiry = expiry_of(&bundle, now);
+        if expiry <= now {
+            self.drop_received(now, &bundle, DropReason::Expired);
+            return;
+        }
+        if bundle.hop_count().is_some_and(|h| h.exceeded()) {
+            self.drop_received(now, &bundle, DropReason::HopLimitExceeded);
+            return;
+        }
+        let class = classes::class_of(&bundle);
+        let dest_node = bundle.primary.destination.node_id();
+        let broadcast = is_broadcast(&bundle.primary.destination);
+        if class.is_real_time() {
+            if self.seen.contains_key(&key) {
+                self.stats.duplicates += 1;
+                return;
+            }
+            self.mark_seen(now, key, expiry.min(now + REAL_TIME_LIFETIME_MS));
+            if dest_node == self.me {
+                self.receive_local_real_time(now, from, class, bundle);
+            } else {
+                if broadcast {
+                    self.deliver(now, &bundle);
+                }
+                self.route_real_time(now, link, bundle);
+            }
+            return;
+        }
+        let adu_key = adu_key(&id);
+        if self.held.contains_key(&id) || self.purged.contains_key(&adu_key) {
+            self.stats.duplicates += 1;
+            return;
+        }
+        if bundle.primary.is_admin_record() && dest_node == self.me {
+            self.receive_admin(now, &bundle);
+            return;
+        }
+        if dest_node == self.me && !broadcast {
+            self.receive_for_me(now, id, expiry, bundle);
+            return;
+        }
+        if broadcast && !self.seen.contains_key(&adu_key) {
+            // Delivered here once, and carried on to everyone else.
+            self.mark_seen(now, adu_key, expiry);
+            self.deliver(now, &bundle);
+        }
+        self.report(now, &bundle, Report::Received, StatusReason::NoInformation);
+        let _ = self.store_bundle(now, bundle, Retention::Carried, 1, from);
+    }
+
+    fn receive_local_real_time(
+        &mut self,
+        now: DtnTime,
+        from: Option<&Eid>,
+        class: Class,
+        bundle: Bundle,
+    ) {
+        let demux_is_control = matches!(
+            &bundle.primary.destination,
+            Eid::Dtn(d) if d.demux() == CONTROL_DEMUX
+        );
+        let control = if demux_is_control || class == Class::Stream {
+            Control::decode(&bundle.payload.data).ok()
+        } else {
+            None
+        };
+        match (control, class) {
+            (Some(Control::Stream(segment)), Class::Stream) => {
+                let src = bundle.primary.source.clone();
+                let dst = bundle.primary.destination.clone();
+                self.streams.handle_segment(now, &src, &dst, segment);
+            }
+            (Some(Control::LinkState(lsa)), _) if demux_is_control => {
+                let sender = from
+                    .cloned()
+                    .unwrap_or_else(|| bundle.primary.source.node_id());
+                self.mesh.handle_link_state(now, &sender, lsa);
+            }
+            (Some(Control::Summary(summary)), _) if demux_is_control => {
+                let sender = bundle.primary.source.node_id();
+                self.handle_summary(now, &sender, summary);
+            }
+            (None, Class::Datagram) if !demux_is_control => self.deliver(now, &bundle),
+            _ => {
+                self.stats.dropped += 1;
+                self.events.push_back(Event::Dropped {
+                    id: bundle.id(),
+                    reason: DropReason::Malformed,
+                });
+            }
+        }
+    }
+
+    fn receive_admin(&mut self, now: DtnTime, bundle: &Bundle) {
+        let _ = now;
+        match AdminRecord::decode(&bundle.payload.data) {
+            Ok(AdminRecord::StatusReport(report)) => {
+                self.events.push_back(Event::StatusReport {
+                    from: bundle.primary.source.node_id(),
+                    report,
+                });
+            }
+            Ok(AdminRecord::Unknown { .. }) => {}
+            Err(_) => {
+                self.stats.dropped += 1;
+                self.events.push_back(Event::Dropped {
+                    id: bundle.id(),
+                    reason: DropReason::Malformed,
+                });
+            }
+        }
+    }
+
+    /// A dtn-class bundle for an endpoint of this node: deliver it, reassembling fragments first.
+    fn receive_for_me(&mut self, now: DtnTime, id: BundleId, expiry: DtnTime, bundle: Bundle) {
+        let adu = adu_key(&id);
+        self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
+        if bundle.primary.fragment.is_none() {
+            self.deliver(now, &bundle);
+            self.report(now, &bundle, Report::Delivered, StatusReason::NoInformation);
+            return;
+        }
+        // The purge set names whole bundles; fragments of one that is still incomplete must keep
+        // flowing, so the purge entry is only added on completion.
+        self.remove_purge(adu);
+        let slot = (id.source.clone(), id.creation);
+        let finished = match self.reassembly.remove(&slot) {
+            None => Reassembly::new(bundle),
+            Some(mut r) => r.insert(bundle).map(|()| r),
+        };
+        match finished {
+            Err(_) => {
+                self.stats.dropped += 1;
+                self.events.push_back(Event::Dropped {
+                    id,
+                    reason: DropReason::Malformed,
+                });
+            }
+            Ok(r) if r.is_complete() => match r.finish() {
+                Ok(whole) => {
+                    self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
+                    self.deliver(now, &whole);
+                    self.report(now, &whole, Report::Delivered, StatusReason::NoInformation);
+                }
+                Err(r) => {
+                    self.reassembly.insert(slot, r);
+                }
+            },
+            Ok(r) => {
+                self.reassembly.insert(slot, r);
+            }
+        }
+    }
+
+    fn deliver(&mut self, _now: DtnTime, bundle: &Bundle) {
+        self.stats.delivered += 1;
+        self.events.push_back(Event::Delivered(Delivery {
+            id: BundleId {
+                fragment: None,
+                ..bundle.id()
+            },
+            destination: bundle.primary.destination.clone(),
+            class: classes::class_of(bundle),
+            created: bundle.primary.creation.time,
+            payload: bundle.payload.data.clone(),
+        }));
+    }
+
+    fn handle_summary(&mut self, now: DtnTime, peer: &Eid, summary: Summary) {
+        for key in summary.purged {
+            if !self.purged.contains_key(&key) {
+                self.add_purge(key, now + self.config.purge_retention_ms);
+            }
+            let victims: Vec<BundleId> = self
+                .held
+                .iter()
+                .filter(|(_, h)| h.adu_key == key)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in victims {
+                self.drop_held(now, &id, DropReason::Purged);
+            }
+        }
+        let mut have: BTreeSet<u64> = summary.have.into_iter().collect();
+        // What we completed to the peer since its summary was made is still true.
+        if let Some(old) = self.known.get(peer) {
+            have.extend(old.iter().copied());
+        }
+        self.known.insert(peer.clone(), have);
+        if let Some(&link) = self.neighbours.get(peer) {
+            let ids: Vec<BundleId> = self.held.keys().cloned().collect();
+            for id in ids {
+                self.offer(now, &id, peer, link);
+            }
+        }
+    }
+
+    // ----- storing and forwarding dtn bundles -----
+
+    fn store_bundle(
+        &mut self,
+        now: DtnTime,
+        mut bundle: Bundle,
+        retention: Retention,
+        priority: u8,
+        from: Option<&Eid>,
+    ) -> Result<(), StoreError> {
+        let id = bundle.id();
+        let expiry = expiry_of(&bundle, now);
+        if copies_of(&bundle).is_none()
+            && let Some(copies) = self.strategy.initial_copies()
+            && retention == Retention::Originated
+        {
+            set_copies(&mut bundle, copies);
+        }
+        let held = self.held_for(&bundle, expiry);
+        let meta = BundleMeta {
+            id: id.clone(),
+            destination: bundle.primary.destination.clone(),
+            expiry,
+            priority,
+            retention,
+            received_at: now,
+        };
+        match self.store.insert(now, StoredBundle { meta, bundle }) {
+            Ok(inserted) => {
+                for victim in inserted.evicted {
+                    self.unindex(&victim);
+                    self.stats.dropped += 1;
+                    self.events.push_back(Event::Dropped {
+                        id: victim,
+                        reason: DropReason::Evicted,
+                    });
+                }
+                if !inserted.new {
+                    return Ok(());
+                }
+            }
+            Err(err) => {
+                let reason = match err {
+                    StoreError::Full { .. } => DropReason::StoreFull,
+                    _ => DropReason::StoreError,
+                };
+                self.stats.dropped += 1;
+                self.events.push_back(Event::Dropped {
+                    id: id.clone(),
+                    reason,
+                });
+                return Err(err);
+            }
+        }
+        self.index(id.clone(), held);
+        let peers: Vec<(Eid, LinkId)> = self
+            .neighbours
+            .iter()
+            .filter(|(peer, _)| Some(*peer) != from)
+            .map(|(p, l)| (p.clone(), *l))
+            .collect();
+        for (peer, link) in peers {
+            self.offer(now, &id, &peer, link);
+        }
+        Ok(())
+    }
+
+    fn held_for(&self, bundle: &Bundle, expiry: DtnTime) -> Held {
+        let id = bundle.id();
+        Held {
+            key: bundle_key(&id),
+            adu_key: adu_key(&id),
+            dest_node: bundle.primary.destination.node_id(),
+            expiry,
+            copies: copies_of(bundle),
+            payload_len: bundle.payload.data.len() as u64,
+            flags: bundle.primary.flags,
+            report_to: bundle.primary.report_to.clone(),
+            broadcast: is_broadcast(&bundle.primary.destination),
+        }
+    }
+
+    fn index(&mut self, id: BundleId, held: Held) {
+        self.expiries.insert((held.expiry, id.clone()));
+        self.held.insert(id, held);
+    }
+
+    fn unindex(&mut self, id: &BundleId) -> Option<Held> {
+        let held = self.held.remove(id)?;
+        self.expiries.remove(&(held.expiry, id.clone()));
+        self.partial.retain(|(b, _), _| b != id);
+        Some(held)
+    }
+
+    fn drop_held(&mut self, now: DtnTime, id: &BundleId, reason: DropReason) {
+        let Some(held) = self.unindex(id) else {
+            return;
+        };
+        let _ = self.store.remove(id);
+        self.stats.dropped += 1;
+        self.events.push_back(Event::Dropped {
+            id: id.clone(),
+            reason,
+        });
+        if reason != DropReason::Purged && held.flags.contains(BundleFlags::REPORT_DELETION) {
+            self.send_report(
+                now,
+                id,
+                &held.report_to,
+                held.flags,
+                Report::Deleted,
+                reason.status_reason(),
+                held.expiry,
+            );
+        }
+    }
+
+    fn drop_received(&mut self, now: DtnTime, bundle: &Bundle, reason: DropReason) {
+        self.stats.dropped += 1;
+        self.events.push_back(Event::Dropped {
+            id: bundle.id(),
+            reason,
+        });
+        self.report(now, bundle, Report::Deleted, reason.status_reason());
+    }
+
+    /// Whether `peer` is the bundle's destination node or the next hop of a live path to it.
+    fn toward_destination(&self, dest_node: &Eid, peer: &Eid) -> bool {
+        dest_node == peer || self.mesh.next_hop(dest_node) == Some(peer)
+    }
+
+    /// Offers one held bundle to one neighbour: sends it (or the part the neighbour lacks) if the
+    /// neighbour does not hold it, it is not already on its way, and the strategy agrees.
+    fn offer(&mut self, now: DtnTime, id: &BundleId, peer: &Eid, link: LinkId) {
+        let Some(held) = self.held.get(id) else {
+            return;
+        };
+        if self.known.get(peer).is_some_and(|k| k.contains(&held.key)) {
+            return;
+        }
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        if l.in_flight.values().any(|f| &f.held == id) {
+            return;
+        }
+        if held.broadcast && held.dest_node == *peer {
+            return;
+        }
+        let toward = !held.broadcast && self.toward_destination(&held.dest_node, peer);
+        let decision = self.strategy.decide(held.copies, toward);
+        let give = match decision {
+            Decision::Skip => return,
+            Decision::Replicate => held.copies.map(|_| 1).filter(|_| toward),
+            Decision::Hand { give } => Some(give),
+        };
+        let start = self
+            .partial
+            .get(&(id.clone(), peer.clone()))
+            .copied()
+            .unwrap_or(0);
+        let Ok(Some(stored)) = self.store.get(id) else {
+            return;
+        };
+        let mut bundle = stored.bundle;
+        if let Some(give) = give {
+            set_copies(&mut bundle, give);
+        }
+        set_previous_node(&mut bundle, &self.me);
+        if !count_hop(&mut bundle) {
+            return;
+        }
+        let len = bundle.payload.data.len() as u64;
+        if start > 0 && start < len {
+            match bundle.split_at(start as usize) {
+                Ok((_, rest)) => bundle = rest,
+                Err(_) => return,
+            }
+        }
+        // How much of the rest to send as one piece: the link's MTU, the contact's remaining
+        // capacity, and the configured piece size all bound it (proactive fragmentation).
+        let mut limit = u64::MAX;
+        if let Some(mtu) = l.mtu {
+            limit = limit.min(mtu.saturating_sub(header_overhead(&bundle)));
+        }
+        if let Some(capacity) = l.remaining_capacity(now) {
+            limit = limit.min(capacity.saturating_sub(header_overhead(&bundle)));
+        }
+        if let Some(piece) = self.config.max_bundle_piece {
+            limit = limit.min(piece);
+        }
+        let rest_len = len - start.min(len);
+        let pieces = if rest_len > limit {
+            if limit < self.config.min_piece.min(rest_len) {
+                return; // not worth starting in this contact
+            }
+            if l.mtu.is_some() || self.config.max_bundle_piece.is_some() {
+                bundle.fragment(limit as usize).unwrap_or_default()
+            } else {
+                // A contact that ends soon: send what fits now, the rest at the next contact.
+                match bundle.split_at(limit as usize) {
+                    Ok((first, _)) => vec![first],
+                    Err(_) => vec![bundle],
+                }
+            }
+        } else {
+            vec![bundle]
+        };
+        let mut offset = start;
+        for piece in pieces {
+            let piece_len = piece.payload.data.len() as u64;
+            let piece_id = piece.id();
+            if piece.primary.fragment.is_some() && rest_len > piece_len {
+                self.stats.fragments_sent += 1;
+            }
+            let flight = InFlight {
+                held: id.clone(),
+                start: offset,
+                end: offset + piece_len,
+                give,
+            };
+            offset += piece_len;
+            self.transmit_bundle(link, piece, false, Some((piece_id, flight)));
+        }
+    }
+
+    /// A neighbour now holds payload up to `end` of a held bundle.
+    fn progress(&mut self, now: DtnTime, peer: &Eid, flight: &InFlight, end: u64) {
+        let Some(held) = self.held.get(&flight.held) else {
+            return;
+        };
+        let len = held.payload_len;
+        let slot = (flight.held.clone(), peer.clone());
+        let before = self.partial.get(&slot).copied().unwrap_or(0);
+        if flight.start > before {
+            return; // a piece beyond a gap: it will be resent
+        }
+        let upto = before.max(end);
+        if upto < len {
+            self.partial.insert(slot, upto);
+            return;
+        }
+        self.partial.remove(&slot);
+        let key = held.key;
+        let dest_node = held.dest_node.clone();
+        let flags = held.flags;
+        let report_to = held.report_to.clone();
+        let expiry = held.expiry;
+        self.known.entry(peer.clone()).or_default().insert(key);
+        let _ = self.store.mark_sent(&flight.held, peer);
+        if let (Some(give), Some(h)) = (flight.give, self.held.get_mut(&flight.held))
+            && let Some(copies) = h.copies
+        {
+            h.copies = Some(copies.saturating_sub(give).max(1));
+        }
+        if flags.contains(BundleFlags::REPORT_FORWARDING) {
+            self.send_report(
+                now,
+                &flight.held,
+                &report_to,
+                flags,
+                Report::Forwarded,
+                StatusReason::NoInformation,
+                expiry,
+            );
+        }
+        // The destination node has it: our copy has done its job.
+        if dest_node == *peer {
+            if let Some(h) = self.unindex(&flight.held) {
+                let _ = self.store.remove(&flight.held);
+                let _ = h;
+            }
+        }
+    }
+
+    // ----- real-time classes -----
+
+    /// Forwards a datagram or stream bundle along the live mesh path, or floods a broadcast one.
+    fn route_real_time(&mut self, now: DtnTime, came_on: Option<LinkId>, mut bundle: Bundle) {
+        let _ = now;
+        set_previous_node(&mut bundle, &self.me);
+        if !count_hop(&mut bundle) {
+            self.stats.dropped += 1;
+            self.events.push_back(Event::Dropped {
+                id: bundle.id(),
+                reason: DropReason::HopLimitExceeded,
+            });
+            return;
+        }
+        if is_broadcast(&bundle.primary.destination) {
+            let links: Vec<LinkId> = self
+                .neighbours
+                .values()
+                .copied()
+                .filter(|l| Some(*l) != came_on)
+                .collect();
+            for link in links {
+                self.transmit_bundle(link, bundle.clone(), true, None);
+            }
+            return;
+        }
+        let dest_node = bundle.primary.destination.node_id();
+        let next = self
+            .mesh
+            .next_hop(&dest_node)
+            .and_then(|hop| self.neighbours.get(hop))
+            .copied();
+        match next {
+            Some(link) => self.transmit_bundle(link, bundle, true, None),
+            None => {
+                self.stats.dropped += 1;
+                self.events.push_back(Event::Dropped {
+                    id: bundle.id(),
+                    reason: DropReason::NoRoute,
+                });
+            }
+        }
+    }
+
+    fn send_control(&mut self, now: DtnTime, peer: &Eid, link: LinkId, control: Control) {
+        let Ok(destination) = control_endpoint(peer) else {
+            return; // not a dtn node id: it does not speak Ferry's control protocol
+        };
+        let primary = PrimaryBlock::new(
+            destination,
+            self.me.clone(),
+            self.next_timestamp(now),
+            REAL_TIME_LIFETIME_MS,
+        );
+        let mut bundle = Bundle::new(primary, control.encode());
+        set_class(&mut bundle, Class::Datagram);
+        ensure_hop_limit(&mut bundle, 1);
+        set_previous_node(&mut bundle, &self.me);
+        count_hop(&mut bundle);
+        self.stats.control_sent += 1;
+        self.transmit_bundle(link, bundle, true, None);
+    }
+
+    fn send_summary(&mut self, now: DtnTime, peer: &Eid) {
+        let Some(&link) = self.neighbours.get(peer) else {
+            return;
+        };
+        let mut have: Vec<u64> = self.held.values().map(|h| h.key).collect();
+        have.sort_unstable();
+        let purged: Vec<u64> = self.purged.keys().copied().collect();
+        self.send_control(now, peer, link, Control::Summary(Summary { have, purged }));
+    }
+
+    fn transmit_bundle(
+        &mut self,
+        link: LinkId,
+        bundle: Bundle,
+        urgent: bool,
+        flight: Option<(BundleId, InFlight)>,
+    ) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        self.stats.bundles_sent += 1;
+        self.stats.bytes_sent += bundle.encode().len() as u64;
+        if let Some((id, flight)) = flight {
+            l.queued_bytes += flight.end - flight.start;
+            l.in_flight.insert(id, flight);
+        }
+        self.transmits.push_back(Transmit {
+            link,
+            frame: Frame::Bundle(bundle),
+            urgent,
+        });
+    }
+
+    /// Drains the mesh and stream machines into node outputs.
+    fn pump(&mut self, now: DtnTime) {
+        loop {
+            let mut progressed = false;
+            while let Some(flood) = self.mesh.poll_flood() {
+                progressed = true;
+                let peers: Vec<(Eid, LinkId)> = self
+                    .neighbours
+                    .iter()
+                    .filter(|(p, _)| Some(*p) != flood.except.as_ref())
+                    .map(|(p, l)| (p.clone(), *l))
+                    .collect();
+                for (peer, link) in peers {
+                    self.send_control(now, &peer, link, Control::LinkState(flood.lsa.clone()));
+                }
+            }
+            while let Some(event) = self.mesh.poll_event() {
+                progressed = true;
+                match event {
+                    RouteEvent::Reachable { node, hops } => {
+                        self.events.push_back(Event::Reachable {
+                            node: node.clone(),
+                            hops,
+                        });
+                        self.path_appeared(now, &node);
+                    }
+                    RouteEvent::Unreachable { node } => {
+                        self.streams.path_lost(now, &node);
+                        self.events.push_back(Event::Unreachable { node });
+                    }
+                }
+            }
+            while let Some(out) = self.streams.poll_segment() {
+                progressed = true;
+                let primary = PrimaryBlock::new(
+                    out.to,
+                    out.from,
+                    self.next_timestamp(now),
+                    REAL_TIME_LIFETIME_MS,
+                );
+                let mut bundle = Bundle::new(primary, Control::Stream(out.segment).encode());
+                set_class(&mut bundle, Class::Stream);
+                ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
+                let dest_node = bundle.primary.destination.node_id();
+                if dest_node == self.me {
+                    // A stream between two endpoints of this node: loop back.
+                    self.accept(now, None, None, bundle);
+                } else {
+                    self.route_real_time(now, None, bundle);
+                }
+            }
+            while let Some(event) = self.streams.poll_event() {
+                progressed = true;
+                self.events.push_back(Event::Stream(event));
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    /// A live path to `node` appeared: bundles for it go to the next hop now.
+    fn path_appeared(&mut self, now: DtnTime, node: &Eid) {
+        let Some(hop) = self.mesh.next_hop(node).cloned() else {
+            return;
+        };
+        let Some(&link) = self.neighbours.get(&hop) else {
+            return;
+        };
+        let ids: Vec<BundleId> = self
+            .held
+            .iter()
+            .filter(|(_, h)| &h.dest_node == node)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            self.offer(now, &id, &hop, link);
+        }
+    }
+
+    // ----- status reports -----
+
+    fn report(&mut self, now: DtnTime, bundle: &Bundle, kind: Report, reason: StatusReason) {
+        let flags = bundle.primary.flags;
+        let id = bundle.id();
+        let expiry = expiry_of(bundle, now);
+        self.send_report(
+            now,
+            &id,
+            &bundle.primary.report_to.clone(),
+            flags,
+            kind,
+            reason,
+            expiry,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_report(
+        &mut self,
+        now: DtnTime,
+        id: &BundleId,
+        report_to: &Eid,
+        flags: BundleFlags,
+        kind: Report,
+        reason: StatusReason,
+        expiry: DtnTime,
+    ) {
+        let wanted = match kind {
+            Report::Received => BundleFlags::REPORT_RECEPTION,
+            Report::Forwarded => BundleFlags::REPORT_FORWARDING,
+            Report::Delivered => BundleFlags::REPORT_DELIVERY,
+            Report::Deleted => BundleFlags::REPORT_DELETION,
+        };
+        // RFC 9171 §6.1: no reports about administrative records, and none to nobody.
+        if !flags.contains(wanted)
+            || flags.contains(BundleFlags::ADMIN_RECORD)
+            || report_to.is_null()
+        {
+            return;
+        }
+        let time = flags
+            .contains(BundleFlags::STATUS_TIME_REQUESTED)
+            .then_some(now);
+        let assertion = Some(StatusAssertion { time });
+        let mut report = StatusReport {
+            received: None,
+            forwarded: None,
+            delivered: None,
+            deleted: None,
+            reason,
+            source: id.source.clone(),
+            creation: id.creation,
+            fragment: id.fragment,
+        };
+        match kind {
+            Report::Received => report.received = assertion,
+            Report::Forwarded => report.forwarded = assertion,
+            Report::Delivered => report.delivered = assertion,
+            Report::Deleted => report.deleted = assertion,
+        }
+        let lifetime = expiry.saturating_sub(now).max(60_000);
+        let mut primary = PrimaryBlock::new(
+            report_to.clone(),
+            self.me.clone(),
+            self.next_timestamp(now),
+            lifetime,
+        );
+        primary.flags = BundleFlags(BundleFlags::ADMIN_RECORD);
+        let payload = AdminRecord::StatusReport(report).encode();
+        let mut bundle = Bundle::new(primary, payload);
+        ensure_hop_limit(&mut bundle, self.config.hop_limit);
+        if report_to.node_id() == self.me {
+            self.receive_admin(now, &bundle);
+        } else {
+            let _ = self.store_bundle(now, bundle, Retention::Originated, 1, None);
+        }
+    }
+
+    // ----- small helpers -----
+
+    fn next_timestamp(&mut self, now: DtnTime) -> CreationTimestamp {
+        self.next_sequence += 1;
+        CreationTimestamp {
+            time: now,
+            sequence: self.next_sequence,
+        }
+    }
+
+    fn mark_seen(&mut self, now: DtnTime, key: u64, until: DtnTime) {
+        let until = until.max(now + 1);
+        if let Some(old) = self.seen.insert(key, until) {
+            self.seen_expiries.remove(&(old, key));
+        }
+        self.seen_expiries.insert((until, key));
+        while self.seen.len() > self.config.max_seen {
+            let Some((t, k)) = self.seen_expiries.pop_first() else {
+                break;
+            };
+            let _ = t;
+            self.seen.remove(&k);
+        }
+    }
+
+    fn add_purge(&mut self, key: u64, until: DtnTime) {
+        if let Some(old) = self.purged.insert(key, until) {
+            self.purge_expiries.remove(&(old, key));
+        }
+        self.purge_expiries.insert((until, key));
+    }
+
+    fn remove_purge(&mut self, key: u64) {
+        if let Some(old) = self.purged.remove(&key) {
+            self.purge_expiries.remove(&(old, key));
+        }
+    }
+
+    /// xorshift64: deterministic from the configured seed.
+    fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Report {
+    Received,
+    Forwarded,
+    Delivered,
+    Deleted,
+}
+
+/// The control endpoint of a neighbour: `dtn://<node>/~ferry`.
+fn control_endpoint(node: &Eid) -> Result<Eid, ()> {
+    match node {
+        Eid::Dtn(d) => Eid::dtn(d.node_name(), CONTROL_DEMUX).map_err(|_| ()),
+        _ => Err(()),
+    }
+}
+
+/// When a bundle expires: creation time plus lifetime, or for a source without a clock, arrival
+/// time plus what remains after its age.
+fn expiry_of(bundle: &Bundle, now: DtnTime) -> DtnTime {
+    match bundle.primary.expiry() {
+        Some(t) => t,
+        None => now.saturating_add(
+            bundle
+                .primary
+                .lifetime_ms
+                .saturating_sub(bundle.age_ms().unwrap_or(0)),
+        ),
+    }
+}
+
+/// The key of the whole bundle a fragment belongs to.
+fn adu_key(id: &BundleId) -> u64 {
+    bundle_key(&BundleId {
+        fragment: None,
+        ..id.clone()
+    })
+}
+
+/// Encoded size of everything but the payload, plus room for fragment fields.
+fn header_overhead(bundle: &Bundle) -> u64 {
+    (bundle.encode().len() - bundle.payload.data.len()) as u64 + 24
+}

@@ -1,0 +1,163 @@
+//! Store-carry-forward routing strategies: which held bundle goes to which neighbour.
+//!
+//! The node does the bookkeeping every strategy needs (what each neighbour holds, from its summary
+//! vector and from completed transfers; the purge set; in-flight transfers) and asks the strategy
+//! one question per (bundle, neighbour that lacks it): [`Strategy::decide`].
+
+use std::fmt;
+
+/// What to do with one held bundle for one neighbour that does not hold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Do not send it to this neighbour.
+    Skip,
+    /// Send a copy; this node keeps its own.
+    Replicate,
+    /// Send a copy that carries `give` of this node's spray-and-wait copies; this node keeps the
+    /// rest once the transfer completes.
+    Hand {
+        /// Copies handed over.
+        give: u64,
+    },
+}
+
+/// A store-carry-forward routing strategy.
+pub trait Strategy: fmt::Debug + Send {
+    /// A short name for reports.
+    fn name(&self) -> &'static str;
+
+    /// Copies a bundle created on this node starts with, if the strategy counts copies.
+    fn initial_copies(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether and how to send a bundle holding `copies` (if counted) to a neighbour that lacks
+    /// it. `toward_destination` is true when the neighbour is the bundle's destination node or the
+    /// next hop of a live mesh path to it.
+    fn decide(&self, copies: Option<u64>, toward_destination: bool) -> Decision;
+}
+
+/// Which strategy a node runs (configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyKind {
+    /// [`Epidemic`].
+    Epidemic,
+    /// [`SprayAndWait`] with this many copies per bundle.
+    SprayAndWait {
+        /// Copies L.
+        copies: u64,
+    },
+    /// [`Direct`].
+    Direct,
+}
+
+impl StrategyKind {
+    /// The strategy.
+    pub fn build(self) -> Box<dyn Strategy> {
+        match self {
+            StrategyKind::Epidemic => Box::new(Epidemic),
+            StrategyKind::SprayAndWait { copies } => Box::new(SprayAndWait {
+                copies: copies.max(1),
+            }),
+            StrategyKind::Direct => Box::new(Direct),
+        }
+    }
+}
+
+impl fmt::Display for StrategyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StrategyKind::Epidemic => write!(f, "epidemic"),
+            StrategyKind::SprayAndWait { copies } => write!(f, "spray-and-wait({copies})"),
+            StrategyKind::Direct => write!(f, "direct"),
+        }
+    }
+}
+
+/// Epidemic routing (Vahdat and Becker; IBR-DTN's variant): every neighbour that lacks a bundle
+/// gets a copy. Summary vectors tell what a neighbour lacks; the purge set deletes delivered bundles
+/// network-wide.
+#[derive(Debug, Clone, Copy)]
+pub struct Epidemic;
+
+impl Strategy for Epidemic {
+    fn name(&self) -> &'static str {
+        "epidemic"
+    }
+
+    fn decide(&self, _copies: Option<u64>, _toward_destination: bool) -> Decision {
+        Decision::Replicate
+    }
+}
+
+/// Binary spray-and-wait (Spyropoulos et al.): the source starts with L copies; a holder of n > 1
+/// copies hands ⌊n/2⌋ to a neighbour that lacks the bundle and keeps ⌈n/2⌉; a holder of one copy
+/// waits to meet the destination (or a live mesh path to it).
+#[derive(Debug, Clone, Copy)]
+pub struct SprayAndWait {
+    /// Copies L per bundle.
+    pub copies: u64,
+}
+
+impl Strategy for SprayAndWait {
+    fn name(&self) -> &'static str {
+        "spray-and-wait"
+    }
+
+    fn initial_copies(&self) -> Option<u64> {
+        Some(self.copies)
+    }
+
+    fn decide(&self, copies: Option<u64>, toward_destination: bool) -> Decision {
+        // A bundle that arrived without a copies block (another implementation's) is one copy.
+        let copies = copies.unwrap_or(1);
+        if toward_destination {
+            Decision::Replicate
+        } else if copies > 1 {
+            Decision::Hand { give: copies / 2 }
+        } else {
+            Decision::Skip
+        }
+    }
+}
+
+/// Direct delivery: a bundle goes only to its destination node (or along a live mesh path to it).
+#[derive(Debug, Clone, Copy)]
+pub struct Direct;
+
+impl Strategy for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+
+    fn decide(&self, _copies: Option<u64>, toward_destination: bool) -> Decision {
+        if toward_destination {
+            Decision::Replicate
+        } else {
+            Decision::Skip
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spray_and_wait_halves_then_waits() {
+        let s = SprayAndWait { copies: 8 };
+        assert_eq!(s.initial_copies(), Some(8));
+        assert_eq!(s.decide(Some(8), false), Decision::Hand { give: 4 });
+        assert_eq!(s.decide(Some(3), false), Decision::Hand { give: 1 });
+        assert_eq!(s.decide(Some(1), false), Decision::Skip);
+        assert_eq!(s.decide(None, false), Decision::Skip);
+        assert_eq!(s.decide(Some(1), true), Decision::Replicate);
+    }
+
+    #[test]
+    fn direct_and_epidemic() {
+        assert_eq!(Direct.decide(None, false), Decision::Skip);
+        assert_eq!(Direct.decide(None, true), Decision::Replicate);
+        assert_eq!(Epidemic.decide(None, false), Decision::Replicate);
+    }
+}

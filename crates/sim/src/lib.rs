@@ -1,0 +1,977 @@
+//! Ferry's deterministic network simulator: many sans-IO nodes in one process, in virtual time.
+//!
+//! ```text
+//!   queue of (time, seq, event) ──pop──► feed one node (handle_*) ──drain──► poll_transmit → links
+//!        ▲                                                           poll_event    → invariants, metrics
+//!        └──────────── link events, arrivals, transfer results, timers ◄── poll_timeout
+//! ```
+//!
+//! Links have a bandwidth, a latency, a loss rate (for real-time frames; store-carry-forward
+//! bundles ride a reliable convergence layer, as TCPCL is) and an up/down schedule from a
+//! [`Topology`]. A link going down cuts the transfer in progress: the receiver keeps the bytes that
+//! arrived as a fragment and the sender learns how far it got (reactive fragmentation). Payloads
+//! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB.
+//!
+//! Invariants are checked as the run goes: no bundle delivered twice to an application, nothing
+//! delivered that was never sent (or delivered altered), nothing held past its lifetime, every store
+//! within its quota. A violation stops the run with the seed that reproduces it. Every processed
+//! event is folded into a trace hash, so two runs of one seed can be compared.
+//!
+//! The simulator never reads a clock and draws randomness only from the scenario's seed; the wall
+//! time of a run is measured by whoever calls it (the `ferry sim` command).
+
+#![forbid(unsafe_code)]
+
+mod rng;
+mod topology;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+
+use bytes::Bytes;
+use node::{
+    Class, Event, Frame, LinkChange, LinkId, Node, NodeConfig, Outgoing, StrategyKind,
+    TransferResult,
+};
+use store::MemoryStore;
+use wire::{Bundle, BundleId, DtnTime, Eid, bundle_key};
+
+pub use rng::Rng;
+pub use topology::{ContactPlan, LinkEvent, PlanError, Topology};
+
+/// DTN time at which every simulation starts (2026-01-01T00:00:00Z), so creation timestamps look
+/// like real ones.
+pub const SIM_EPOCH: DtnTime = 820_454_400_000;
+
+/// Properties of every link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkParams {
+    /// Bits per second in each direction.
+    pub bandwidth_bps: u64,
+    /// One-way latency.
+    pub latency_ms: u64,
+    /// Probability that a real-time frame (beacon, control, datagram, stream) is lost.
+    pub loss: f64,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        Self {
+            bandwidth_bps: 10_000_000,
+            latency_ms: 5,
+            loss: 0.0,
+        }
+    }
+}
+
+/// The application traffic of a run: `bundles` bundles of `size` bytes between random pairs of
+/// distinct nodes, sent at random times in `[start_ms, start_ms + spread_ms)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workload {
+    /// How many bundles.
+    pub bundles: usize,
+    /// Payload size of each.
+    pub size: usize,
+    /// First send time.
+    pub start_ms: u64,
+    /// Sends are spread over this long.
+    pub spread_ms: u64,
+    /// Lifetime of each bundle.
+    pub lifetime_ms: u64,
+    /// Their forwarding class.
+    pub class: Class,
+    /// Fixed (source, destination) instead of random pairs.
+    pub pair: Option<(usize, usize)>,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Self {
+            bundles: 30,
+            size: 1_000_000,
+            start_ms: 10_000,
+            spread_ms: 600_000,
+            lifetime_ms: 3 * 3_600_000,
+            class: Class::Dtn,
+            pair: None,
+        }
+    }
+}
+
+/// Everything that defines a run. Two runs of the same scenario are identical.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// The network.
+    pub topology: Topology,
+    /// Link properties.
+    pub link: LinkParams,
+    /// Store-carry-forward strategy of every node.
+    pub strategy: StrategyKind,
+    /// Virtual duration.
+    pub duration_ms: u64,
+    /// Application traffic.
+    pub workload: Workload,
+    /// Store quota of each node, bytes.
+    pub quota: u64,
+    /// Beacon period of each node.
+    pub beacon_period_ms: u64,
+    /// Proactive fragmentation piece size (see `NodeConfig::max_bundle_piece`).
+    pub max_bundle_piece: Option<u64>,
+    /// How often the invariants that need a scan (expiry, quota) are checked.
+    pub check_every_ms: u64,
+    /// End the run as soon as every workload bundle was delivered.
+    pub stop_when_delivered: bool,
+}
+
+impl Scenario {
+    /// A scenario with default links, workload and quotas.
+    pub fn new(seed: u64, topology: Topology, strategy: StrategyKind, duration_ms: u64) -> Self {
+        Self {
+            seed,
+            topology,
+            link: LinkParams::default(),
+            strategy,
+            duration_ms,
+            workload: Workload::default(),
+            quota: 1 << 30,
+            beacon_period_ms: 1_000,
+            max_bundle_piece: None,
+            check_every_ms: 10_000,
+            stop_when_delivered: false,
+        }
+    }
+}
+
+/// A broken invariant, with what is needed to replay it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invariant violated (replay with seed {seed}) at t={at_ms} ms on node {node}: {what}")]
+pub struct Violation {
+    /// The scenario's seed.
+    pub seed: u64,
+    /// Virtual time since the start.
+    pub at_ms: u64,
+    /// The node where it was seen.
+    pub node: usize,
+    /// What went wrong.
+    pub what: String,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The scenario's seed.
+    pub seed: u64,
+    /// Node count.
+    pub nodes: usize,
+    /// Workload bundles sent (accepted by their source).
+    pub sent: usize,
+    /// Workload bundles that reached their destination application.
+    pub delivered: usize,
+    /// Delivery latency of each delivered bundle, ms, ascending.
+    pub latencies_ms: Vec<u64>,
+    /// Bytes each node transmitted.
+    pub bytes_sent: Vec<u64>,
+    /// Events processed.
+    pub events: u64,
+    /// Virtual time simulated.
+    pub simulated_ms: u64,
+    /// Hash of the whole event trace.
+    pub trace_hash: u64,
+    /// Bundles still held across all nodes at the end.
+    pub held_at_end: usize,
+    /// Fragments cut by all nodes.
+    pub fragments: u64,
+}
+
+impl Report {
+    /// Delivered / sent.
+    pub fn delivery_ratio(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.delivered as f64 / self.sent as f64
+        }
+    }
+
+    /// The latency at percentile `p` (0–100), if anything was delivered.
+    pub fn latency_percentile(&self, p: f64) -> Option<u64> {
+        if self.latencies_ms.is_empty() {
+            return None;
+        }
+        let rank = ((p / 100.0) * (self.latencies_ms.len() - 1) as f64).round() as usize;
+        self.latencies_ms
+            .get(rank.min(self.latencies_ms.len() - 1))
+            .copied()
+    }
+}
+
+#[derive(Debug)]
+enum Ev {
+    Timer {
+        node: usize,
+        generation: u64,
+    },
+    TxDone {
+        from: usize,
+        to: usize,
+        epoch: u64,
+    },
+    Arrive {
+        from: usize,
+        to: usize,
+        frame: Frame,
+    },
+    Transfer {
+        node: usize,
+        link: LinkId,
+        id: BundleId,
+        result: TransferResult,
+    },
+    Link(LinkEvent),
+    Inject(usize),
+    Check,
+}
+
+impl Ev {
+    fn tag(&self) -> u64 {
+        match self {
+            Ev::Timer { node, .. } => 1 + ((*node as u64) << 8),
+            Ev::TxDone { from, to, .. } => 2 + ((*from as u64) << 8) + ((*to as u64) << 32),
+            Ev::Arrive { from, to, frame } => {
+                let k = match frame {
+                    Frame::Beacon(_) => 0,
+                    Frame::Bundle(b) => bundle_key(&b.id()),
+                };
+                3 + ((*from as u64) << 8) + ((*to as u64) << 32) ^ k
+            }
+            Ev::Transfer { node, id, .. } => 4 + ((*node as u64) << 8) ^ bundle_key(id),
+            Ev::Link(e) => 5 + ((e.a as u64) << 8) + ((e.b as u64) << 32) + u64::from(e.up),
+            Ev::Inject(i) => 6 + ((*i as u64) << 8),
+            Ev::Check => 7,
+        }
+    }
+}
+
+struct Sending {
+    frame: Frame,
+    size: u64,
+    /// Bytes before the payload (for a bundle), to tell how much payload a cut transfer carried.
+    head: u64,
+    start_us: u64,
+    /// The receiver refused it at the first segment (it holds or is receiving the bundle).
+    refused: bool,
+}
+
+#[derive(Default)]
+struct Direction {
+    urgent: VecDeque<(Frame, u64, u64)>,
+    bulk: VecDeque<(Frame, u64, u64)>,
+    current: Option<Sending>,
+}
+
+struct SimLink {
+    up: bool,
+    epoch: u64,
+    /// Index 0: a → b; 1: b → a (a < b).
+    dirs: [Direction; 2],
+}
+
+struct SimNode {
+    node: Node,
+    timer_generation: u64,
+    timer_at: Option<DtnTime>,
+    bytes_sent: u64,
+}
+
+struct Sent {
+    destination: usize,
+    created: DtnTime,
+    size: usize,
+    delivered_at: Option<DtnTime>,
+}
+
+/// A simulation in progress.
+pub struct Sim {
+    scenario: Scenario,
+    now: DtnTime,
+    seq: u64,
+    queue: BTreeMap<(DtnTime, u64), Ev>,
+    nodes: Vec<SimNode>,
+    links: BTreeMap<(usize, usize), SimLink>,
+    rng: Rng,
+    trace: u64,
+    events: u64,
+    sent: BTreeMap<BundleId, Sent>,
+    deliveries: BTreeSet<(usize, BundleId)>,
+    injections: Vec<(usize, usize)>,
+    payloads: Vec<Bytes>,
+    contact_ends: BTreeMap<(usize, usize, DtnTime), DtnTime>,
+    delivered_count: usize,
+    /// Store-carry-forward bundles on their way to a node, so a second sender is refused.
+    receiving: BTreeSet<(usize, BundleId)>,
+}
+
+/// The node id of node `i` in a simulation.
+pub fn node_id(i: usize) -> Eid {
+    // Node names are plain ASCII, so this cannot fail.
+    Eid::dtn(&format!("n{i}"), "").unwrap_or(Eid::Null)
+}
+
+/// The application endpoint of node `i`.
+pub fn app_endpoint(i: usize) -> Eid {
+    Eid::dtn(&format!("n{i}"), "app").unwrap_or(Eid::Null)
+}
+
+impl Sim {
+    /// Builds the network of a scenario (no event processed yet).
+    pub fn new(scenario: Scenario) -> Self {
+        let mut rng = Rng::new(scenario.seed);
+        let count = scenario.topology.nodes();
+        let nodes = (0..count)
+            .map(|i| {
+                let mut config = NodeConfig::new(node_id(i));
+                config.seed = rng.next_u64();
+                config.strategy = scenario.strategy;
+                config.beacon_period_ms = scenario.beacon_period_ms;
+                config.max_bundle_piece = scenario.max_bundle_piece;
+                SimNode {
+                    node: Node::new(
+                        config,
+                        Box::new(MemoryStore::new(scenario.quota)),
+                        SIM_EPOCH,
+                    ),
+                    timer_generation: 0,
+                    timer_at: None,
+                    bytes_sent: 0,
+                }
+            })
+            .collect();
+        let mut sim = Self {
+            now: SIM_EPOCH,
+            seq: 0,
+            queue: BTreeMap::new(),
+            nodes,
+            links: BTreeMap::new(),
+            trace: 0xcbf2_9ce4_8422_2325,
+            events: 0,
+            sent: BTreeMap::new(),
+            deliveries: BTreeSet::new(),
+            injections: Vec::new(),
+            payloads: Vec::new(),
+            contact_ends: BTreeMap::new(),
+            delivered_count: 0,
+            receiving: BTreeSet::new(),
+            rng: rng.fork(),
+            scenario,
+        };
+        let mut topo_rng = sim.rng.fork();
+        let schedule = sim
+            .scenario
+            .topology
+            .schedule(sim.scenario.duration_ms, &mut topo_rng);
+        // Contact ends known in advance (contact plans): nodes may fragment proactively for them.
+        if matches!(sim.scenario.topology, Topology::Plan(_)) {
+            for (i, e) in schedule.iter().enumerate() {
+                if e.up
+                    && let Some(down) = schedule[i + 1..]
+                        .iter()
+                        .find(|d| !d.up && d.a == e.a && d.b == e.b)
+                {
+                    sim.contact_ends.insert((e.a, e.b, e.at), down.at);
+                }
+            }
+        }
+        for e in schedule {
+            if e.a < count && e.b < count && e.a != e.b {
+                sim.schedule(SIM_EPOCH + e.at, Ev::Link(e));
+            }
+        }
+        let w = sim.scenario.workload;
+        let mut load_rng = sim.rng.fork();
+        for i in 0..w.bundles {
+            let (src, dst) = match w.pair {
+                Some(pair) => pair,
+                None if count >= 2 => {
+                    let src = load_rng.below(count as u64) as usize;
+                    let mut dst = load_rng.below(count as u64 - 1) as usize;
+                    if dst >= src {
+                        dst += 1;
+                    }
+                    (src, dst)
+                }
+                None => (0, 0),
+            };
+            let at = w.start_ms + load_rng.below(w.spread_ms.max(1));
+            // Each bundle's payload is one buffer, shared by every copy in the network.
+            let payload: Vec<u8> = (0..w.size).map(|k| (k as u64 ^ i as u64) as u8).collect();
+            sim.payloads.push(Bytes::from(payload));
+            sim.injections.push((src, dst));
+            sim.schedule(SIM_EPOCH + at, Ev::Inject(i));
+        }
+        let check = sim.scenario.check_every_ms.max(1);
+        sim.schedule(SIM_EPOCH + check, Ev::Check);
+        for i in 0..count {
+            sim.drain(i);
+        }
+        sim
+    }
+
+    /// Virtual time since the start, ms.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.now - SIM_EPOCH
+    }
+
+    /// A node.
+    pub fn node(&self, i: usize) -> &Node {
+        &self.nodes[i].node
+    }
+
+    /// Runs to the end of the scenario (or until everything was delivered, if asked).
+    pub fn run(mut self) -> Result<Report, Violation> {
+        let end = SIM_EPOCH + self.scenario.duration_ms;
+        while let Some((&(at, seq), _)) = self.queue.first_key_value() {
+            if at > end {
+                break;
+            }
+            let Some(ev) = self.queue.remove(&(at, seq)) else {
+                break;
+            };
+            self.now = at;
+            self.events += 1;
+            self.trace = fold(self.trace, at ^ ev.tag().rotate_left(17));
+            self.process(ev)?;
+            if self.scenario.stop_when_delivered
+                && self.delivered_count == self.sent.len()
+                && self.injections.len() == self.sent.len()
+                && !self.sent.is_empty()
+            {
+                break;
+            }
+        }
+        if self.now < end && !self.scenario.stop_when_delivered {
+            self.now = end;
+        }
+        self.check_scans()?;
+        Ok(self.report())
+    }
+
+    fn report(&self) -> Report {
+        let mut latencies_ms: Vec<u64> = self
+            .sent
+            .values()
+            .filter_map(|s| s.delivered_at.map(|t| t.saturating_sub(s.created)))
+            .collect();
+        latencies_ms.sort_unstable();
+        Report {
+            seed: self.scenario.seed,
+            nodes: self.nodes.len(),
+            sent: self.sent.len(),
+            delivered: latencies_ms.len(),
+            latencies_ms,
+            bytes_sent: self.nodes.iter().map(|n| n.bytes_sent).collect(),
+            events: self.events,
+            simulated_ms: self.now - SIM_EPOCH,
+            trace_hash: self.trace,
+            held_at_end: self
+                .nodes
+                .iter()
+                .map(|n| n.node.held_bundles().count())
+                .sum(),
+            fragments: self
+                .nodes
+                .iter()
+                .map(|n| n.node.stats().fragments_sent)
+                .sum(),
+        }
+    }
+
+    fn schedule(&mut self, at: DtnTime, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), ev);
+    }
+
+    fn violation(&self, node: usize, what: String) -> Violation {
+        Violation {
+            seed: self.scenario.seed,
+            at_ms: self.now - SIM_EPOCH,
+            node,
+            what,
+        }
+    }
+
+    fn process(&mut self, ev: Ev) -> Result<(), Violation> {
+        let now = self.now;
+        match ev {
+            Ev::Timer { node, generation } => {
+                let n = &mut self.nodes[node];
+                if n.timer_generation != generation {
+                    return Ok(()); // superseded
+                }
+                n.timer_at = None;
+                n.node.handle_timeout(now);
+                self.drain_checked(node)?;
+            }
+            Ev::TxDone { from, to, epoch } => self.tx_done(from, to, epoch)?,
+            Ev::Arrive { from, to, frame } => {
+                if !self.link_is_up(from, to) {
+                    return Ok(());
+                }
+                let n = &mut self.nodes[to].node;
+                match frame {
+                    Frame::Beacon(beacon) => n.handle_beacon(now, LinkId(from as u64), beacon),
+                    Frame::Bundle(bundle) => {
+                        self.receiving.remove(&(to, bundle.id()));
+                        n.handle_bundle(now, LinkId(from as u64), bundle);
+                    }
+                }
+                self.drain_checked(to)?;
+            }
+            Ev::Transfer {
+                node,
+                link,
+                id,
+                result,
+            } => {
+                self.nodes[node]
+                    .node
+                    .handle_transfer(now, link, &id, result);
+                self.drain_checked(node)?;
+            }
+            Ev::Link(e) => {
+                if e.up {
+                    self.link_up(e)?;
+                } else {
+                    self.link_down(e.a, e.b)?;
+                }
+            }
+            Ev::Inject(i) => self.inject(i)?,
+            Ev::Check => {
+                self.check_scans()?;
+                let next = now + self.scenario.check_every_ms.max(1);
+                self.schedule(next, Ev::Check);
+            }
+        }
+        Ok(())
+    }
+
+    fn inject(&mut self, i: usize) -> Result<(), Violation> {
+        let (src, dst) = self.injections[i];
+        let w = self.scenario.workload;
+        let mut out = Outgoing::new(
+            app_endpoint(src),
+            app_endpoint(dst),
+            self.payloads[i].clone(),
+        );
+        out.class = w.class;
+        out.lifetime_ms = w.lifetime_ms;
+        if let Ok(id) = self.nodes[src].node.send(self.now, out) {
+            self.sent.insert(
+                id,
+                Sent {
+                    destination: dst,
+                    created: self.now,
+                    size: w.size,
+                    delivered_at: None,
+                },
+            );
+        }
+        self.drain_checked(src)
+    }
+
+    fn link_is_up(&self, a: usize, b: usize) -> bool {
+        self.links.get(&(a.min(b), a.max(b))).is_some_and(|l| l.up)
+    }
+
+    fn link_up(&mut self, e: LinkEvent) -> Result<(), Violation> {
+        let key = (e.a.min(e.b), e.a.max(e.b));
+        let link = self.links.entry(key).or_insert_with(|| SimLink {
+            up: false,
+            epoch: 0,
+            dirs: [Direction::default(), Direction::default()],
+        });
+        if link.up {
+            return Ok(());
+        }
+        link.up = true;
+        link.epoch += 1;
+        let contact_ms = self
+            .contact_ends
+            .get(&(key.0, key.1, e.at))
+            .map(|end| end - e.at);
+        for (me, other) in [(key.0, key.1), (key.1, key.0)] {
+            self.nodes[me].node.handle_link(
+                self.now,
+                LinkChange::Up {
+                    link: LinkId(other as u64),
+                    peer: None,
+                    mtu: None,
+                    bandwidth_bps: self.scenario.link.bandwidth_bps,
+                    contact_ms,
+                },
+            );
+        }
+        self.drain_checked(key.0)?;
+        self.drain_checked(key.1)
+    }
+
+    fn link_down(&mut self, a: usize, b: usize) -> Result<(), Violation> {
+        let key = (a.min(b), a.max(b));
+        let Some(link) = self.links.get_mut(&key) else {
+            return Ok(());
+        };
+        if !link.up {
+            return Ok(());
+        }
+        link.up = false;
+        link.epoch += 1;
+        let now_us = self.now * 1_000;
+        let bw = self.scenario.link.bandwidth_bps.max(1);
+        let mut cut = Vec::new();
+        let mut failed = Vec::new();
+        for (d, (from, to)) in [(key.0, key.1), (key.1, key.0)].into_iter().enumerate() {
+            let dir = &mut link.dirs[d];
+            if let Some(sending) = dir.current.take() {
+                let done = (u128::from(now_us.saturating_sub(sending.start_us)) * u128::from(bw)
+                    / 8_000_000) as u64;
+                cut.push((from, to, sending, done.min(u64::MAX)));
+            }
+            for (frame, _, _) in dir.urgent.drain(..).chain(dir.bulk.drain(..)) {
+                failed.push((from, to, frame));
+            }
+        }
+        for (from, to, sending, done) in cut {
+            self.nodes[from].bytes_sent += done.min(sending.size);
+            if let Frame::Bundle(bundle) = sending.frame {
+                let id = bundle.id();
+                self.receiving.remove(&(to, id.clone()));
+                if sending.refused {
+                    self.nodes[from].node.handle_transfer(
+                        self.now,
+                        LinkId(to as u64),
+                        &id,
+                        TransferResult::Refused,
+                    );
+                    continue;
+                }
+                let payload_len = bundle.payload.data.len() as u64;
+                let got = done.saturating_sub(sending.head).min(payload_len);
+                let result = if got == 0 {
+                    TransferResult::Failed
+                } else if got >= payload_len {
+                    TransferResult::Complete
+                } else {
+                    match bundle.split_at(got as usize) {
+                        Ok((prefix, _)) => {
+                            // The receiver keeps what arrived as a fragment (reactive
+                            // fragmentation), as a TCPCL receiver does with a cut transfer.
+                            self.nodes[to].node.handle_bundle(
+                                self.now,
+                                LinkId(from as u64),
+                                prefix,
+                            );
+                            TransferResult::Cut { payload_bytes: got }
+                        }
+                        Err(_) => TransferResult::Failed,
+                    }
+                };
+                self.nodes[from]
+                    .node
+                    .handle_transfer(self.now, LinkId(to as u64), &id, result);
+            }
+        }
+        for (from, to, frame) in failed {
+            if let Frame::Bundle(bundle) = frame {
+                self.nodes[from].node.handle_transfer(
+                    self.now,
+                    LinkId(to as u64),
+                    &bundle.id(),
+                    TransferResult::Failed,
+                );
+            }
+        }
+        for (me, other) in [(key.0, key.1), (key.1, key.0)] {
+            self.nodes[me].node.handle_link(
+                self.now,
+                LinkChange::Down {
+                    link: LinkId(other as u64),
+                },
+            );
+        }
+        self.drain_checked(key.0)?;
+        self.drain_checked(key.1)
+    }
+
+    /// Starts the next queued frame on a direction if it is idle.
+    fn start_next(&mut self, from: usize, to: usize) {
+        let key = (from.min(to), from.max(to));
+        let d = usize::from(from > to);
+        let bw = self.scenario.link.bandwidth_bps.max(1);
+        let now = self.now;
+        let Some(link) = self.links.get_mut(&key) else {
+            return;
+        };
+        let dir = &mut link.dirs[d];
+        if dir.current.is_some() {
+            return;
+        }
+        let Some((frame, mut size, head)) = dir.urgent.pop_front().or_else(|| dir.bulk.pop_front())
+        else {
+            return;
+        };
+        let epoch = link.epoch;
+        // A receiver that holds the bundle, or is receiving it on another link, refuses it after
+        // the first segment (TCPCL XFER_REFUSE), so only the header crosses the link.
+        let mut refused = false;
+        if let Frame::Bundle(b) = &frame
+            && !node_is_real_time(b)
+        {
+            let id = b.id();
+            if !self.nodes[to].node.wants(&id) || self.receiving.contains(&(to, id.clone())) {
+                refused = true;
+                size = head.max(1);
+            } else {
+                self.receiving.insert((to, id));
+            }
+        }
+        let start_us = now * 1_000;
+        let tx_us = (u128::from(size) * 8_000_000).div_ceil(u128::from(bw)) as u64;
+        let done_ms = (start_us + tx_us).div_ceil(1_000);
+        if let Some(link) = self.links.get_mut(&key) {
+            link.dirs[d].current = Some(Sending {
+                frame,
+                size,
+                head,
+                start_us,
+                refused,
+            });
+        }
+        self.schedule(done_ms, Ev::TxDone { from, to, epoch });
+    }
+
+    fn tx_done(&mut self, from: usize, to: usize, epoch: u64) -> Result<(), Violation> {
+        let key = (from.min(to), from.max(to));
+        let d = usize::from(from > to);
+        let Some(link) = self.links.get_mut(&key) else {
+            return Ok(());
+        };
+        if link.epoch != epoch || !link.up {
+            return Ok(());
+        }
+        let Some(sending) = link.dirs[d].current.take() else {
+            return Ok(());
+        };
+        self.nodes[from].bytes_sent += sending.size;
+        let arrive = self.now + self.scenario.link.latency_ms;
+        let lost = match &sending.frame {
+            Frame::Beacon(_) => true,
+            Frame::Bundle(b) => node_is_real_time(b),
+        } && self.rng.chance(self.scenario.link.loss);
+        if let Frame::Bundle(b) = &sending.frame
+            && !node_is_real_time(b)
+        {
+            let result = if sending.refused {
+                TransferResult::Refused
+            } else {
+                TransferResult::Complete
+            };
+            self.schedule(
+                arrive,
+                Ev::Transfer {
+                    node: from,
+                    link: LinkId(to as u64),
+                    id: b.id(),
+                    result,
+                },
+            );
+        }
+        if !lost && !sending.refused {
+            self.schedule(
+                arrive,
+                Ev::Arrive {
+                    from,
+                    to,
+                    frame: sending.frame,
+                },
+            );
+        }
+        self.start_next(from, to);
+        Ok(())
+    }
+
+    fn drain_checked(&mut self, i: usize) -> Result<(), Violation> {
+        self.drain(i);
+        self.check_events(i)
+    }
+
+    /// Moves a node's transmits onto links and re-arms its timer.
+    fn drain(&mut self, i: usize) {
+        while let Some(t) = self.nodes[i].node.poll_transmit() {
+            let to = t.link.0 as usize;
+            if !self.link_is_up(i, to) {
+                if let Frame::Bundle(b) = &t.frame {
+                    let ev = Ev::Transfer {
+                        node: i,
+                        link: t.link,
+                        id: b.id(),
+                        result: TransferResult::Failed,
+                    };
+                    self.schedule(self.now, ev);
+                }
+                continue;
+            }
+            let (size, head) = match &t.frame {
+                Frame::Beacon(b) => (b.encode().len() as u64, 0),
+                Frame::Bundle(b) => {
+                    let enc = b.encode();
+                    (enc.len() as u64, enc.parts()[0].len() as u64)
+                }
+            };
+            let key = (i.min(to), i.max(to));
+            let d = usize::from(i > to);
+            if let Some(link) = self.links.get_mut(&key) {
+                let dir = &mut link.dirs[d];
+                if t.urgent {
+                    dir.urgent.push_back((t.frame, size, head));
+                } else {
+                    dir.bulk.push_back((t.frame, size, head));
+                }
+            }
+            self.start_next(i, to);
+        }
+        let next = self.nodes[i].node.poll_timeout();
+        let n = &mut self.nodes[i];
+        if next != n.timer_at {
+            n.timer_generation += 1;
+            n.timer_at = next;
+            if let Some(at) = next {
+                let generation = n.timer_generation;
+                // A deadline in the past fires now; the node's handle_timeout moves it on.
+                let at = at.max(self.now);
+                self.schedule(
+                    at,
+                    Ev::Timer {
+                        node: i,
+                        generation,
+                    },
+                );
+            }
+        }
+    }
+
+    fn check_events(&mut self, i: usize) -> Result<(), Violation> {
+        while let Some(event) = self.nodes[i].node.poll_event() {
+            let Event::Delivered(d) = event else {
+                continue;
+            };
+            if d.destination != app_endpoint(i) {
+                continue;
+            }
+            if !self.deliveries.insert((i, d.id.clone())) {
+                return Err(self.violation(i, format!("bundle {} delivered twice", d.id)));
+            }
+            let now = self.now;
+            let Some(sent) = self.sent.get_mut(&d.id) else {
+                return Err(self.violation(i, format!("bundle {} delivered but never sent", d.id)));
+            };
+            if sent.destination != i || d.payload.len() != sent.size {
+                let what = format!(
+                    "bundle {} delivered altered: {} bytes at node {i}, sent {} bytes to node {}",
+                    d.id,
+                    d.payload.len(),
+                    sent.size,
+                    sent.destination
+                );
+                return Err(self.violation(i, what));
+            }
+            sent.delivered_at = Some(now);
+            self.delivered_count += 1;
+        }
+        Ok(())
+    }
+
+    /// The invariants that need a scan of every node.
+    fn check_scans(&self) -> Result<(), Violation> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some((id, expiry)) = n.node.held_bundles().find(|(_, e)| *e < self.now) {
+                return Err(self.violation(
+                    i,
+                    format!(
+                        "bundle {id} held {} ms past its lifetime",
+                        self.now - expiry
+                    ),
+                ));
+            }
+            if let Ok(usage) = n.node.store().usage()
+                && usage.bytes > usage.quota
+            {
+                return Err(self.violation(
+                    i,
+                    format!("store holds {} bytes, quota {}", usage.bytes, usage.quota),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn node_is_real_time(bundle: &Bundle) -> bool {
+    bundle.extension(wire::BLOCK_FERRY_CLASS).is_some()
+}
+
+fn fold(hash: u64, value: u64) -> u64 {
+    (hash ^ value).wrapping_mul(0x0100_0000_01b3)
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pct = |p| {
+            self.latency_percentile(p).map_or("-".to_string(), |ms| {
+                format!("{:.1} s", ms as f64 / 1_000.0)
+            })
+        };
+        let total: u64 = self.bytes_sent.iter().sum();
+        let max = self.bytes_sent.iter().copied().max().unwrap_or(0);
+        writeln!(f, "nodes               {}", self.nodes)?;
+        writeln!(
+            f,
+            "delivered           {}/{} ({:.1} %)",
+            self.delivered,
+            self.sent,
+            100.0 * self.delivery_ratio()
+        )?;
+        writeln!(
+            f,
+            "latency p50/p90/max {} / {} / {}",
+            pct(50.0),
+            pct(90.0),
+            pct(100.0)
+        )?;
+        writeln!(
+            f,
+            "bytes per node      mean {:.1} MB, max {:.1} MB",
+            total as f64 / self.nodes.max(1) as f64 / 1e6,
+            max as f64 / 1e6
+        )?;
+        writeln!(f, "fragments cut       {}", self.fragments)?;
+        writeln!(f, "held at end         {}", self.held_at_end)?;
+        writeln!(
+            f,
+            "simulated           {:.0} s, {} events",
+            self.simulated_ms as f64 / 1_000.0,
+            self.events
+        )?;
+        write!(f, "trace hash          {:016x}", self.trace_hash)
+    }
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim")
+            .field("seed", &self.scenario.seed)
+            .field("elapsed_ms", &self.elapsed_ms())
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
