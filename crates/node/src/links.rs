@@ -53,7 +53,8 @@ impl Link {
             return None;
         }
         let ms = end.saturating_sub(now);
-        let bytes = u128::from(ms) * u128::from(self.bandwidth_bps) / 8_000;
+        // 95 %: leave room for beacons, control traffic and a late start.
+        let bytes = u128::from(ms) * u128::from(self.bandwidth_bps) * 95 / 800_000;
         Some(
             u64::try_from(bytes)
                 .unwrap_or(u64::MAX)

@@ -257,7 +257,19 @@ impl Node {
         for meta in metas {
             if let Ok(Some(stored)) = self.store.get(&meta.id) {
                 let held = self.held_for(&stored.bundle, meta.expiry);
-                self.index(meta.id, held);
+                let for_me = held.dest_node == self.me;
+                self.index(meta.id.clone(), held);
+                // Pieces waiting for reassembly pick up where they were.
+                if for_me && stored.bundle.primary.fragment.is_some() {
+                    let slot = (meta.id.source.clone(), meta.id.creation);
+                    let rebuilt = match self.reassembly.remove(&slot) {
+                        None => Reassembly::new(stored.bundle).ok(),
+                        Some(mut r) => r.insert(stored.bundle).ok().map(|()| r),
+                    };
+                    if let Some(r) = rebuilt {
+                        self.reassembly.insert(slot, r);
+                    }
+                }
             }
         }
     }
@@ -301,7 +313,12 @@ impl Node {
     /// delivered, or (real-time) has seen. A convergence layer asks this when a transfer starts
     /// and refuses the rest of a duplicate.
     pub fn wants(&self, id: &BundleId) -> bool {
+        let whole = BundleId {
+            fragment: None,
+            ..id.clone()
+        };
         !(self.held.contains_key(id)
+            || self.held.contains_key(&whole)
             || self.purged.contains_key(&adu_key(id))
             || self.seen.contains_key(&bundle_key(id)))
     }
@@ -850,6 +867,14 @@ impl Node {
         // The purge set names whole bundles; fragments of one that is still incomplete must keep
         // flowing, so the purge entry is only added on completion.
         self.remove_purge(adu);
+        // Pieces wait in the store (they survive a restart, count against the quota and appear in
+        // our summary vector, so neighbours stop sending them) until the bundle is whole.
+        if self
+            .store_bundle(now, bundle.clone(), Retention::MustDeliver, 1, None)
+            .is_err()
+        {
+            return;
+        }
         let slot = (id.source.clone(), id.creation);
         let finished = match self.reassembly.remove(&slot) {
             None => Reassembly::new(bundle),
@@ -866,6 +891,16 @@ impl Node {
             Ok(r) if r.is_complete() => match r.finish() {
                 Ok(whole) => {
                     self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
+                    let pieces: Vec<BundleId> = self
+                        .held
+                        .iter()
+                        .filter(|(_, h)| h.adu_key == adu)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    for piece in pieces {
+                        self.unindex(&piece);
+                        let _ = self.store.remove(&piece);
+                    }
                     self.deliver(now, &whole);
                     self.report(now, &whole, Report::Delivered, StatusReason::NoInformation);
                 }
@@ -1059,7 +1094,12 @@ impl Node {
         let Some(held) = self.held.get(id) else {
             return;
         };
-        if self.known.get(peer).is_some_and(|k| k.contains(&held.key)) {
+        // The neighbour holds this bundle, or the whole bundle this fragment is part of.
+        if self
+            .known
+            .get(peer)
+            .is_some_and(|k| k.contains(&held.key) || k.contains(&held.adu_key))
+        {
             return;
         }
         let Some(l) = self.links.get(&link) else {
@@ -1068,7 +1108,9 @@ impl Node {
         if l.in_flight.values().any(|f| &f.held == id) {
             return;
         }
-        if held.broadcast && held.dest_node == *peer {
+        // Pieces of a bundle for this node wait here for reassembly; broadcast bundles do not
+        // go back to where they are addressed.
+        if held.dest_node == self.me || (held.broadcast && held.dest_node == *peer) {
             return;
         }
         let toward = !held.broadcast && self.toward_destination(&held.dest_node, peer);
@@ -1162,6 +1204,11 @@ impl Node {
         let upto = before.max(end);
         if upto < len {
             self.partial.insert(slot, upto);
+            // The next piece goes at once if the contact is still up.
+            if let Some(&link) = self.neighbours.get(peer) {
+                let id = flight.held.clone();
+                self.offer(now, &id, peer, link);
+            }
             return;
         }
         self.partial.remove(&slot);

@@ -34,7 +34,7 @@ use node::{
     TransferResult,
 };
 use store::MemoryStore;
-use wire::{Bundle, BundleId, DtnTime, Eid, bundle_key};
+use wire::{BundleId, DtnTime, Eid, bundle_key};
 
 pub use rng::Rng;
 pub use topology::{ContactPlan, LinkEvent, PlanError, Topology};
@@ -123,6 +123,9 @@ pub struct Scenario {
     pub check_every_ms: u64,
     /// End the run as soon as every workload bundle was delivered.
     pub stop_when_delivered: bool,
+    /// Tell nodes how long each contact of a contact plan lasts (so they can split bundles to fit
+    /// it); without hints only reactive fragmentation helps.
+    pub contact_hints: bool,
 }
 
 impl Scenario {
@@ -140,6 +143,7 @@ impl Scenario {
             max_bundle_piece: None,
             check_every_ms: 10_000,
             stop_when_delivered: false,
+            contact_hints: true,
         }
     }
 }
@@ -254,21 +258,39 @@ impl Ev {
     }
 }
 
+/// A store-carry-forward bundle being sent in segments.
 struct Sending {
     frame: Frame,
     size: u64,
-    /// Bytes before the payload (for a bundle), to tell how much payload a cut transfer carried.
+    /// Bytes before the payload, to tell how much payload a cut transfer carried.
     head: u64,
-    start_us: u64,
+    /// Bytes already on the other side.
+    sent: u64,
     /// The receiver refused it at the first segment (it holds or is receiving the bundle).
     refused: bool,
 }
 
+/// What occupies a direction of a link right now.
+enum Busy {
+    /// A real-time frame, sent whole.
+    Urgent { frame: Frame, size: u64 },
+    /// One segment of the bulk transfer in progress.
+    Segment { start_us: u64, len: u64 },
+}
+
+/// Bulk transfers go in segments of this size, and real-time frames (beacons, control, datagrams)
+/// are sent between segments, as TCPCL interleaves messages between a transfer's segments.
+const SEGMENT: u64 = 64 * 1024;
+
 #[derive(Default)]
 struct Direction {
-    urgent: VecDeque<(Frame, u64, u64)>,
+    urgent: VecDeque<(Frame, u64)>,
     bulk: VecDeque<(Frame, u64, u64)>,
-    current: Option<Sending>,
+    bulk_current: Option<Sending>,
+    busy: Option<Busy>,
+    /// When the last transmission ended (µs), so back-to-back frames do not lose the rounding of
+    /// event times to milliseconds.
+    free_at_us: u64,
 }
 
 struct SimLink {
@@ -292,6 +314,52 @@ struct Sent {
     delivered_at: Option<DtnTime>,
 }
 
+/// What the applications sent and received: the record the delivery invariants are checked
+/// against.
+#[derive(Default)]
+struct Ledger {
+    sent: BTreeMap<BundleId, Sent>,
+    deliveries: BTreeSet<(usize, BundleId)>,
+}
+
+impl Ledger {
+    fn sent(&mut self, id: BundleId, destination: usize, created: DtnTime, size: usize) {
+        self.sent.insert(
+            id,
+            Sent {
+                destination,
+                created,
+                size,
+                delivered_at: None,
+            },
+        );
+    }
+
+    /// Records a delivery at node `at`; an error names the broken invariant.
+    fn delivered(
+        &mut self,
+        at: usize,
+        id: &BundleId,
+        payload_len: usize,
+        now: DtnTime,
+    ) -> Result<(), String> {
+        if !self.deliveries.insert((at, id.clone())) {
+            return Err(format!("bundle {id} delivered twice"));
+        }
+        let Some(sent) = self.sent.get_mut(id) else {
+            return Err(format!("bundle {id} delivered but never sent"));
+        };
+        if sent.destination != at || payload_len != sent.size {
+            return Err(format!(
+                "bundle {id} delivered altered: {payload_len} bytes at node {at}, sent {} bytes to node {}",
+                sent.size, sent.destination
+            ));
+        }
+        sent.delivered_at = Some(now);
+        Ok(())
+    }
+}
+
 /// A simulation in progress.
 pub struct Sim {
     scenario: Scenario,
@@ -303,8 +371,7 @@ pub struct Sim {
     rng: Rng,
     trace: u64,
     events: u64,
-    sent: BTreeMap<BundleId, Sent>,
-    deliveries: BTreeSet<(usize, BundleId)>,
+    ledger: Ledger,
     injections: Vec<(usize, usize)>,
     payloads: Vec<Bytes>,
     contact_ends: BTreeMap<(usize, usize, DtnTime), DtnTime>,
@@ -356,8 +423,7 @@ impl Sim {
             links: BTreeMap::new(),
             trace: 0xcbf2_9ce4_8422_2325,
             events: 0,
-            sent: BTreeMap::new(),
-            deliveries: BTreeSet::new(),
+            ledger: Ledger::default(),
             injections: Vec::new(),
             payloads: Vec::new(),
             contact_ends: BTreeMap::new(),
@@ -372,7 +438,7 @@ impl Sim {
             .topology
             .schedule(sim.scenario.duration_ms, &mut topo_rng);
         // Contact ends known in advance (contact plans): nodes may fragment proactively for them.
-        if matches!(sim.scenario.topology, Topology::Plan(_)) {
+        if sim.scenario.contact_hints && matches!(sim.scenario.topology, Topology::Plan(_)) {
             for (i, e) in schedule.iter().enumerate() {
                 if e.up
                     && let Some(down) = schedule[i + 1..]
@@ -443,9 +509,9 @@ impl Sim {
             self.trace = fold(self.trace, at ^ ev.tag().rotate_left(17));
             self.process(ev)?;
             if self.scenario.stop_when_delivered
-                && self.delivered_count == self.sent.len()
-                && self.injections.len() == self.sent.len()
-                && !self.sent.is_empty()
+                && self.delivered_count == self.ledger.sent.len()
+                && self.injections.len() == self.ledger.sent.len()
+                && !self.ledger.sent.is_empty()
             {
                 break;
             }
@@ -459,6 +525,7 @@ impl Sim {
 
     fn report(&self) -> Report {
         let mut latencies_ms: Vec<u64> = self
+            .ledger
             .sent
             .values()
             .filter_map(|s| s.delivered_at.map(|t| t.saturating_sub(s.created)))
@@ -467,7 +534,7 @@ impl Sim {
         Report {
             seed: self.scenario.seed,
             nodes: self.nodes.len(),
-            sent: self.sent.len(),
+            sent: self.ledger.sent.len(),
             delivered: latencies_ms.len(),
             latencies_ms,
             bytes_sent: self.nodes.iter().map(|n| n.bytes_sent).collect(),
@@ -515,9 +582,8 @@ impl Sim {
             }
             Ev::TxDone { from, to, epoch } => self.tx_done(from, to, epoch)?,
             Ev::Arrive { from, to, frame } => {
-                if !self.link_is_up(from, to) {
-                    return Ok(());
-                }
+                // A frame that left completely arrives even if the link went down meanwhile: its
+                // bits were already on their way.
                 let n = &mut self.nodes[to].node;
                 match frame {
                     Frame::Beacon(beacon) => n.handle_beacon(now, LinkId(from as u64), beacon),
@@ -567,15 +633,7 @@ impl Sim {
         out.class = w.class;
         out.lifetime_ms = w.lifetime_ms;
         if let Ok(id) = self.nodes[src].node.send(self.now, out) {
-            self.sent.insert(
-                id,
-                Sent {
-                    destination: dst,
-                    created: self.now,
-                    size: w.size,
-                    delivered_at: None,
-                },
-            );
+            self.ledger.sent(id, dst, self.now, w.size);
         }
         self.drain_checked(src)
     }
@@ -632,17 +690,24 @@ impl Sim {
         let mut failed = Vec::new();
         for (d, (from, to)) in [(key.0, key.1), (key.1, key.0)].into_iter().enumerate() {
             let dir = &mut link.dirs[d];
-            if let Some(sending) = dir.current.take() {
-                let done = (u128::from(now_us.saturating_sub(sending.start_us)) * u128::from(bw)
-                    / 8_000_000) as u64;
-                cut.push((from, to, sending, done.min(u64::MAX)));
+            // Bytes of the segment on the wire when the link went down.
+            let mut in_segment = 0;
+            if let Some(Busy::Segment { start_us, len }) = dir.busy.take() {
+                in_segment = ((u128::from(now_us.saturating_sub(start_us)) * u128::from(bw)
+                    / 8_000_000) as u64)
+                    .min(len);
             }
-            for (frame, _, _) in dir.urgent.drain(..).chain(dir.bulk.drain(..)) {
+            if let Some(sending) = dir.bulk_current.take() {
+                let done = sending.sent + in_segment;
+                cut.push((from, to, sending, done));
+            }
+            for (frame, _, _) in dir.bulk.drain(..) {
                 failed.push((from, to, frame));
             }
+            dir.urgent.clear();
         }
         for (from, to, sending, done) in cut {
-            self.nodes[from].bytes_sent += done.min(sending.size);
+            self.nodes[from].bytes_sent += done.saturating_sub(sending.sent);
             if let Frame::Bundle(bundle) = sending.frame {
                 let id = bundle.id();
                 self.receiving.remove(&(to, id.clone()));
@@ -660,6 +725,10 @@ impl Sim {
                 let result = if got == 0 {
                     TransferResult::Failed
                 } else if got >= payload_len {
+                    // Only the closing bytes were missing: the whole bundle made it.
+                    self.nodes[to]
+                        .node
+                        .handle_bundle(self.now, LinkId(from as u64), bundle);
                     TransferResult::Complete
                 } else {
                     match bundle.split_at(got as usize) {
@@ -703,51 +772,91 @@ impl Sim {
         self.drain_checked(key.1)
     }
 
-    /// Starts the next queued frame on a direction if it is idle.
+    /// Puts the next frame or segment on a direction if it is idle: real-time frames first, then
+    /// the next segment of the bulk transfer in progress, then the next bulk transfer.
     fn start_next(&mut self, from: usize, to: usize) {
         let key = (from.min(to), from.max(to));
         let d = usize::from(from > to);
         let bw = self.scenario.link.bandwidth_bps.max(1);
-        let now = self.now;
+        let now_us = self.now * 1_000;
         let Some(link) = self.links.get_mut(&key) else {
             return;
         };
+        let epoch = link.epoch;
         let dir = &mut link.dirs[d];
-        if dir.current.is_some() {
+        if dir.busy.is_some() {
             return;
         }
-        let Some((frame, mut size, head)) = dir.urgent.pop_front().or_else(|| dir.bulk.pop_front())
+        let start_us = if dir.free_at_us + 1_000 > now_us && dir.free_at_us <= now_us {
+            dir.free_at_us
+        } else {
+            now_us
+        };
+        let len = if let Some((frame, size)) = dir.urgent.pop_front() {
+            dir.busy = Some(Busy::Urgent { frame, size });
+            size
+        } else {
+            if dir.bulk_current.is_none() {
+                let Some((frame, size, head)) = dir.bulk.pop_front() else {
+                    return;
+                };
+                dir.bulk_current = Some(Sending {
+                    frame,
+                    size,
+                    head,
+                    sent: 0,
+                    refused: false,
+                });
+                self.begin_bulk(from, to);
+            }
+            let Some(link) = self.links.get_mut(&key) else {
+                return;
+            };
+            let dir = &mut link.dirs[d];
+            let Some(sending) = &dir.bulk_current else {
+                return;
+            };
+            let len = (sending.size - sending.sent).clamp(1, SEGMENT);
+            dir.busy = Some(Busy::Segment { start_us, len });
+            len
+        };
+        let tx_us = (u128::from(len) * 8_000_000).div_ceil(u128::from(bw)) as u64;
+        let end_us = start_us + tx_us;
+        if let Some(link) = self.links.get_mut(&key) {
+            link.dirs[d].free_at_us = end_us;
+        }
+        self.schedule(end_us.div_ceil(1_000), Ev::TxDone { from, to, epoch });
+    }
+
+    /// A bulk transfer starts: the receiver refuses a bundle it holds or is receiving on another
+    /// link after the first segment (TCPCL XFER_REFUSE), so only the header crosses.
+    fn begin_bulk(&mut self, from: usize, to: usize) {
+        let key = (from.min(to), from.max(to));
+        let d = usize::from(from > to);
+        let Some(sending) = self
+            .links
+            .get(&key)
+            .and_then(|l| l.dirs[d].bulk_current.as_ref())
         else {
             return;
         };
-        let epoch = link.epoch;
-        // A receiver that holds the bundle, or is receiving it on another link, refuses it after
-        // the first segment (TCPCL XFER_REFUSE), so only the header crosses the link.
-        let mut refused = false;
-        if let Frame::Bundle(b) = &frame
-            && !node_is_real_time(b)
+        let Frame::Bundle(b) = &sending.frame else {
+            return;
+        };
+        let id = b.id();
+        let refuse = !self.nodes[to].node.wants(&id) || self.receiving.contains(&(to, id.clone()));
+        if !refuse {
+            self.receiving.insert((to, id));
+        }
+        if let Some(sending) = self
+            .links
+            .get_mut(&key)
+            .and_then(|l| l.dirs[d].bulk_current.as_mut())
+            && refuse
         {
-            let id = b.id();
-            if !self.nodes[to].node.wants(&id) || self.receiving.contains(&(to, id.clone())) {
-                refused = true;
-                size = head.max(1);
-            } else {
-                self.receiving.insert((to, id));
-            }
+            sending.refused = true;
+            sending.size = sending.head.max(1);
         }
-        let start_us = now * 1_000;
-        let tx_us = (u128::from(size) * 8_000_000).div_ceil(u128::from(bw)) as u64;
-        let done_ms = (start_us + tx_us).div_ceil(1_000);
-        if let Some(link) = self.links.get_mut(&key) {
-            link.dirs[d].current = Some(Sending {
-                frame,
-                size,
-                head,
-                start_us,
-                refused,
-            });
-        }
-        self.schedule(done_ms, Ev::TxDone { from, to, epoch });
     }
 
     fn tx_done(&mut self, from: usize, to: usize, epoch: u64) -> Result<(), Violation> {
@@ -759,42 +868,56 @@ impl Sim {
         if link.epoch != epoch || !link.up {
             return Ok(());
         }
-        let Some(sending) = link.dirs[d].current.take() else {
-            return Ok(());
-        };
-        self.nodes[from].bytes_sent += sending.size;
+        let dir = &mut link.dirs[d];
         let arrive = self.now + self.scenario.link.latency_ms;
-        let lost = match &sending.frame {
-            Frame::Beacon(_) => true,
-            Frame::Bundle(b) => node_is_real_time(b),
-        } && self.rng.chance(self.scenario.link.loss);
-        if let Frame::Bundle(b) = &sending.frame
-            && !node_is_real_time(b)
-        {
-            let result = if sending.refused {
-                TransferResult::Refused
-            } else {
-                TransferResult::Complete
-            };
-            self.schedule(
-                arrive,
-                Ev::Transfer {
-                    node: from,
-                    link: LinkId(to as u64),
-                    id: b.id(),
-                    result,
-                },
-            );
-        }
-        if !lost && !sending.refused {
-            self.schedule(
-                arrive,
-                Ev::Arrive {
-                    from,
-                    to,
-                    frame: sending.frame,
-                },
-            );
+        match dir.busy.take() {
+            None => return Ok(()),
+            Some(Busy::Urgent { frame, size }) => {
+                self.nodes[from].bytes_sent += size;
+                if !self.rng.chance(self.scenario.link.loss) {
+                    self.schedule(arrive, Ev::Arrive { from, to, frame });
+                }
+            }
+            Some(Busy::Segment { len, .. }) => {
+                self.nodes[from].bytes_sent += len;
+                let finished = match &mut dir.bulk_current {
+                    Some(sending) => {
+                        sending.sent += len;
+                        sending.sent >= sending.size
+                    }
+                    None => false,
+                };
+                if finished && let Some(sending) = dir.bulk_current.take() {
+                    let Frame::Bundle(b) = &sending.frame else {
+                        return Ok(());
+                    };
+                    let result = if sending.refused {
+                        TransferResult::Refused
+                    } else {
+                        TransferResult::Complete
+                    };
+                    let id = b.id();
+                    self.schedule(
+                        arrive,
+                        Ev::Transfer {
+                            node: from,
+                            link: LinkId(to as u64),
+                            id,
+                            result,
+                        },
+                    );
+                    if !sending.refused {
+                        self.schedule(
+                            arrive,
+                            Ev::Arrive {
+                                from,
+                                to,
+                                frame: sending.frame,
+                            },
+                        );
+                    }
+                }
+            }
         }
         self.start_next(from, to);
         Ok(())
@@ -832,10 +955,10 @@ impl Sim {
             let d = usize::from(i > to);
             if let Some(link) = self.links.get_mut(&key) {
                 let dir = &mut link.dirs[d];
-                if t.urgent {
-                    dir.urgent.push_back((t.frame, size, head));
-                } else {
+                if !t.urgent {
                     dir.bulk.push_back((t.frame, size, head));
+                } else {
+                    dir.urgent.push_back((t.frame, size));
                 }
             }
             self.start_next(i, to);
@@ -868,25 +991,11 @@ impl Sim {
             if d.destination != app_endpoint(i) {
                 continue;
             }
-            if !self.deliveries.insert((i, d.id.clone())) {
-                return Err(self.violation(i, format!("bundle {} delivered twice", d.id)));
-            }
             let now = self.now;
-            let Some(sent) = self.sent.get_mut(&d.id) else {
-                return Err(self.violation(i, format!("bundle {} delivered but never sent", d.id)));
-            };
-            if sent.destination != i || d.payload.len() != sent.size {
-                let what = format!(
-                    "bundle {} delivered altered: {} bytes at node {i}, sent {} bytes to node {}",
-                    d.id,
-                    d.payload.len(),
-                    sent.size,
-                    sent.destination
-                );
-                return Err(self.violation(i, what));
+            match self.ledger.delivered(i, &d.id, d.payload.len(), now) {
+                Ok(()) => self.delivered_count += 1,
+                Err(what) => return Err(self.violation(i, what)),
             }
-            sent.delivered_at = Some(now);
-            self.delivered_count += 1;
         }
         Ok(())
     }
@@ -916,12 +1025,53 @@ impl Sim {
     }
 }
 
-fn node_is_real_time(bundle: &Bundle) -> bool {
-    bundle.extension(wire::BLOCK_FERRY_CLASS).is_some()
-}
-
 fn fold(hash: u64, value: u64) -> u64 {
     (hash ^ value).wrapping_mul(0x0100_0000_01b3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::CreationTimestamp;
+
+    fn id(seq: u64) -> BundleId {
+        BundleId {
+            source: app_endpoint(0),
+            creation: CreationTimestamp {
+                time: SIM_EPOCH,
+                sequence: seq,
+            },
+            fragment: None,
+        }
+    }
+
+    #[test]
+    fn ledger_catches_every_delivery_violation() {
+        let mut ledger = Ledger::default();
+        ledger.sent(id(1), 3, SIM_EPOCH, 100);
+        assert!(ledger.delivered(3, &id(1), 100, SIM_EPOCH + 5).is_ok());
+        let twice = ledger.delivered(3, &id(1), 100, SIM_EPOCH + 6).unwrap_err();
+        assert!(twice.contains("twice"), "{twice}");
+        let phantom = ledger.delivered(3, &id(2), 100, SIM_EPOCH).unwrap_err();
+        assert!(phantom.contains("never sent"), "{phantom}");
+        ledger.sent(id(3), 3, SIM_EPOCH, 100);
+        let short = ledger.delivered(3, &id(3), 99, SIM_EPOCH).unwrap_err();
+        assert!(short.contains("altered"), "{short}");
+        ledger.sent(id(4), 3, SIM_EPOCH, 100);
+        let wrong_node = ledger.delivered(2, &id(4), 100, SIM_EPOCH).unwrap_err();
+        assert!(wrong_node.contains("altered"), "{wrong_node}");
+    }
+
+    #[test]
+    fn violations_name_their_seed() {
+        let v = Violation {
+            seed: 42,
+            at_ms: 1_000,
+            node: 3,
+            what: "bundle x delivered twice".into(),
+        };
+        assert!(v.to_string().contains("replay with seed 42"), "{v}");
+    }
 }
 
 impl fmt::Display for Report {

@@ -243,7 +243,8 @@ fn islands_schedule(
 /// 0   up   0 1
 /// 20  down 0 1
 /// 60  up   0 1
-/// repeat 0 1 up 20 down 40 until 600   # a periodic contact: up 20 s, down 40 s, from 0 s
+/// repeat 0 1 up 20 down 40 until 600          # periodic: up 20 s, down 40 s, from 0 s
+/// repeat 1 2 up 20 down 40 until 600 from 30  # the same, starting at 30 s
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContactPlan {
@@ -304,7 +305,23 @@ impl FromStr for ContactPlan {
                         b: a.max(b),
                     });
                 }
-                ["repeat", a, b, "up", up_s, "down", down_s, "until", until_s] => {
+                [
+                    "repeat",
+                    a,
+                    b,
+                    "up",
+                    up_s,
+                    "down",
+                    down_s,
+                    "until",
+                    until_s,
+                    rest @ ..,
+                ] => {
+                    let from = match rest {
+                        [] => 0,
+                        ["from", f] => num(f, "start time")? * 1_000,
+                        _ => return Err(err(format!("unexpected {rest:?} after the end time"))),
+                    };
                     let (a, b) = (node(a, &plan)?, node(b, &plan)?);
                     if a == b {
                         return Err(err("a link needs two different nodes".into()));
@@ -317,7 +334,7 @@ impl FromStr for ContactPlan {
                     if up_ms == 0 || down_ms == 0 {
                         return Err(err("up and down times must be positive".into()));
                     }
-                    let mut t = 0;
+                    let mut t = from;
                     while t < until {
                         plan.events.push(LinkEvent {
                             at: t,
@@ -336,7 +353,7 @@ impl FromStr for ContactPlan {
                 }
                 _ => {
                     return Err(err(format!(
-                        "expected `nodes N`, `T up|down A B` or `repeat A B up S down S until S`, got {content:?}"
+                        "expected `nodes N`, `T up|down A B` or `repeat A B up S down S until S [from S]`, got {content:?}"
                     )));
                 }
             }
@@ -410,11 +427,17 @@ mod tests {
     #[test]
     fn contact_plans_parse_and_report_errors_by_line() {
         let plan: ContactPlan =
-            "nodes 3\n0 up 0 1 # first\n\n20 down 1 0\nrepeat 1 2 up 20 down 40 until 120\n"
+            "nodes 3\n0 up 0 1 # first\n\n20 down 1 0\nrepeat 1 2 up 20 down 40 until 120\nrepeat 0 2 up 10 down 10 until 30 from 5\n"
                 .parse()
                 .unwrap();
         assert_eq!(plan.nodes, 3);
-        assert_eq!(plan.events.len(), 2 + 4);
+        assert_eq!(plan.events.len(), 2 + 4 + 4);
+        assert!(plan.events.contains(&LinkEvent {
+            at: 25_000,
+            up: true,
+            a: 0,
+            b: 2
+        }));
         assert_eq!(
             plan.events[1],
             LinkEvent {
