@@ -1145,21 +1145,22 @@ impl Node {
         }
         // How much of the rest to send as one piece: the link's MTU, the contact's remaining
         // capacity, and the configured piece size all bound it (proactive fragmentation).
+        let rest_len = len - start.min(len);
         let mut limit = u64::MAX;
-        if let Some(mtu) = l.mtu {
-            limit = limit.min(mtu.saturating_sub(header_overhead(&bundle)));
-        }
         if let Some(capacity) = l.remaining_capacity(now) {
-            limit = limit.min(capacity.saturating_sub(header_overhead(&bundle)));
+            let fits = capacity.saturating_sub(header_overhead(&bundle));
+            if fits < rest_len && fits < self.config.min_piece {
+                return; // not worth starting in what is left of this contact
+            }
+            limit = fits;
+        }
+        if let Some(mtu) = l.mtu {
+            limit = limit.min(mtu.saturating_sub(header_overhead(&bundle)).max(1));
         }
         if let Some(piece) = self.config.max_bundle_piece {
-            limit = limit.min(piece);
+            limit = limit.min(piece.max(1));
         }
-        let rest_len = len - start.min(len);
         let pieces = if rest_len > limit {
-            if limit < self.config.min_piece.min(rest_len) {
-                return; // not worth starting in this contact
-            }
             if l.mtu.is_some() || self.config.max_bundle_piece.is_some() {
                 bundle.fragment(limit as usize).unwrap_or_default()
             } else {
@@ -1235,11 +1236,14 @@ impl Node {
                 expiry,
             );
         }
-        // The destination node has it: our copy has done its job.
-        if dest_node == *peer {
-            if let Some(h) = self.unindex(&flight.held) {
-                let _ = self.store.remove(&flight.held);
-                let _ = h;
+        // The destination node has it: our copy has done its job, and every other copy can go
+        // too (the purge set spreads with our summary vectors).
+        if dest_node == *peer
+            && let Some(h) = self.unindex(&flight.held)
+        {
+            let _ = self.store.remove(&flight.held);
+            if !h.broadcast {
+                self.add_purge(h.adu_key, expiry.max(now + self.config.purge_retention_ms));
             }
         }
     }

@@ -1,0 +1,457 @@
+//! The node driven by hand, with explicit time: each test reads like a trace of what nodes say to
+//! each other and what they decide.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use node::{
+    Class, DropReason, Event, Frame, LinkChange, LinkId, Node, NodeConfig, Outgoing, StrategyKind,
+    TransferResult,
+};
+use store::MemoryStore;
+use wire::{BundleFlags, Eid, StatusReason};
+
+const T0: u64 = 800_000_000_000;
+
+fn eid(s: &str) -> Eid {
+    s.parse().unwrap()
+}
+
+fn node_id(i: usize) -> Eid {
+    eid(&format!("dtn://n{i}/"))
+}
+
+fn app(i: usize) -> Eid {
+    eid(&format!("dtn://n{i}/app"))
+}
+
+/// Nodes joined by instantaneous links; link `LinkId(j)` at node `i` leads to node `j`.
+struct Net {
+    nodes: Vec<Node>,
+    up: BTreeSet<(usize, usize)>,
+    events: Vec<Vec<Event>>,
+    /// Drop beacons (to let neighbours expire).
+    mute_beacons: bool,
+    /// When set, bundle transfers from this node are cut after so many payload bytes.
+    cut_after: Option<(usize, u64)>,
+    now: u64,
+}
+
+impl Net {
+    fn new(n: usize, configure: impl Fn(&mut NodeConfig)) -> Self {
+        Self::with_quota(n, 1 << 30, configure)
+    }
+
+    fn with_quota(n: usize, quota: u64, configure: impl Fn(&mut NodeConfig)) -> Self {
+        let nodes = (0..n)
+            .map(|i| {
+                let mut config = NodeConfig::new(node_id(i));
+                config.seed = i as u64 + 1;
+                configure(&mut config);
+                Node::new(config, Box::new(MemoryStore::new(quota)), T0)
+            })
+            .collect();
+        Self {
+            nodes,
+            up: BTreeSet::new(),
+            events: vec![Vec::new(); n],
+            mute_beacons: false,
+            cut_after: None,
+            now: T0,
+        }
+    }
+
+    fn link(&mut self, a: usize, b: usize, mtu: Option<u64>) {
+        self.up.insert((a, b));
+        self.up.insert((b, a));
+        for (x, y) in [(a, b), (b, a)] {
+            self.nodes[x].handle_link(
+                self.now,
+                LinkChange::Up {
+                    link: LinkId(y as u64),
+                    peer: None,
+                    mtu,
+                    bandwidth_bps: 0,
+                    contact_ms: None,
+                },
+            );
+        }
+        self.settle();
+    }
+
+    fn unlink(&mut self, a: usize, b: usize) {
+        self.up.remove(&(a, b));
+        self.up.remove(&(b, a));
+        for (x, y) in [(a, b), (b, a)] {
+            self.nodes[x].handle_link(
+                self.now,
+                LinkChange::Down {
+                    link: LinkId(y as u64),
+                },
+            );
+        }
+        self.settle();
+    }
+
+    /// Delivers every transmit at once until the network is quiet.
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            let mut moved = false;
+            for i in 0..self.nodes.len() {
+                while let Some(t) = self.nodes[i].poll_transmit() {
+                    moved = true;
+                    let j = t.link.0 as usize;
+                    if !self.up.contains(&(i, j)) {
+                        continue;
+                    }
+                    match t.frame {
+                        Frame::Beacon(b) => {
+                            if !self.mute_beacons {
+                                self.nodes[j].handle_beacon(self.now, LinkId(i as u64), b);
+                            }
+                        }
+                        Frame::Bundle(b) => {
+                            let id = b.id();
+                            let len = b.payload.data.len() as u64;
+                            let result = match self.cut_after {
+                                Some((from, n)) if from == i && !t.urgent && n < len => {
+                                    // The link dies mid-transfer: the receiver keeps the prefix,
+                                    // nothing more crosses until the test brings it back.
+                                    self.cut_after = None;
+                                    self.up.remove(&(i, j));
+                                    self.up.remove(&(j, i));
+                                    let (prefix, _) = b.split_at(n as usize).unwrap();
+                                    self.nodes[j].handle_bundle(self.now, LinkId(i as u64), prefix);
+                                    TransferResult::Cut { payload_bytes: n }
+                                }
+                                _ => {
+                                    self.nodes[j].handle_bundle(self.now, LinkId(i as u64), b);
+                                    TransferResult::Complete
+                                }
+                            };
+                            self.nodes[i].handle_transfer(self.now, LinkId(j as u64), &id, result);
+                        }
+                    }
+                }
+                while let Some(e) = self.nodes[i].poll_event() {
+                    moved = true;
+                    self.events[i].push(e);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("network did not settle");
+    }
+
+    /// Advances time to `t`, firing every timer on the way.
+    fn advance_to(&mut self, t: u64) {
+        loop {
+            let next = self
+                .nodes
+                .iter()
+                .filter_map(|n| n.poll_timeout())
+                .min()
+                .filter(|&d| d <= t);
+            let Some(at) = next else { break };
+            self.now = self.now.max(at);
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].poll_timeout().is_some_and(|d| d <= self.now) {
+                    self.nodes[i].handle_timeout(self.now);
+                }
+            }
+            self.settle();
+        }
+        self.now = t;
+    }
+
+    fn send(&mut self, from: usize, out: Outgoing) -> wire::BundleId {
+        let id = self.nodes[from].send(self.now, out).expect("send");
+        self.settle();
+        id
+    }
+
+    fn deliveries(&self, i: usize) -> Vec<&node::Delivery> {
+        self.events[i]
+            .iter()
+            .filter_map(|e| match e {
+                Event::Delivered(d) => Some(d),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn payload(n: usize) -> Bytes {
+    Bytes::from((0..n).map(|i| (i * 7) as u8).collect::<Vec<u8>>())
+}
+
+#[test]
+fn beacons_make_neighbours_and_silence_expires_them() {
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    assert!(net.events[1].contains(&Event::NeighbourUp {
+        node: node_id(0),
+        link: LinkId(0)
+    }));
+    assert_eq!(net.nodes[0].reachable(&node_id(1)), Some(1));
+    net.mute_beacons = true;
+    net.advance_to(T0 + 2_000);
+    assert!(!net.events[0].contains(&Event::NeighbourDown { node: node_id(1) }));
+    net.advance_to(T0 + 5_000);
+    assert!(net.events[0].contains(&Event::NeighbourDown { node: node_id(1) }));
+    assert_eq!(net.nodes[0].reachable(&node_id(1)), None);
+}
+
+#[test]
+fn a_bundle_to_a_neighbour_is_delivered_once_with_its_hop_and_reports() {
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    let mut out = Outgoing::new(app(0), app(1), payload(3_000));
+    out.flags = BundleFlags(
+        BundleFlags::REPORT_DELIVERY
+            | BundleFlags::REPORT_FORWARDING
+            | BundleFlags::STATUS_TIME_REQUESTED,
+    );
+    let id = net.send(0, out);
+    let got = net.deliveries(1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, id);
+    assert_eq!(got[0].payload, payload(3_000));
+    // The source learns both facts from status reports.
+    let reports: Vec<_> = net.events[0]
+        .iter()
+        .filter_map(|e| match e {
+            Event::StatusReport { from, report } => Some((from.clone(), report.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        reports
+            .iter()
+            .any(|(from, r)| *from == node_id(1) && r.delivered.is_some_and(|a| a.time.is_some())),
+        "{reports:?}"
+    );
+    assert!(
+        reports
+            .iter()
+            .any(|(from, r)| *from == node_id(0) && r.forwarded.is_some())
+    );
+    // The destination node holds nothing afterwards, and neither does the source.
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+    assert_eq!(net.nodes[0].held_bundles().count(), 0);
+}
+
+#[test]
+fn bundles_wait_for_a_contact_and_expire_with_a_deletion_report() {
+    let mut net = Net::new(2, |_| {});
+    let mut out = Outgoing::new(app(0), app(1), payload(100));
+    out.lifetime_ms = 10_000;
+    out.flags = BundleFlags(BundleFlags::REPORT_DELETION);
+    let id = net.send(0, out);
+    assert_eq!(net.nodes[0].held_bundles().count(), 1);
+    net.advance_to(T0 + 9_999);
+    assert_eq!(net.nodes[0].held_bundles().count(), 1);
+    net.advance_to(T0 + 10_000);
+    assert_eq!(net.nodes[0].held_bundles().count(), 0);
+    assert!(net.events[0].contains(&Event::Dropped {
+        id: id.clone(),
+        reason: DropReason::Expired
+    }));
+    // The deletion report goes to the source itself.
+    assert!(net.events[0].iter().any(|e| matches!(e,
+        Event::StatusReport { report, .. }
+            if report.deleted.is_some() && report.reason == StatusReason::LifetimeExpired)));
+    // A contact after expiry carries nothing.
+    net.link(0, 1, None);
+    assert!(net.deliveries(1).is_empty());
+}
+
+#[test]
+fn store_carry_forward_across_a_relay_and_the_purge_set_cleans_up() {
+    let mut net = Net::new(3, |_| {});
+    let id = net.send(0, Outgoing::new(app(0), app(2), payload(500)));
+    net.link(0, 1, None);
+    assert_eq!(net.nodes[1].held_bundles().count(), 1, "relay carries it");
+    net.unlink(0, 1);
+    net.link(1, 2, None);
+    assert_eq!(net.deliveries(2).len(), 1);
+    assert_eq!(net.deliveries(2)[0].id, id);
+    // The relay handed it to its destination and dropped its copy; the source still holds one
+    // until it hears of the delivery.
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+    assert_eq!(net.nodes[0].held_bundles().count(), 1);
+    net.unlink(1, 2);
+    net.link(0, 1, None);
+    // The relay's summary vector carries the purge set: the source deletes its copy.
+    assert_eq!(net.nodes[0].held_bundles().count(), 0);
+    assert!(net.events[0].contains(&Event::Dropped {
+        id,
+        reason: DropReason::Purged
+    }));
+    // And nothing is delivered twice when everyone meets again.
+    net.link(1, 2, None);
+    net.link(0, 2, None);
+    assert_eq!(net.deliveries(2).len(), 1);
+}
+
+#[test]
+fn spray_and_wait_hands_over_half_its_copies_then_waits() {
+    let mut net = Net::new(4, |c| c.strategy = StrategyKind::SprayAndWait { copies: 4 });
+    net.send(0, Outgoing::new(app(0), app(3), payload(100)));
+    net.link(0, 1, None); // gets 2 copies, source keeps 2
+    net.unlink(0, 1);
+    net.link(1, 2, None); // relay 1 hands 1 of its 2
+    net.unlink(1, 2);
+    assert_eq!(net.nodes[2].held_bundles().count(), 1);
+    // Node 2 holds a single copy: it waits for the destination instead of spreading further.
+    net.link(2, 0, None);
+    net.unlink(2, 0);
+    net.link(2, 1, None);
+    net.unlink(2, 1);
+    let sent_before = net.nodes[2].stats().bundles_sent;
+    net.link(2, 1, None);
+    net.unlink(2, 1);
+    net.link(2, 3, None);
+    assert_eq!(net.deliveries(3).len(), 1);
+    assert!(net.nodes[2].stats().bundles_sent > sent_before);
+}
+
+#[test]
+fn direct_delivery_only_hands_bundles_to_their_destination() {
+    let mut net = Net::new(3, |c| c.strategy = StrategyKind::Direct);
+    net.send(0, Outgoing::new(app(0), app(2), payload(100)));
+    net.link(0, 1, None);
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+    net.unlink(0, 1);
+    net.link(0, 2, None);
+    assert_eq!(net.deliveries(2).len(), 1);
+}
+
+#[test]
+fn a_small_mtu_splits_bundles_and_the_destination_reassembles() {
+    let mut net = Net::new(2, |_| {});
+    let data = payload(10_000);
+    net.send(0, Outgoing::new(app(0), app(1), data.clone()));
+    net.link(0, 1, Some(1_500));
+    let got = net.deliveries(1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, data);
+    assert!(net.nodes[0].stats().fragments_sent >= 7);
+    // The pieces waiting for reassembly are gone once the bundle is whole.
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+}
+
+#[test]
+fn a_cut_transfer_resumes_where_it_stopped() {
+    let mut net = Net::new(2, |_| {});
+    let data = payload(100_000);
+    net.send(0, Outgoing::new(app(0), app(1), data.clone()));
+    net.cut_after = Some((0, 40_000));
+    net.link(0, 1, None);
+    net.unlink(0, 1);
+    assert!(net.deliveries(1).is_empty());
+    assert_eq!(
+        net.nodes[1].held_bundles().count(),
+        1,
+        "the prefix waits as a fragment"
+    );
+    let bytes_first = net.nodes[0].stats().bytes_sent;
+    net.cut_after = None;
+    net.link(0, 1, None);
+    let got = net.deliveries(1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, data);
+    // The second contact carried the remaining 60 kB, not the whole bundle again.
+    let second = net.nodes[0].stats().bytes_sent - bytes_first;
+    assert!(second < 70_000, "second contact sent {second} bytes");
+}
+
+#[test]
+fn datagrams_need_a_route_and_are_never_stored() {
+    let mut net = Net::new(2, |_| {});
+    let mut out = Outgoing::new(app(0), app(1), payload(100));
+    out.class = Class::Datagram;
+    assert!(matches!(
+        net.nodes[0].send(net.now, out.clone()),
+        Err(node::SendError::NoRoute(_))
+    ));
+    net.link(0, 1, None);
+    net.send(0, out);
+    assert_eq!(net.deliveries(1).len(), 1);
+    assert_eq!(net.deliveries(1)[0].class, Class::Datagram);
+    assert_eq!(net.nodes[0].held_bundles().count(), 0);
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+}
+
+#[test]
+fn broadcast_datagrams_flood_once_per_node() {
+    let mut net = Net::new(4, |_| {});
+    // A ring: every node hears the flood twice, delivers it once.
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    net.link(2, 3, None);
+    net.link(3, 0, None);
+    let mut out = Outgoing::new(app(0), eid("dtn://~all/app"), payload(10));
+    out.class = Class::Datagram;
+    net.send(0, out);
+    for i in 1..4 {
+        assert_eq!(net.deliveries(i).len(), 1, "node {i}");
+    }
+}
+
+#[test]
+fn a_full_store_refuses_with_a_clear_error_and_keeps_what_it_has() {
+    let mut net = Net::with_quota(1, 5_000, |_| {});
+    net.send(0, Outgoing::new(app(0), app(1), payload(3_000)));
+    let err = net.nodes[0]
+        .send(net.now, Outgoing::new(app(0), app(1), payload(3_000)))
+        .unwrap_err();
+    assert!(err.to_string().contains("store full"), "{err}");
+    assert_eq!(net.nodes[0].held_bundles().count(), 1);
+}
+
+#[test]
+fn malformed_bytes_are_dropped_not_fatal() {
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    net.nodes[1].handle_bundle_bytes(net.now, LinkId(0), Bytes::from_static(b"\x9f\x00garbage"));
+    net.settle();
+    assert!(net.events[1].iter().any(|e| matches!(
+        e,
+        Event::Dropped {
+            reason: DropReason::Malformed,
+            ..
+        }
+    )));
+    // The node keeps working.
+    net.send(0, Outgoing::new(app(0), app(1), payload(10)));
+    assert_eq!(net.deliveries(1).len(), 1);
+}
+
+#[test]
+fn sending_from_another_node_or_without_lifetime_is_refused() {
+    let mut net = Net::new(1, |_| {});
+    let foreign = Outgoing::new(app(5), app(1), payload(1));
+    assert!(matches!(
+        net.nodes[0].send(net.now, foreign),
+        Err(node::SendError::ForeignSource(_))
+    ));
+    let mut zero = Outgoing::new(app(0), app(1), payload(1));
+    zero.lifetime_ms = 0;
+    assert!(net.nodes[0].send(net.now, zero).is_err());
+}
+
+#[test]
+fn the_same_inputs_give_the_same_outputs() {
+    let run = || {
+        let mut net = Net::new(3, |_| {});
+        net.link(0, 1, None);
+        net.link(1, 2, None);
+        net.send(0, Outgoing::new(app(0), app(2), payload(5_000)));
+        net.advance_to(T0 + 30_000);
+        format!("{:?}", net.events)
+    };
+    assert_eq!(run(), run());
+}
