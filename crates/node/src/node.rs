@@ -1242,7 +1242,8 @@ impl Node {
             && let Some(h) = self.unindex(&flight.held)
         {
             let _ = self.store.remove(&flight.held);
-            if !h.broadcast {
+            // A whole bundle only: one fragment at the destination says nothing about the rest.
+            if !h.broadcast && h.key == h.adu_key {
                 self.add_purge(h.adu_key, expiry.max(now + self.config.purge_retention_ms));
             }
         }
