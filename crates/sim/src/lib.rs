@@ -187,6 +187,8 @@ pub struct Report {
     pub held_at_end: usize,
     /// Fragments cut by all nodes.
     pub fragments: u64,
+    /// Deliveries whose payload was the source's own buffer: nothing copied it on the way.
+    pub shared_payloads: usize,
 }
 
 impl Report {
@@ -310,7 +312,7 @@ struct SimNode {
 struct Sent {
     destination: usize,
     created: DtnTime,
-    size: usize,
+    payload: Bytes,
     delivered_at: Option<DtnTime>,
 }
 
@@ -320,16 +322,18 @@ struct Sent {
 struct Ledger {
     sent: BTreeMap<BundleId, Sent>,
     deliveries: BTreeSet<(usize, BundleId)>,
+    /// Deliveries whose payload is the very buffer the source sent (no copy on the way).
+    shared: usize,
 }
 
 impl Ledger {
-    fn sent(&mut self, id: BundleId, destination: usize, created: DtnTime, size: usize) {
+    fn sent(&mut self, id: BundleId, destination: usize, created: DtnTime, payload: Bytes) {
         self.sent.insert(
             id,
             Sent {
                 destination,
                 created,
-                size,
+                payload,
                 delivered_at: None,
             },
         );
@@ -340,7 +344,7 @@ impl Ledger {
         &mut self,
         at: usize,
         id: &BundleId,
-        payload_len: usize,
+        payload: &Bytes,
         now: DtnTime,
     ) -> Result<(), String> {
         if !self.deliveries.insert((at, id.clone())) {
@@ -349,11 +353,18 @@ impl Ledger {
         let Some(sent) = self.sent.get_mut(id) else {
             return Err(format!("bundle {id} delivered but never sent"));
         };
-        if sent.destination != at || payload_len != sent.size {
+        let same_buffer =
+            payload.as_ptr() == sent.payload.as_ptr() && payload.len() == sent.payload.len();
+        if sent.destination != at || !(same_buffer || *payload == sent.payload) {
             return Err(format!(
-                "bundle {id} delivered altered: {payload_len} bytes at node {at}, sent {} bytes to node {}",
-                sent.size, sent.destination
+                "bundle {id} delivered altered: {} bytes at node {at}, sent {} bytes to node {}",
+                payload.len(),
+                sent.payload.len(),
+                sent.destination
             ));
+        }
+        if same_buffer {
+            self.shared += 1;
         }
         sent.delivered_at = Some(now);
         Ok(())
@@ -551,6 +562,7 @@ impl Sim {
                 .iter()
                 .map(|n| n.node.stats().fragments_sent)
                 .sum(),
+            shared_payloads: self.ledger.shared,
         }
     }
 
@@ -633,7 +645,8 @@ impl Sim {
         out.class = w.class;
         out.lifetime_ms = w.lifetime_ms;
         if let Ok(id) = self.nodes[src].node.send(self.now, out) {
-            self.ledger.sent(id, dst, self.now, w.size);
+            self.ledger
+                .sent(id, dst, self.now, self.payloads[i].clone());
         }
         self.drain_checked(src)
     }
@@ -992,7 +1005,7 @@ impl Sim {
                 continue;
             }
             let now = self.now;
-            match self.ledger.delivered(i, &d.id, d.payload.len(), now) {
+            match self.ledger.delivered(i, &d.id, &d.payload, now) {
                 Ok(()) => self.delivered_count += 1,
                 Err(what) => return Err(self.violation(i, what)),
             }
@@ -1047,18 +1060,38 @@ mod tests {
 
     #[test]
     fn ledger_catches_every_delivery_violation() {
+        let data = Bytes::from(vec![7u8; 100]);
         let mut ledger = Ledger::default();
-        ledger.sent(id(1), 3, SIM_EPOCH, 100);
-        assert!(ledger.delivered(3, &id(1), 100, SIM_EPOCH + 5).is_ok());
-        let twice = ledger.delivered(3, &id(1), 100, SIM_EPOCH + 6).unwrap_err();
+        ledger.sent(id(1), 3, SIM_EPOCH, data.clone());
+        assert!(ledger.delivered(3, &id(1), &data, SIM_EPOCH + 5).is_ok());
+        assert_eq!(ledger.shared, 1);
+        let twice = ledger
+            .delivered(3, &id(1), &data, SIM_EPOCH + 6)
+            .unwrap_err();
         assert!(twice.contains("twice"), "{twice}");
-        let phantom = ledger.delivered(3, &id(2), 100, SIM_EPOCH).unwrap_err();
+        let phantom = ledger.delivered(3, &id(2), &data, SIM_EPOCH).unwrap_err();
         assert!(phantom.contains("never sent"), "{phantom}");
-        ledger.sent(id(3), 3, SIM_EPOCH, 100);
-        let short = ledger.delivered(3, &id(3), 99, SIM_EPOCH).unwrap_err();
+        ledger.sent(id(3), 3, SIM_EPOCH, data.clone());
+        let short = ledger
+            .delivered(3, &id(3), &data.slice(1..), SIM_EPOCH)
+            .unwrap_err();
         assert!(short.contains("altered"), "{short}");
-        ledger.sent(id(4), 3, SIM_EPOCH, 100);
-        let wrong_node = ledger.delivered(2, &id(4), 100, SIM_EPOCH).unwrap_err();
+        ledger.sent(id(4), 3, SIM_EPOCH, data.clone());
+        let flipped = Bytes::from(vec![8u8; 100]);
+        let changed = ledger
+            .delivered(3, &id(4), &flipped, SIM_EPOCH)
+            .unwrap_err();
+        assert!(changed.contains("altered"), "{changed}");
+        // An equal copy is accepted but not counted as shared.
+        ledger.sent(id(5), 3, SIM_EPOCH, data.clone());
+        assert!(
+            ledger
+                .delivered(3, &id(5), &Bytes::from(vec![7u8; 100]), SIM_EPOCH)
+                .is_ok()
+        );
+        assert_eq!(ledger.shared, 1);
+        ledger.sent(id(6), 3, SIM_EPOCH, data.clone());
+        let wrong_node = ledger.delivered(2, &id(6), &data, SIM_EPOCH).unwrap_err();
         assert!(wrong_node.contains("altered"), "{wrong_node}");
     }
 

@@ -66,6 +66,8 @@ fn epidemic_delivers_everything_on_the_paper_topologies() {
             assert_eq!(r.delivered, 10, "{topology} seed {seed}:\n{r}");
             // Delivered bundles are purged network-wide, not carried until they expire.
             assert_eq!(r.held_at_end, 0, "{topology} seed {seed}:\n{r}");
+            // Every hop shared the source's payload buffer: no copy anywhere on the way.
+            assert_eq!(r.shared_payloads, 10, "{topology} seed {seed}");
         }
     }
 }
