@@ -1333,7 +1333,8 @@ impl Node {
             return;
         };
         self.stats.bundles_sent += 1;
-        self.stats.bytes_sent += bundle.encode().len() as u64;
+        let (head, payload, tail) = bundle.encoded_sizes();
+        self.stats.bytes_sent += (head + payload + tail) as u64;
         if let Some((id, flight)) = flight {
             l.queued_bytes += flight.end - flight.start;
             l.in_flight.insert(id, flight);
@@ -1593,5 +1594,6 @@ fn adu_key(id: &BundleId) -> u64 {
 
 /// Encoded size of everything but the payload, plus room for fragment fields.
 fn header_overhead(bundle: &Bundle) -> u64 {
-    (bundle.encode().len() - bundle.payload.data.len()) as u64 + 24
+    let (head, _, tail) = bundle.encoded_sizes();
+    (head + tail) as u64 + 24
 }

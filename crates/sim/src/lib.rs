@@ -960,8 +960,8 @@ impl Sim {
             let (size, head) = match &t.frame {
                 Frame::Beacon(b) => (b.encode().len() as u64, 0),
                 Frame::Bundle(b) => {
-                    let enc = b.encode();
-                    (enc.len() as u64, enc.parts()[0].len() as u64)
+                    let (head, payload, tail) = b.encoded_sizes();
+                    ((head + payload + tail) as u64, head as u64)
                 }
             };
             let key = (i.min(to), i.max(to));

@@ -102,7 +102,7 @@ pub struct Rank {
 /// The bundle is kept decoded so that its payload (`Bytes`) is shared, never copied: a memory store
 /// holds the same payload buffer as every other node in a simulation, and a persistent store writes
 /// the encoded header blocks and the payload one after the other without joining them. Its size is
-/// `bundle.encode().len()`.
+/// `bundle.encode().len()` (computed with `Bundle::encoded_sizes`, which skips the payload CRC).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredBundle {
     /// Metadata.

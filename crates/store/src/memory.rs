@@ -96,7 +96,8 @@ impl Store for MemoryStore {
                 evicted: Vec::new(),
             });
         }
-        let needed = bundle.bundle.encode().len() as u64;
+        let (head, payload, tail) = bundle.bundle.encoded_sizes();
+        let needed = (head + payload + tail) as u64;
         let incoming = bundle.meta.rank();
         let candidates = self.eviction_candidates(now, incoming, needed);
         let evicted = plan_eviction(now, incoming, needed, self.used, self.quota, candidates)

@@ -401,6 +401,36 @@ impl Bundle {
         outcome
     }
 
+    /// The lengths of the three parts `encode` would produce (header blocks, payload, payload CRC
+    /// and closing break), without computing the payload CRC: what a scheduler or a simulator
+    /// needs to know about a large bundle it does not send yet.
+    pub fn encoded_sizes(&self) -> (usize, usize, usize) {
+        let mut head = Vec::with_capacity(self.encoded_header_hint());
+        head.push(cbor::ARRAY_INDEFINITE);
+        self.primary.encode(&mut head);
+        let mut scratch = Vec::new();
+        for block in &self.extensions {
+            block.encode(&mut head, &mut scratch);
+        }
+        let p = &self.payload;
+        put_block_header(
+            &mut head,
+            BLOCK_PAYLOAD,
+            PAYLOAD_BLOCK_NUMBER,
+            p.flags,
+            p.crc_type,
+        );
+        cbor::put_head(&mut head, cbor::BYTES, p.data.len() as u64);
+        let crc_len = match p.crc_type {
+            CrcType::None => 0,
+            crc => {
+                let n = crc.value_len();
+                cbor::head_len(n as u64) + n
+            }
+        };
+        (head.len(), p.data.len(), crc_len + 1)
+    }
+
     /// Encodes the bundle: blocks up to the payload into one buffer, the payload by reference.
     ///
     /// The payload block's CRC is computed over the payload in place.
@@ -495,6 +525,23 @@ mod tests {
             )
         });
         b
+    }
+
+    #[test]
+    fn encoded_sizes_match_encode_for_every_crc() {
+        for crc in [CrcType::None, CrcType::Crc16, CrcType::Crc32c] {
+            for len in [0usize, 1, 23, 24, 300, 70_000] {
+                let mut b = sample(crc, b"");
+                b.payload.data = Bytes::from(vec![5u8; len]);
+                let enc = b.encode();
+                let parts = enc.parts();
+                assert_eq!(
+                    b.encoded_sizes(),
+                    (parts[0].len(), parts[1].len(), parts[2].len()),
+                    "{crc:?} {len}"
+                );
+            }
+        }
     }
 
     #[test]
