@@ -376,7 +376,8 @@ pub struct Sim {
     scenario: Scenario,
     now: DtnTime,
     seq: u64,
-    queue: BTreeMap<(DtnTime, u64), Ev>,
+    /// Events are boxed: B-tree nodes shift their values on insert, and a frame is large.
+    queue: BTreeMap<(DtnTime, u64), Box<Ev>>,
     nodes: Vec<SimNode>,
     links: BTreeMap<(usize, usize), SimLink>,
     rng: Rng,
@@ -508,17 +509,17 @@ impl Sim {
     /// Runs to the end of the scenario (or until everything was delivered, if asked).
     pub fn run(mut self) -> Result<Report, Violation> {
         let end = SIM_EPOCH + self.scenario.duration_ms;
-        while let Some((&(at, seq), _)) = self.queue.first_key_value() {
+        while let Some((&(at, _), _)) = self.queue.first_key_value() {
             if at > end {
                 break;
             }
-            let Some(ev) = self.queue.remove(&(at, seq)) else {
+            let Some((_, ev)) = self.queue.pop_first() else {
                 break;
             };
             self.now = at;
             self.events += 1;
             self.trace = fold(self.trace, at ^ ev.tag().rotate_left(17));
-            self.process(ev)?;
+            self.process(*ev)?;
             if self.scenario.stop_when_delivered
                 && self.delivered_count == self.ledger.sent.len()
                 && self.injections.len() == self.ledger.sent.len()
@@ -568,7 +569,7 @@ impl Sim {
 
     fn schedule(&mut self, at: DtnTime, ev: Ev) {
         self.seq += 1;
-        self.queue.insert((at, self.seq), ev);
+        self.queue.insert((at, self.seq), Box::new(ev));
     }
 
     fn violation(&self, node: usize, what: String) -> Violation {
