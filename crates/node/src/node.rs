@@ -194,6 +194,9 @@ pub struct Node {
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
     held: BTreeMap<BundleId, Held>,
+    /// Keys of the held bundles, and the held pieces of each whole bundle (by its key).
+    held_keys: BTreeSet<u64>,
+    by_adu: BTreeMap<u64, BTreeSet<BundleId>>,
     expiries: BTreeSet<(DtnTime, BundleId)>,
     /// Bundle keys each neighbour holds (its last summary, plus what we completed to it).
     known: BTreeMap<Eid, BTreeSet<u64>>,
@@ -228,6 +231,8 @@ impl Node {
             links: BTreeMap::new(),
             neighbours: BTreeMap::new(),
             held: BTreeMap::new(),
+            held_keys: BTreeSet::new(),
+            by_adu: BTreeMap::new(),
             expiries: BTreeSet::new(),
             known: BTreeMap::new(),
             partial: BTreeMap::new(),
@@ -739,9 +744,6 @@ impl Node {
     fn accept(&mut self, now: DtnTime, from: Option<&Eid>, link: Option<LinkId>, bundle: Bundle) {
         let id = bundle.id();
         let key = bundle_key(&id);
-        if let Some(from) = from {
-            self.known.entry(from.clone()).or_default().insert(key);
-        }
         let expiry = expiry_of(&bundle, now);
         if expiry <= now {
             self.drop_received(now, &bundle, DropReason::Expired);
@@ -769,6 +771,10 @@ impl Node {
                 self.route_real_time(now, link, bundle);
             }
             return;
+        }
+        // The sender holds it: never offer it back.
+        if let Some(from) = from {
+            self.known.entry(from.clone()).or_default().insert(key);
         }
         let adu_key = adu_key(&id);
         if self.held.contains_key(&id) || self.purged.contains_key(&adu_key) {
@@ -892,11 +898,10 @@ impl Node {
                 Ok(whole) => {
                     self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
                     let pieces: Vec<BundleId> = self
-                        .held
-                        .iter()
-                        .filter(|(_, h)| h.adu_key == adu)
-                        .map(|(id, _)| id.clone())
-                        .collect();
+                        .by_adu
+                        .get(&adu)
+                        .map(|p| p.iter().cloned().collect())
+                        .unwrap_or_default();
                     for piece in pieces {
                         self.unindex(&piece);
                         let _ = self.store.remove(&piece);
@@ -934,19 +939,19 @@ impl Node {
                 self.add_purge(key, now + self.config.purge_retention_ms);
             }
             let victims: Vec<BundleId> = self
-                .held
-                .iter()
-                .filter(|(_, h)| h.adu_key == key)
-                .map(|(id, _)| id.clone())
-                .collect();
+                .by_adu
+                .get(&key)
+                .map(|pieces| pieces.iter().cloned().collect())
+                .unwrap_or_default();
             for id in victims {
                 self.drop_held(now, &id, DropReason::Purged);
             }
         }
         let mut have: BTreeSet<u64> = summary.have.into_iter().collect();
-        // What we completed to the peer since its summary was made is still true.
+        // What we completed to the peer since its summary was made is still true; knowledge of
+        // bundles we no longer hold is dropped so the set stays as small as our store.
         if let Some(old) = self.known.get(peer) {
-            have.extend(old.iter().copied());
+            have.extend(old.iter().copied().filter(|k| self.held_keys.contains(k)));
         }
         self.known.insert(peer.clone(), have);
         if let Some(&link) = self.neighbours.get(peer) {
@@ -1041,12 +1046,24 @@ impl Node {
 
     fn index(&mut self, id: BundleId, held: Held) {
         self.expiries.insert((held.expiry, id.clone()));
+        self.held_keys.insert(held.key);
+        self.by_adu
+            .entry(held.adu_key)
+            .or_default()
+            .insert(id.clone());
         self.held.insert(id, held);
     }
 
     fn unindex(&mut self, id: &BundleId) -> Option<Held> {
         let held = self.held.remove(id)?;
         self.expiries.remove(&(held.expiry, id.clone()));
+        self.held_keys.remove(&held.key);
+        if let Some(pieces) = self.by_adu.get_mut(&held.adu_key) {
+            pieces.remove(id);
+            if pieces.is_empty() {
+                self.by_adu.remove(&held.adu_key);
+            }
+        }
         self.partial.retain(|(b, _), _| b != id);
         Some(held)
     }
@@ -1352,11 +1369,10 @@ impl Node {
             let mut progressed = false;
             while let Some(flood) = self.mesh.poll_flood() {
                 progressed = true;
-                let peers: Vec<(Eid, LinkId)> = self
-                    .neighbours
+                let peers: Vec<(Eid, LinkId)> = flood
+                    .to
                     .iter()
-                    .filter(|(p, _)| Some(*p) != flood.except.as_ref())
-                    .map(|(p, l)| (p.clone(), *l))
+                    .filter_map(|p| self.neighbours.get(p).map(|l| (p.clone(), *l)))
                     .collect();
                 for (peer, link) in peers {
                     self.send_control(now, &peer, link, Control::LinkState(flood.lsa.clone()));
