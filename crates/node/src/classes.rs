@@ -6,9 +6,10 @@ use wire::{
     ExtensionBlock, ExtensionData, HopCount, parse_uint_block_data, uint_block_data,
 };
 
-/// The node name of the broadcast endpoint: a bundle for `dtn://~all/<service>` is delivered to
-/// `<service>` on every node it reaches and flooded on (datagram class) or carried everywhere (dtn
-/// class). The leading `~` makes it a non-singleton endpoint (RFC 9171 §4.2.5.1.1).
+/// The node name of the broadcast endpoint: a bundle for `dtn://~all/~<service>` is delivered to
+/// `~<service>` on every node it reaches and flooded on (datagram class) or carried everywhere (dtn
+/// class). Use a demux starting with `~`: that makes the endpoint non-singleton (RFC 9171
+/// §4.2.5.1.1).
 pub const BROADCAST_NODE_NAME: &str = "~all";
 
 /// How a bundle is forwarded.
@@ -196,7 +197,7 @@ mod tests {
 
     #[test]
     fn broadcast_endpoint_is_recognised() {
-        let all: Eid = format!("dtn://{BROADCAST_NODE_NAME}/rpc").parse().unwrap();
+        let all: Eid = format!("dtn://{BROADCAST_NODE_NAME}/~rpc").parse().unwrap();
         assert!(is_broadcast(&all));
         assert!(!all.is_singleton());
         assert!(!is_broadcast(&"dtn://a/rpc".parse().unwrap()));

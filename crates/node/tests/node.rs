@@ -393,7 +393,7 @@ fn broadcast_datagrams_flood_once_per_node() {
     net.link(1, 2, None);
     net.link(2, 3, None);
     net.link(3, 0, None);
-    let mut out = Outgoing::new(app(0), eid("dtn://~all/app"), payload(10));
+    let mut out = Outgoing::new(app(0), eid("dtn://~all/~app"), payload(10));
     out.class = Class::Datagram;
     net.send(0, out);
     for i in 1..4 {
