@@ -24,11 +24,16 @@
 
 #![forbid(unsafe_code)]
 
+mod data_dir;
+mod disk;
+mod keys;
 mod memory;
 
 use bytes::Bytes;
 use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
+pub use data_dir::{APP_DIR, default_data_dir};
+pub use disk::{DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, Recovery};
 pub use memory::MemoryStore;
 
 /// Why a bundle is kept, which decides the order of eviction: lower classes go first.
@@ -197,6 +202,15 @@ pub enum StoreError {
     /// Stored data failed a consistency check.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// The bundle breaks a rule of RFC 9171 that `Bundle::decode` checks, so a persistent store
+    /// could not read it back; refused before anything is stored.
+    #[error("bundle {id} cannot be stored: {reason}")]
+    Invalid {
+        /// The bundle's id.
+        id: BundleId,
+        /// The rule it breaks.
+        reason: String,
+    },
 }
 
 /// Result alias for store operations.

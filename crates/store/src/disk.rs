@@ -1,0 +1,1050 @@
+//! The persistent store: SQLite (WAL, `synchronous=FULL`) for metadata, indexes, small bundles and
+//! the RPC tables; one file per large bundle.
+//!
+//! ```text
+//!   <dir>/store.db, store.db-wal   bundles (metadata + indexes), bodies (inline bundles),
+//!                                  sent (bundle × peer), rpc (table, key, value)
+//!   <dir>/payloads/<rid>           encoded bundles of at least PAYLOAD_FILE_MIN bytes
+//! ```
+//!
+//! **Commit protocol.** Every mutation joins one open SQLite transaction. A large bundle is written
+//! to `payloads/<rid>` at insert time (not synced). [`Store::flush`] then: syncs the data of every
+//! payload file written in the batch, syncs the `payloads` directory (their names), and commits
+//! the transaction, whose WAL fsync makes the whole batch durable at once. A payload file is
+//! therefore reachable only through a committed row, and a committed row only ever names a file
+//! whose bytes and name were durable before the commit: a half-written file is never visible, so
+//! no temporary name and rename are needed (the row is the rename). Files of removed bundles are
+//! unlinked only after the removal committed, so a rolled-back or crashed batch never lost one.
+//! Row ids come from `AUTOINCREMENT` and are never reused once committed, so a file name never
+//! refers to two bundles.
+//!
+//! **Recovery** at [`DiskStore::open`]: SQLite replays its WAL (an uncommitted batch vanishes);
+//! then every file in `payloads` that no committed row names (a crashed batch's files, files whose
+//! unlink did not happen) is removed, and every row whose file is missing or has the wrong length
+//! is dropped and reported in [`Recovery`] so the node can send "deleted" status reports.
+//!
+//! **Failures.** A failed mutation or flush rolls the open batch back (the store then holds what
+//! the last successful flush made durable) and the next `flush` fails too, so a caller never
+//! acknowledges a bundle of a batch that was rolled back. SQLite's `SQLITE_FULL` and the OS's
+//! `ENOSPC`/`EDQUOT` become [`StoreError::DiskFull`].
+//!
+//! **Single writer.** The database is opened with `locking_mode=EXCLUSIVE`: a second process
+//! opening the same directory gets an error instead of racing the recovery scan.
+
+// This module is an I/O shell by design: it owns files, directories and the environment lookup of
+// the default data directory. The sans-IO bans of clippy.toml do not apply here.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
+
+use crate::keys::{
+    decode_eid, decode_id, eid_key, id_key, origin_prefix, origin_upper, time_from_sql, time_to_sql,
+};
+use crate::{
+    BundleMeta, Inserted, Rank, Result, Retention, RpcTable, Store, StoreError, StoredBundle,
+    Usage, plan_eviction,
+};
+
+/// Bundles whose encoded length is at least this many bytes are kept in a payload file of their
+/// own; smaller ones inline in the database. 64 KiB: below it SQLite's blob storage is as fast
+/// as a file and needs no extra sync; above it a file avoids copying the payload through the WAL
+/// and then again into the database at checkpoint.
+pub const PAYLOAD_FILE_MIN: u64 = 64 * 1024;
+
+/// The database file's name inside the store directory.
+pub const DB_FILE: &str = "store.db";
+
+/// The directory of payload files inside the store directory.
+pub const PAYLOAD_DIR: &str = "payloads";
+
+/// The schema version this code writes (SQLite `user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+/// Payload files written but not yet synced are synced early once this many are open, so that a
+/// batch of many large bundles does not hold one descriptor per bundle.
+const MAX_UNSYNCED_FILES: usize = 64;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS bundles (
+    rid INTEGER PRIMARY KEY AUTOINCREMENT,
+    key BLOB NOT NULL UNIQUE,       -- keys::id_key: sorts like BundleId
+    dest BLOB NOT NULL,             -- keys::eid_key of the destination
+    expiry INTEGER NOT NULL,        -- keys::time_to_sql
+    priority INTEGER NOT NULL,
+    retention INTEGER NOT NULL,     -- Retention::code
+    received_at INTEGER NOT NULL,   -- keys::time_to_sql
+    size INTEGER NOT NULL,          -- encoded length
+    in_file INTEGER NOT NULL        -- 1: payloads/<rid>, 0: bodies
+);
+CREATE INDEX IF NOT EXISTS bundles_dest ON bundles (dest, key);
+CREATE INDEX IF NOT EXISTS bundles_expiry ON bundles (expiry, key);
+CREATE INDEX IF NOT EXISTS bundles_rank ON bundles (retention, priority, expiry, key);
+CREATE TABLE IF NOT EXISTS bodies (rid INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS sent (
+    rid INTEGER NOT NULL,
+    peer BLOB NOT NULL,
+    PRIMARY KEY (rid, peer)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rpc (
+    tbl TEXT NOT NULL,
+    k BLOB NOT NULL,
+    v BLOB NOT NULL,
+    PRIMARY KEY (tbl, k)
+) WITHOUT ROWID;
+";
+
+/// How to open a [`DiskStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskOptions {
+    /// The limit on the sum of the stored bundles' encoded lengths.
+    pub quota: u64,
+    /// Bundles of at least this many encoded bytes go to payload files (default
+    /// [`PAYLOAD_FILE_MIN`]; tests lower it to exercise files with small bundles).
+    pub payload_file_min: u64,
+}
+
+impl DiskOptions {
+    /// Options with this quota and the default payload file threshold.
+    pub fn new(quota: u64) -> Self {
+        Self {
+            quota,
+            payload_file_min: PAYLOAD_FILE_MIN,
+        }
+    }
+}
+
+/// What the recovery scan at open found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Bundles whose payload file was missing or had the wrong length: they were dropped from the
+    /// store, and the node should report them deleted. Ascending by id.
+    pub dropped: Vec<BundleMeta>,
+    /// Files in the payload directory that no stored bundle named (left by a crash before a
+    /// commit, or after a removal's commit and before its unlink), now removed.
+    pub orphans_removed: u64,
+}
+
+/// Payload files and unlinks of the open (not yet flushed) batch.
+#[derive(Default)]
+struct Batch {
+    /// Whether any mutation joined the open transaction.
+    dirty: bool,
+    /// Row ids whose payload file this batch created: removed again if the batch rolls back.
+    created: Vec<i64>,
+    /// Created files whose data is not yet synced.
+    unsynced: Vec<File>,
+    /// Whether a created file's name must still be synced into the payload directory.
+    dir_unsynced: bool,
+    /// Row ids whose file to unlink once the batch committed.
+    unlink: Vec<i64>,
+}
+
+/// Why the last batch was rolled back, reported by the next `flush`.
+struct Lost {
+    disk_full: bool,
+    message: String,
+}
+
+/// A crash-safe persistent [`Store`]. See the module documentation for the commit protocol.
+pub struct DiskStore {
+    conn: Connection,
+    payload_dir: PathBuf,
+    /// The payload directory, open to be synced.
+    payload_dir_handle: File,
+    options: DiskOptions,
+    /// Number and total size of stored bundles, as the open transaction sees them.
+    bundles: u64,
+    used: u64,
+    batch: Batch,
+    lost: Option<Lost>,
+}
+
+impl DiskStore {
+    /// Opens (creating if needed) the store in `dir` with a quota of `quota` bytes, runs the
+    /// recovery scan and returns the store with what the scan repaired.
+    pub fn open(dir: &Path, quota: u64) -> Result<(Self, Recovery)> {
+        Self::open_with(dir, DiskOptions::new(quota))
+    }
+
+    /// Opens the store in Ferry's default data directory (see
+    /// [`default_data_dir`](crate::default_data_dir)), creating it if missing.
+    pub fn open_default(quota: u64) -> Result<(Self, Recovery)> {
+        let xdg = std::env::var_os("XDG_DATA_HOME");
+        let home = std::env::var_os("HOME");
+        let dir = crate::default_data_dir(xdg.as_deref(), home.as_deref()).ok_or_else(|| {
+            StoreError::Io {
+                context: "finding the default data directory".into(),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "neither XDG_DATA_HOME nor HOME is an absolute path",
+                ),
+            }
+        })?;
+        Self::open(&dir, quota)
+    }
+
+    /// Opens the store in `dir` with explicit options.
+    pub fn open_with(dir: &Path, options: DiskOptions) -> Result<(Self, Recovery)> {
+        let payload_dir = dir.join(PAYLOAD_DIR);
+        fs::create_dir_all(&payload_dir)
+            .map_err(|e| io_err(format!("creating {}", payload_dir.display()), e))?;
+        let conn = Connection::open(dir.join(DB_FILE))
+            .map_err(|e| db_err(format!("opening {}", dir.join(DB_FILE).display()), e))?;
+        configure(&conn, dir)?;
+        // The database file, its WAL and the payload directory may have just been created: make
+        // their names durable before anything is committed into them.
+        sync_dir(dir)?;
+        sync_dir(&payload_dir)?;
+        let payload_dir_handle = File::open(&payload_dir)
+            .map_err(|e| io_err(format!("opening {}", payload_dir.display()), e))?;
+        let mut store = Self {
+            conn,
+            payload_dir,
+            payload_dir_handle,
+            options,
+            bundles: 0,
+            used: 0,
+            batch: Batch::default(),
+            lost: None,
+        };
+        let recovery = store.recover()?;
+        store.recount()?;
+        Ok((store, recovery))
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> DiskOptions {
+        self.options
+    }
+
+    fn payload_path(&self, rid: i64) -> PathBuf {
+        self.payload_dir.join(format!("{rid:016x}"))
+    }
+
+    /// Reconciles payload files with committed rows (see the module documentation).
+    fn recover(&mut self) -> Result<Recovery> {
+        let mut files: BTreeMap<i64, (BundleMeta, u64)> = BTreeMap::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT rid, key, dest, expiry, priority, retention, received_at, size
+                     FROM bundles WHERE in_file = 1",
+                )
+                .map_err(|e| db_err("listing payload files", e))?;
+            let mut rows = stmt
+                .query([])
+                .map_err(|e| db_err("listing payload files", e))?;
+            while let Some(row) = rows
+                .next()
+                .map_err(|e| db_err("listing payload files", e))?
+            {
+                let rid: i64 = row.get(0).map_err(|e| db_err("listing payload files", e))?;
+                let key: Vec<u8> = row.get(1).map_err(|e| db_err("listing payload files", e))?;
+                let meta = meta_from_row(&key, row, 2)?;
+                let size = size_from_sql(row.get(7).map_err(|e| db_err("listing sizes", e))?)?;
+                files.insert(rid, (meta, size));
+            }
+        }
+        let mut recovery = Recovery::default();
+        let mut intact = BTreeSet::new();
+        let mut bad_length = BTreeSet::new();
+        let entries = fs::read_dir(&self.payload_dir)
+            .map_err(|e| io_err(format!("scanning {}", self.payload_dir.display()), e))?;
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| io_err(format!("scanning {}", self.payload_dir.display()), e))?;
+            let path = entry.path();
+            let rid = entry
+                .file_name()
+                .to_str()
+                .filter(|name| name.len() == 16)
+                .and_then(|name| i64::from_str_radix(name, 16).ok());
+            let expected = rid.and_then(|rid| files.get(&rid).map(|(_, size)| (rid, *size)));
+            let Some((rid, size)) = expected else {
+                remove_orphan(&path)?;
+                recovery.orphans_removed += 1;
+                continue;
+            };
+            let len = entry
+                .metadata()
+                .map_err(|e| io_err(format!("checking {}", path.display()), e))?
+                .len();
+            if len == size {
+                intact.insert(rid);
+            } else {
+                bad_length.insert(rid);
+            }
+        }
+        let broken: Vec<i64> = files
+            .keys()
+            .copied()
+            .filter(|rid| !intact.contains(rid))
+            .collect();
+        if broken.is_empty() && recovery.orphans_removed == 0 {
+            return Ok(recovery);
+        }
+        self.begin()?;
+        for rid in &broken {
+            self.delete_rows(*rid)
+                .map_err(|e| db_err("dropping bundles with missing payloads", e))?;
+        }
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(|e| db_err("committing the recovery", e))?;
+        // The rows are gone for good; now their wrong-length files can go too.
+        for rid in &bad_length {
+            remove_orphan(&self.payload_path(*rid))?;
+        }
+        self.payload_dir_handle
+            .sync_all()
+            .map_err(|e| io_err("syncing the payload directory after recovery", e))?;
+        let mut dropped: Vec<BundleMeta> = broken
+            .iter()
+            .filter_map(|rid| files.remove(rid).map(|(meta, _)| meta))
+            .collect();
+        dropped.sort_by(|a, b| a.id.cmp(&b.id));
+        recovery.dropped = dropped;
+        Ok(recovery)
+    }
+
+    /// Recomputes the usage counters from the database.
+    fn recount(&mut self) -> Result<()> {
+        let (bundles, used): (i64, i64) = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM bundles",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(|e| db_err("computing usage", e))?;
+        self.bundles = size_from_sql(bundles)?;
+        self.used = size_from_sql(used)?;
+        Ok(())
+    }
+
+    /// Opens the batch's transaction if none is open.
+    fn begin(&mut self) -> Result<()> {
+        if self.conn.is_autocommit() {
+            self.conn
+                .execute_batch("BEGIN")
+                .map_err(|e| db_err("starting a transaction", e))?;
+        }
+        Ok(())
+    }
+
+    /// Runs one mutation inside the batch; if it fails, the whole batch is rolled back.
+    fn mutate<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.begin()?;
+        match op(self) {
+            Ok(value) => {
+                self.batch.dirty = true;
+                Ok(value)
+            }
+            Err(err) => Err(self.abort(err)),
+        }
+    }
+
+    /// Rolls the open batch back after `err`, so the store holds exactly what the last successful
+    /// flush made durable; remembers the loss for the next flush if earlier mutations of the
+    /// batch were lost with it. Returns `err`, its message extended by what was rolled back.
+    fn abort(&mut self, err: StoreError) -> StoreError {
+        // A failed statement may already have made SQLite roll back (SQLITE_FULL, IOERR).
+        if !self.conn.is_autocommit() {
+            // If even the rollback fails, SQLite has rolled back on its own or the connection is
+            // unusable; either way the recount below says what the store now holds.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        let batch = std::mem::take(&mut self.batch);
+        drop(batch.unsynced);
+        for rid in batch.created {
+            // A file left behind is an orphan that the next open removes.
+            let _ = fs::remove_file(self.payload_path(rid));
+        }
+        let recount = self.recount();
+        let (disk_full, message) = match &err {
+            StoreError::DiskFull(m) => (true, m.clone()),
+            other => (false, other.to_string()),
+        };
+        let rolled_back = batch.dirty || self.lost.is_some();
+        if rolled_back {
+            self.lost = Some(Lost {
+                disk_full: disk_full || self.lost.as_ref().is_some_and(|l| l.disk_full),
+                message: message.clone(),
+            });
+        }
+        if let Err(recount) = recount {
+            return recount;
+        }
+        if !rolled_back {
+            return err;
+        }
+        let note = "; the unflushed changes since the last flush were rolled back";
+        match err {
+            StoreError::DiskFull(m) => StoreError::DiskFull(format!("{m}{note}")),
+            StoreError::Io { context, source } => StoreError::Io {
+                context: format!("{context}{note}"),
+                source,
+            },
+            StoreError::Database { context, message } => StoreError::Database {
+                context: format!("{context}{note}"),
+                message,
+            },
+            other => other,
+        }
+    }
+
+    /// Syncs the payload files written since the last sync and then their directory entries.
+    fn sync_payloads(&mut self) -> Result<()> {
+        for file in self.batch.unsynced.drain(..) {
+            file.sync_data()
+                .map_err(|e| io_err("syncing a payload file", e))?;
+        }
+        if self.batch.dir_unsynced {
+            self.payload_dir_handle
+                .sync_all()
+                .map_err(|e| io_err("syncing the payload directory", e))?;
+            self.batch.dir_unsynced = false;
+        }
+        Ok(())
+    }
+
+    fn exists(&self, key: &[u8]) -> Result<bool> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM bundles WHERE key = ?1")
+            .map_err(|e| db_err("looking up a bundle", e))?;
+        stmt.exists([key])
+            .map_err(|e| db_err("looking up a bundle", e))
+    }
+
+    /// The candidates `plan_eviction` needs, exactly as `MemoryStore` chooses them: every expired
+    /// bundle, then unexpired ones by ascending (rank, id) until their sizes cover `needed` or
+    /// the rank reaches `incoming`.
+    fn eviction_candidates(
+        &self,
+        now: DtnTime,
+        incoming: Rank,
+        needed: u64,
+    ) -> Result<Vec<(BundleId, Rank, u64)>> {
+        let context = "choosing bundles to evict";
+        let mut out = Vec::new();
+        let mut covered = 0u64;
+        let read = |row: &rusqlite::Row<'_>| -> Result<(BundleId, Rank, u64)> {
+            let key: Vec<u8> = row.get(0).map_err(|e| db_err(context, e))?;
+            let id = decode_id(&key).ok_or_else(|| corrupt_key(&key))?;
+            let rank = Rank {
+                retention: Retention::from_code(
+                    row.get::<_, u8>(1).map_err(|e| db_err(context, e))?,
+                ),
+                priority: row.get(2).map_err(|e| db_err(context, e))?,
+                expiry: time_from_sql(row.get(3).map_err(|e| db_err(context, e))?),
+            };
+            let size = size_from_sql(row.get(4).map_err(|e| db_err(context, e))?)?;
+            Ok((id, rank, size))
+        };
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT key, retention, priority, expiry, size FROM bundles
+                     WHERE expiry <= ?1 ORDER BY expiry, key",
+                )
+                .map_err(|e| db_err(context, e))?;
+            let mut rows = stmt
+                .query([time_to_sql(now)])
+                .map_err(|e| db_err(context, e))?;
+            while let Some(row) = rows.next().map_err(|e| db_err(context, e))? {
+                let candidate = read(row)?;
+                covered = covered.saturating_add(candidate.2);
+                out.push(candidate);
+            }
+        }
+        if covered >= needed {
+            return Ok(out);
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT key, retention, priority, expiry, size FROM bundles INDEXED BY bundles_rank
+                 WHERE expiry > ?1 ORDER BY retention, priority, expiry, key",
+            )
+            .map_err(|e| db_err(context, e))?;
+        let mut rows = stmt
+            .query([time_to_sql(now)])
+            .map_err(|e| db_err(context, e))?;
+        while let Some(row) = rows.next().map_err(|e| db_err(context, e))? {
+            let candidate = read(row)?;
+            if candidate.1 >= incoming {
+                break;
+            }
+            covered = covered.saturating_add(candidate.2);
+            out.push(candidate);
+            if covered >= needed {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds the rows (and payload file) of a new bundle. Part of a batch.
+    fn add(&mut self, key: &[u8], stored: &StoredBundle, size: u64) -> Result<()> {
+        let meta = &stored.meta;
+        let in_file = size >= self.options.payload_file_min;
+        let context = || format!("storing bundle {}", meta.id);
+        let rid = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO bundles
+                     (key, dest, expiry, priority, retention, received_at, size, in_file)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(|e| db_err(context(), e))?;
+            stmt.execute(params![
+                key,
+                eid_key(&meta.destination),
+                time_to_sql(meta.expiry),
+                meta.priority,
+                meta.retention.code(),
+                time_to_sql(meta.received_at),
+                size_to_sql(size)?,
+                in_file,
+            ])
+            .map_err(|e| db_err(context(), e))?;
+            self.conn.last_insert_rowid()
+        };
+        let encoded = stored.bundle.encode();
+        if in_file {
+            let path = self.payload_path(rid);
+            // Recorded before the first byte is written, so a failed write is cleaned up too.
+            self.batch.created.push(rid);
+            self.batch.dir_unsynced = true;
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(|e| io_err(format!("creating {}", path.display()), e))?;
+            for part in encoded.parts() {
+                file.write_all(part)
+                    .map_err(|e| io_err(format!("writing {}", path.display()), e))?;
+            }
+            self.batch.unsynced.push(file);
+            if self.batch.unsynced.len() >= MAX_UNSYNCED_FILES {
+                self.sync_payloads()?;
+            }
+        } else {
+            let mut stmt = self
+                .conn
+                .prepare_cached("INSERT INTO bodies (rid, data) VALUES (?1, ?2)")
+                .map_err(|e| db_err(context(), e))?;
+            stmt.execute(params![rid, encoded.to_bytes().as_ref()])
+                .map_err(|e| db_err(context(), e))?;
+        }
+        self.bundles += 1;
+        self.used += size;
+        Ok(())
+    }
+
+    /// Removes a bundle's rows; its payload file is unlinked after the batch commits. Part of a
+    /// batch.
+    fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        let context = "removing a bundle";
+        let found: Option<(i64, i64, bool)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("DELETE FROM bundles WHERE key = ?1 RETURNING rid, size, in_file")
+                .map_err(|e| db_err(context, e))?;
+            stmt.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                .optional()
+                .map_err(|e| db_err(context, e))?
+        };
+        let Some((rid, size, in_file)) = found else {
+            return Ok(false);
+        };
+        self.delete_dependents(rid)
+            .map_err(|e| db_err(context, e))?;
+        if in_file {
+            self.batch.unlink.push(rid);
+        }
+        self.bundles = self.bundles.saturating_sub(1);
+        self.used = self.used.saturating_sub(size_from_sql(size)?);
+        Ok(true)
+    }
+
+    /// Deletes a bundle row and what hangs off it (recovery: the usage is recounted after).
+    fn delete_rows(&self, rid: i64) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM bundles WHERE rid = ?1")?
+            .execute([rid])?;
+        self.delete_dependents(rid)
+    }
+
+    fn delete_dependents(&self, rid: i64) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM bodies WHERE rid = ?1")?
+            .execute([rid])?;
+        self.conn
+            .prepare_cached("DELETE FROM sent WHERE rid = ?1")?
+            .execute([rid])?;
+        Ok(())
+    }
+
+    /// Ids from a query whose first column is a bundle key.
+    fn ids(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        context: &str,
+    ) -> Result<Vec<BundleId>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| db_err(context, e))?;
+        let mut rows = stmt.query(params).map_err(|e| db_err(context, e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| db_err(context, e))? {
+            let key: Vec<u8> = row.get(0).map_err(|e| db_err(context, e))?;
+            out.push(decode_id(&key).ok_or_else(|| corrupt_key(&key))?);
+        }
+        Ok(out)
+    }
+}
+
+impl Store for DiskStore {
+    fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted> {
+        // What is stored is read back with `Bundle::decode`, which validates: refuse now what
+        // could not be read later.
+        bundle
+            .bundle
+            .validate()
+            .map_err(|reason| StoreError::Invalid {
+                id: bundle.meta.id.clone(),
+                reason: format!(
+                    "{}",
+                    wire::DecodeError {
+                        offset: 0,
+                        kind: reason
+                    }
+                ),
+            })?;
+        let key = id_key(&bundle.meta.id);
+        if self.exists(&key)? {
+            return Ok(Inserted {
+                new: false,
+                evicted: Vec::new(),
+            });
+        }
+        let (head, payload, tail) = bundle.bundle.encoded_sizes();
+        let needed = (head + payload + tail) as u64;
+        let incoming = bundle.meta.rank();
+        let quota = self.options.quota;
+        // Decided before the batch is touched, so that `Full` changes nothing.
+        let evicted = if self.used.saturating_add(needed) > quota {
+            let candidates = self.eviction_candidates(now, incoming, needed)?;
+            plan_eviction(now, incoming, needed, self.used, quota, candidates).map_err(
+                |available| StoreError::Full {
+                    needed,
+                    available,
+                    quota,
+                },
+            )?
+        } else {
+            Vec::new()
+        };
+        self.mutate(|store| {
+            for victim in &evicted {
+                store.delete(&id_key(victim))?;
+            }
+            store.add(&key, &bundle, needed)
+        })?;
+        Ok(Inserted { new: true, evicted })
+    }
+
+    fn get(&self, id: &BundleId) -> Result<Option<StoredBundle>> {
+        let context = || format!("reading bundle {id}");
+        let row = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT b.rid, b.dest, b.expiry, b.priority, b.retention, b.received_at,
+                            b.size, b.in_file, d.data
+                     FROM bundles b LEFT JOIN bodies d ON d.rid = b.rid WHERE b.key = ?1",
+                )
+                .map_err(|e| db_err(context(), e))?;
+            stmt.query_row([id_key(id)], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, u8>(3)?,
+                    row.get::<_, u8>(4)?,
+                    row.get::<_, i64>(5)?,
+                    row.get::<_, i64>(6)?,
+                    row.get::<_, bool>(7)?,
+                    row.get::<_, Option<Vec<u8>>>(8)?,
+                ))
+            })
+            .optional()
+            .map_err(|e| db_err(context(), e))?
+        };
+        let Some((rid, dest, expiry, priority, retention, received_at, size, in_file, body)) = row
+        else {
+            return Ok(None);
+        };
+        let size = size_from_sql(size)?;
+        let bytes = if in_file {
+            let path = self.payload_path(rid);
+            fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))?
+        } else {
+            body.ok_or_else(|| StoreError::Corrupt(format!("bundle {id} has no stored bytes")))?
+        };
+        if bytes.len() as u64 != size {
+            return Err(StoreError::Corrupt(format!(
+                "bundle {id} has {} stored bytes, expected {size}",
+                bytes.len()
+            )));
+        }
+        let bundle = Bundle::decode(Bytes::from(bytes))
+            .map_err(|e| StoreError::Corrupt(format!("bundle {id} does not decode: {e}")))?;
+        let meta = BundleMeta {
+            id: id.clone(),
+            destination: decode_eid(&dest).ok_or_else(|| corrupt_key(&dest))?,
+            expiry: time_from_sql(expiry),
+            priority,
+            retention: Retention::from_code(retention),
+            received_at: time_from_sql(received_at),
+        };
+        Ok(Some(StoredBundle { meta, bundle }))
+    }
+
+    fn contains(&self, id: &BundleId) -> Result<bool> {
+        self.exists(&id_key(id))
+    }
+
+    fn remove(&mut self, id: &BundleId) -> Result<bool> {
+        let key = id_key(id);
+        if !self.exists(&key)? {
+            return Ok(false);
+        }
+        self.mutate(|store| store.delete(&key))
+    }
+
+    fn list(&self) -> Result<Vec<BundleMeta>> {
+        let context = "listing bundles";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT key, dest, expiry, priority, retention, received_at FROM bundles
+                 ORDER BY key",
+            )
+            .map_err(|e| db_err(context, e))?;
+        let mut rows = stmt.query([]).map_err(|e| db_err(context, e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| db_err(context, e))? {
+            let key: Vec<u8> = row.get(0).map_err(|e| db_err(context, e))?;
+            out.push(meta_from_row(&key, row, 1)?);
+        }
+        Ok(out)
+    }
+
+    fn by_destination(&self, destination: &Eid) -> Result<Vec<BundleId>> {
+        self.ids(
+            "SELECT key FROM bundles WHERE dest = ?1 ORDER BY key",
+            [eid_key(destination)],
+            "listing bundles by destination",
+        )
+    }
+
+    fn expiring_by(&self, time: DtnTime) -> Result<Vec<BundleId>> {
+        self.ids(
+            "SELECT key FROM bundles WHERE expiry <= ?1 ORDER BY expiry, key",
+            [time_to_sql(time)],
+            "listing expiring bundles",
+        )
+    }
+
+    fn not_sent_to(&self, peer: &Eid) -> Result<Vec<BundleId>> {
+        self.ids(
+            "SELECT key FROM bundles b
+             WHERE NOT EXISTS (SELECT 1 FROM sent s WHERE s.rid = b.rid AND s.peer = ?1)
+             ORDER BY key",
+            [eid_key(peer)],
+            "listing bundles not sent to a peer",
+        )
+    }
+
+    fn mark_sent(&mut self, id: &BundleId, peer: &Eid) -> Result<()> {
+        let key = id_key(id);
+        if !self.exists(&key)? {
+            return Ok(());
+        }
+        let peer = eid_key(peer);
+        self.mutate(|store| {
+            store
+                .conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO sent (rid, peer)
+                     SELECT rid, ?2 FROM bundles WHERE key = ?1",
+                )
+                .and_then(|mut stmt| stmt.execute(params![key, peer]))
+                .map_err(|e| db_err("recording a transmission", e))?;
+            Ok(())
+        })
+    }
+
+    fn fragments_of(&self, source: &Eid, creation: CreationTimestamp) -> Result<Vec<BundleId>> {
+        let prefix = origin_prefix(source, creation);
+        let upper = origin_upper(&prefix);
+        self.ids(
+            "SELECT key FROM bundles WHERE key >= ?1 AND key < ?2 ORDER BY key",
+            params![prefix, upper],
+            "listing fragments",
+        )
+    }
+
+    fn usage(&self) -> Result<Usage> {
+        Ok(Usage {
+            bundles: self.bundles,
+            bytes: self.used,
+            quota: self.options.quota,
+        })
+    }
+
+    fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
+        self.mutate(|store| {
+            store
+                .conn
+                .prepare_cached("INSERT OR REPLACE INTO rpc (tbl, k, v) VALUES (?1, ?2, ?3)")
+                .and_then(|mut stmt| stmt.execute(params![table.name(), key, value]))
+                .map_err(|e| db_err(format!("writing the rpc {} table", table.name()), e))?;
+            Ok(())
+        })
+    }
+
+    fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
+        self.conn
+            .prepare_cached("SELECT v FROM rpc WHERE tbl = ?1 AND k = ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![table.name(), key], |row| row.get::<_, Vec<u8>>(0))
+                    .optional()
+            })
+            .map(|value| value.map(Bytes::from))
+            .map_err(|e| db_err(format!("reading the rpc {} table", table.name()), e))
+    }
+
+    fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
+        if self.rpc_get(table, key)?.is_none() {
+            return Ok(false);
+        }
+        self.mutate(|store| {
+            store
+                .conn
+                .prepare_cached("DELETE FROM rpc WHERE tbl = ?1 AND k = ?2")
+                .and_then(|mut stmt| stmt.execute(params![table.name(), key]))
+                .map(|n| n > 0)
+                .map_err(|e| db_err(format!("removing from the rpc {} table", table.name()), e))
+        })
+    }
+
+    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
+        let context = format!("scanning the rpc {} table", table.name());
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT k, v FROM rpc WHERE tbl = ?1 ORDER BY k")
+            .map_err(|e| db_err(&context, e))?;
+        let rows = stmt
+            .query_map([table.name()], |row| {
+                Ok((
+                    Bytes::from(row.get::<_, Vec<u8>>(0)?),
+                    Bytes::from(row.get::<_, Vec<u8>>(1)?),
+                ))
+            })
+            .map_err(|e| db_err(&context, e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| db_err(&context, e))
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.conn.is_autocommit() {
+            if let Err(err) = self.sync_payloads() {
+                return Err(self.abort(err));
+            }
+            if let Err(err) = self.conn.execute_batch("COMMIT") {
+                let err = db_err("committing a batch", err);
+                return Err(self.abort(err));
+            }
+            let batch = std::mem::take(&mut self.batch);
+            for rid in batch.unlink {
+                // The removal is durable; a file whose unlink fails is an orphan the next open
+                // removes, so the flush still succeeded.
+                let _ = fs::remove_file(self.payload_path(rid));
+            }
+        }
+        match self.lost.take() {
+            None => Ok(()),
+            Some(lost) => {
+                let message = format!(
+                    "an earlier failure rolled back the changes since the previous flush ({})",
+                    lost.message
+                );
+                Err(if lost.disk_full {
+                    StoreError::DiskFull(message)
+                } else {
+                    StoreError::Database {
+                        context: "flushing".into(),
+                        message,
+                    }
+                })
+            }
+        }
+    }
+}
+
+impl Drop for DiskStore {
+    fn drop(&mut self) {
+        // Unflushed changes are not durable by contract; roll them back explicitly so that their
+        // payload files do not outlive them until the next open.
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            for rid in std::mem::take(&mut self.batch.created) {
+                let _ = fs::remove_file(self.payload_path(rid));
+            }
+        }
+    }
+}
+
+/// Pragmas and schema; takes the exclusive lock.
+fn configure(conn: &Connection, dir: &Path) -> Result<()> {
+    let context = "configuring the database";
+    // Exclusive locking before WAL is first used: no shared-memory index is created, and the lock
+    // is held from the first write until the connection closes.
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+        .map_err(|e| db_err(context, e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| db_err(context, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Database {
+            context: context.into(),
+            message: format!("the database refused WAL mode (journal_mode is {mode})"),
+        });
+    }
+    // FULL: the WAL is synced at every commit, so a committed batch survives power loss (NORMAL
+    // would only survive a process crash).
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| db_err(context, e))?;
+    // 32 MiB of page cache keeps the indexes of a large store in memory.
+    conn.pragma_update(None, "cache_size", -32_768)
+        .map_err(|e| db_err(context, e))?;
+    conn.set_prepared_statement_cache_capacity(32);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) =>
+        {
+            StoreError::Database {
+                context: format!("opening the store in {}", dir.display()),
+                message: "another process has it open".into(),
+            }
+        }
+        other => db_err(context, other),
+    })?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| db_err(context, e))?;
+    if version > SCHEMA_VERSION {
+        let _ = conn.execute_batch("ROLLBACK");
+        return Err(StoreError::Corrupt(format!(
+            "the store in {} has schema version {version}; this build knows {SCHEMA_VERSION}",
+            dir.display()
+        )));
+    }
+    conn.execute_batch(SCHEMA)
+        .and_then(|()| conn.pragma_update(None, "user_version", SCHEMA_VERSION))
+        .and_then(|()| conn.execute_batch("COMMIT"))
+        .map_err(|e| db_err("creating the schema", e))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(format!("syncing {}", dir.display()), e))
+}
+
+fn remove_orphan(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(format!("removing {}", path.display()), e)),
+    }
+}
+
+/// Metadata from the columns `dest, expiry, priority, retention, received_at` starting at `at`.
+fn meta_from_row(key: &[u8], row: &rusqlite::Row<'_>, at: usize) -> Result<BundleMeta> {
+    let context = "reading bundle metadata";
+    let dest: Vec<u8> = row.get(at).map_err(|e| db_err(context, e))?;
+    Ok(BundleMeta {
+        id: decode_id(key).ok_or_else(|| corrupt_key(key))?,
+        destination: decode_eid(&dest).ok_or_else(|| corrupt_key(&dest))?,
+        expiry: time_from_sql(row.get(at + 1).map_err(|e| db_err(context, e))?),
+        priority: row.get(at + 2).map_err(|e| db_err(context, e))?,
+        retention: Retention::from_code(row.get(at + 3).map_err(|e| db_err(context, e))?),
+        received_at: time_from_sql(row.get(at + 4).map_err(|e| db_err(context, e))?),
+    })
+}
+
+fn corrupt_key(key: &[u8]) -> StoreError {
+    StoreError::Corrupt(format!("undecodable key {key:02x?}"))
+}
+
+fn size_to_sql(size: u64) -> Result<i64> {
+    i64::try_from(size).map_err(|_| StoreError::Corrupt(format!("size {size} out of range")))
+}
+
+fn size_from_sql(size: i64) -> Result<u64> {
+    u64::try_from(size).map_err(|_| StoreError::Corrupt(format!("negative size {size}")))
+}
+
+/// An SQLite error; `SQLITE_FULL` becomes [`StoreError::DiskFull`].
+fn db_err(context: impl Into<String>, err: rusqlite::Error) -> StoreError {
+    let context = context.into();
+    match &err {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::DiskFull => {
+            StoreError::DiskFull(format!("{context} (database: {err})"))
+        }
+        _ => StoreError::Database {
+            context,
+            message: err.to_string(),
+        },
+    }
+}
+
+/// An I/O error; a full disk or exhausted disk quota becomes [`StoreError::DiskFull`].
+fn io_err(context: impl Into<String>, err: io::Error) -> StoreError {
+    let context = context.into();
+    if matches!(
+        err.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    ) {
+        StoreError::DiskFull(format!("{context}: {err}"))
+    } else {
+        StoreError::Io {
+            context,
+            source: err,
+        }
+    }
+}
+
+// The node holds its store as `Box<dyn Store + Send>`.
+const _: fn() = || {
+    fn is_send<T: Send>() {}
+    is_send::<DiskStore>();
+};
