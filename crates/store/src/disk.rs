@@ -924,29 +924,8 @@ impl Drop for DiskStore {
 
 /// Pragmas and schema; takes the exclusive lock.
 fn configure(conn: &Connection, dir: &Path) -> Result<()> {
-    let context = "configuring the database";
-    // Exclusive locking before WAL is first used: no shared-memory index is created, and the lock
-    // is held from the first write until the connection closes.
-    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
-        .map_err(|e| db_err(context, e))?;
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .map_err(|e| db_err(context, e))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Database {
-            context: context.into(),
-            message: format!("the database refused WAL mode (journal_mode is {mode})"),
-        });
-    }
-    // FULL: the WAL is synced at every commit, so a committed batch survives power loss (NORMAL
-    // would only survive a process crash).
-    conn.pragma_update(None, "synchronous", "FULL")
-        .map_err(|e| db_err(context, e))?;
-    // 32 MiB of page cache keeps the indexes of a large store in memory.
-    conn.pragma_update(None, "cache_size", -32_768)
-        .map_err(|e| db_err(context, e))?;
-    conn.set_prepared_statement_cache_capacity(32);
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| match e {
+    // Any statement here may be the first to touch the file and find another process's lock.
+    let err = |context: &str, e: rusqlite::Error| match e {
         rusqlite::Error::SqliteFailure(f, _)
             if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) =>
         {
@@ -956,10 +935,37 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
             }
         }
         other => db_err(context, other),
-    })?;
+    };
+    let context = "configuring the database";
+    // Fail at once rather than wait: the lock is held for the owner's whole lifetime.
+    conn.busy_timeout(std::time::Duration::ZERO)
+        .map_err(|e| err(context, e))?;
+    // Exclusive locking before WAL is first used: no shared-memory index is created, and the lock
+    // is held from the first write until the connection closes.
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+        .map_err(|e| err(context, e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| err(context, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Database {
+            context: context.into(),
+            message: format!("the database refused WAL mode (journal_mode is {mode})"),
+        });
+    }
+    // FULL: the WAL is synced at every commit, so a committed batch survives power loss (NORMAL
+    // would only survive a process crash).
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| err(context, e))?;
+    // 32 MiB of page cache keeps the indexes of a large store in memory.
+    conn.pragma_update(None, "cache_size", -32_768)
+        .map_err(|e| err(context, e))?;
+    conn.set_prepared_statement_cache_capacity(32);
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| err(context, e))?;
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(|e| db_err(context, e))?;
+        .map_err(|e| err(context, e))?;
     if version > SCHEMA_VERSION {
         let _ = conn.execute_batch("ROLLBACK");
         return Err(StoreError::Corrupt(format!(
@@ -970,7 +976,7 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     conn.execute_batch(SCHEMA)
         .and_then(|()| conn.pragma_update(None, "user_version", SCHEMA_VERSION))
         .and_then(|()| conn.execute_batch("COMMIT"))
-        .map_err(|e| db_err("creating the schema", e))
+        .map_err(|e| err("creating the schema", e))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

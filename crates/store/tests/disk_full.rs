@@ -1,0 +1,159 @@
+//! A store on a small tmpfs that fills up: the error must say the disk is full, the store must
+//! stay usable, and every bundle flushed before must still be there, intact, after a reopen.
+//!
+//! Needs root to mount the tmpfs (CI and the development machines run as root). Without it the
+//! test says why on stderr and passes without checking anything.
+
+// An I/O test: it mounts a file system and runs `mount`/`umount`.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{bundle, id};
+use store::{DiskStore, PAYLOAD_FILE_MIN, Recovery, Store, StoreError};
+
+/// Unmounts the tmpfs when the test ends, also when it fails.
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Something still has a file open there: detach it so the temp dir can go.
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
+fn mount_tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
+    let out = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size}"),
+            "ferry-store-test",
+        ])
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run mount: {e}"))?;
+    if out.status.success() {
+        Ok(Mount(dir.to_path_buf()))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+#[test]
+fn a_full_disk_is_reported_and_loses_nothing_flushed() {
+    // Alternating small and large bundles: SQLite runs out of room first.
+    fill_and_check("mixed", |seq| {
+        if seq.is_multiple_of(2) {
+            1_000
+        } else {
+            PAYLOAD_FILE_MIN as usize + 5_000
+        }
+    });
+}
+
+#[test]
+fn a_payload_file_that_does_not_fit_is_reported_and_loses_nothing_flushed() {
+    // Only large bundles: writing a payload file runs out of room first.
+    let message = fill_and_check("large", |_| PAYLOAD_FILE_MIN as usize + 50_000);
+    if let Some(message) = message {
+        assert!(message.contains("writing"), "{message}");
+    }
+}
+
+/// Fills a 3 MiB tmpfs with bundles of `len(seq)` bytes and checks the failure and what survives
+/// it. Returns the error message, or `None` if no tmpfs could be mounted.
+fn fill_and_check(name: &str, len: impl Fn(u64) -> usize) -> Option<String> {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let mount = match mount_tmpfs(temp.path(), "3m") {
+        Ok(mount) => mount,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED the {name} full-disk test: cannot mount a tmpfs (mounting needs root): \
+                 {why}"
+            );
+            return None;
+        }
+    };
+    let dir = mount.0.join("store");
+    let (mut store, _) = DiskStore::open(&dir, u64::MAX).expect("open");
+
+    // Small (inline) and large (file) bundles, four per flush, until the disk refuses.
+    let mut flushed = Vec::new();
+    let mut batch = Vec::new();
+    let mut failure = None;
+    for seq in 0..10_000u64 {
+        let len = len(seq);
+        if let Err(e) = store.insert(1, bundle(seq, len)) {
+            failure = Some(e);
+            break;
+        }
+        batch.push((seq, len));
+        if batch.len() == 4 {
+            if let Err(e) = store.flush() {
+                failure = Some(e);
+                break;
+            }
+            flushed.append(&mut batch);
+        }
+    }
+    let failure = failure.expect("a 3 MiB file system must fill up");
+    let message = failure.to_string();
+    assert!(matches!(failure, StoreError::DiskFull(_)), "{failure:?}");
+    assert!(message.starts_with("disk full while "), "{message}");
+    assert!(
+        flushed.len() >= 8,
+        "the disk filled too early to test anything: {message}"
+    );
+    eprintln!("{name}: {} bundles flushed, then: {message}", flushed.len());
+
+    // The rolled-back batch makes the next flush fail too, so none of it is acknowledged.
+    if !batch.is_empty() {
+        assert!(
+            store.flush().is_err(),
+            "a flush after a lost batch must fail"
+        );
+    }
+    // Still usable: everything flushed is readable, and removing bundles frees space for more.
+    for &(seq, len) in &flushed {
+        assert_eq!(store.get(&id(seq)).expect("get"), Some(bundle(seq, len)));
+    }
+    let unflushed: Vec<u64> = batch.iter().map(|&(seq, _)| seq).collect();
+    for seq in &unflushed {
+        assert!(!store.contains(&id(*seq)).expect("contains"), "{seq}");
+    }
+    let (freed, kept) = flushed.split_at(4);
+    for &(seq, _) in freed {
+        assert!(store.remove(&id(seq)).expect("remove"));
+    }
+    store.flush().expect("a removal fits on a full disk");
+    store
+        .insert(1, bundle(1_000_000, 500))
+        .expect("insert after freeing");
+    store.flush().expect("flush after freeing");
+    drop(store);
+
+    let (store, recovery) = DiskStore::open(&dir, u64::MAX).expect("reopen on the full disk");
+    assert_eq!(recovery, Recovery::default());
+    for &(seq, len) in kept {
+        assert_eq!(store.get(&id(seq)).expect("get"), Some(bundle(seq, len)));
+    }
+    for &(seq, _) in freed {
+        assert!(!store.contains(&id(seq)).expect("contains"));
+    }
+    assert!(store.contains(&id(1_000_000)).expect("contains"));
+    assert_eq!(store.usage().expect("usage").bundles, kept.len() as u64 + 1);
+    drop(store);
+    drop(mount);
+    Some(message)
+}

@@ -1,0 +1,150 @@
+//! The recovery scan at open, the exclusive lock, and what the store refuses.
+
+// Integration tests of an I/O crate: they damage the store's files on purpose.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod common;
+
+use std::fs;
+
+use common::{bundle, id};
+use store::{DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, Recovery, Store, StoreError};
+
+const LARGE: usize = PAYLOAD_FILE_MIN as usize;
+
+fn payload_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir.join(PAYLOAD_DIR))
+        .expect("payload dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn orphan_files_are_removed_and_stored_bundles_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        assert_eq!(recovery, Recovery::default());
+        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store.flush().expect("flush");
+    }
+    let kept = payload_files(dir.path());
+    assert_eq!(kept.len(), 1);
+    // What a crash leaves: a file of a batch that never committed (a plausible name), and junk.
+    fs::write(
+        dir.path().join(PAYLOAD_DIR).join("00000000000000ff"),
+        b"partial",
+    )
+    .expect("write");
+    fs::write(dir.path().join(PAYLOAD_DIR).join("x.tmp"), b"junk").expect("write");
+
+    let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    assert_eq!(recovery.orphans_removed, 2);
+    assert!(recovery.dropped.is_empty());
+    assert_eq!(payload_files(dir.path()), kept);
+    let got = store.get(&id(1)).expect("get").expect("kept");
+    assert_eq!(got, bundle(1, LARGE));
+}
+
+#[test]
+fn missing_or_short_payload_files_are_reported_and_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store.insert(1, bundle(2, LARGE + 10)).expect("insert");
+        store.insert(1, bundle(3, 100)).expect("insert");
+        store.insert(1, bundle(4, LARGE)).expect("insert");
+        store
+            .mark_sent(&id(2), &wire::Eid::ipn(9, 0))
+            .expect("mark");
+        store.flush().expect("flush");
+    }
+    let files = payload_files(dir.path());
+    assert_eq!(files.len(), 3, "bundles 1, 2 and 4 are in files");
+    // Files are named by ascending row id: bundle 1's first, then 2's, then 4's.
+    let payloads = dir.path().join(PAYLOAD_DIR);
+    fs::remove_file(payloads.join(&files[0])).expect("remove bundle 1's file");
+    let short = fs::read(payloads.join(&files[1])).expect("read bundle 2's file");
+    fs::write(payloads.join(&files[1]), &short[..short.len() - 1]).expect("truncate");
+
+    let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    let dropped: Vec<_> = recovery.dropped.iter().map(|m| m.id.clone()).collect();
+    assert_eq!(dropped, vec![id(1), id(2)]);
+    assert_eq!(recovery.dropped[0], bundle(1, LARGE).meta);
+    assert_eq!(recovery.orphans_removed, 0);
+    let listed: Vec<_> = store
+        .list()
+        .expect("list")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(listed, vec![id(3), id(4)]);
+    let usage = store.usage().expect("usage");
+    assert_eq!(usage.bundles, 2);
+    let expected_bytes: u64 = [bundle(3, 100), bundle(4, LARGE)]
+        .iter()
+        .map(|b| b.bundle.encode().len() as u64)
+        .sum();
+    assert_eq!(usage.bytes, expected_bytes);
+    assert_eq!(store.get(&id(4)).expect("get"), Some(bundle(4, LARGE)));
+    // The short file went with its row; the repair was committed, so a second open finds nothing.
+    assert_eq!(payload_files(dir.path()), vec![files[2].clone()]);
+    drop(store);
+    let (_, again) = DiskStore::open(dir.path(), u64::MAX).expect("reopen again");
+    assert_eq!(again, Recovery::default());
+}
+
+#[test]
+fn unflushed_changes_are_gone_after_reopen_and_leave_no_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store.flush().expect("flush");
+        store.insert(1, bundle(2, LARGE)).expect("insert");
+        assert!(store.remove(&id(1)).expect("remove"));
+        // Visible at once, before any flush.
+        assert!(store.contains(&id(2)).expect("contains"));
+        assert!(!store.contains(&id(1)).expect("contains"));
+        assert_eq!(payload_files(dir.path()).len(), 2);
+    }
+    let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    assert_eq!(recovery, Recovery::default());
+    assert_eq!(store.get(&id(1)).expect("get"), Some(bundle(1, LARGE)));
+    assert!(!store.contains(&id(2)).expect("contains"));
+    assert_eq!(payload_files(dir.path()).len(), 1);
+}
+
+#[test]
+fn a_second_open_of_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+    let err = DiskStore::open(dir.path(), u64::MAX)
+        .err()
+        .expect("a second open must fail while the first holds the store");
+    assert!(err.to_string().contains("another process"), "{err}");
+}
+
+#[test]
+fn a_bundle_that_would_not_decode_is_refused_and_nothing_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+    let mut invalid = bundle(1, 10);
+    // RFC 9171 §4.2.2: an unknown creation time requires a bundle age block.
+    invalid.bundle.primary.creation.time = 0;
+    let err = store.insert(1, invalid).expect_err("refused");
+    assert!(matches!(err, StoreError::Invalid { .. }), "{err}");
+    assert_eq!(store.usage().expect("usage").bundles, 0);
+    store
+        .flush()
+        .expect("a refused bundle does not poison the batch");
+}
+
+#[test]
+fn default_data_dir_follows_xdg() {
+    let dir = store::default_data_dir(Some("/srv/data".as_ref()), Some("/home/n".as_ref()));
+    assert_eq!(dir, Some(std::path::PathBuf::from("/srv/data/ferry")));
+}
