@@ -403,9 +403,33 @@ impl DiskStore {
 
     /// Syncs the payload files written since the last sync and then their directory entries.
     fn sync_payloads(&mut self) -> Result<()> {
-        for file in self.batch.unsynced.drain(..) {
-            file.sync_data()
+        let files = std::mem::take(&mut self.batch.unsynced);
+        if files.len() == 1 {
+            files[0]
+                .sync_data()
                 .map_err(|e| io_err("syncing a payload file", e))?;
+        } else if !files.is_empty() {
+            // One thread per file: the file system then writes all of them back at once and
+            // folds their metadata into one journal commit, where one-by-one syncs would wait
+            // for a commit each.
+            std::thread::scope(|scope| {
+                let syncs: Vec<_> = files
+                    .iter()
+                    .map(|file| scope.spawn(move || file.sync_data()))
+                    .collect();
+                for sync in syncs {
+                    match sync.join() {
+                        Ok(result) => result.map_err(|e| io_err("syncing a payload file", e))?,
+                        Err(_) => {
+                            return Err(StoreError::Io {
+                                context: "syncing a payload file".into(),
+                                source: io::Error::other("the syncing thread panicked"),
+                            });
+                        }
+                    }
+                }
+                Ok(())
+            })?;
         }
         if self.batch.dir_unsynced {
             self.payload_dir_handle

@@ -254,7 +254,9 @@ fn open(dir: &std::path::Path) -> DiskStore {
     store
 }
 
-fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+/// Runs `ops` on both stores, comparing as it goes; returns what each operation returned.
+fn run(ops: &[Op]) -> Result<Vec<String>, TestCaseError> {
+    let mut outcomes = Vec::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut disk = open(dir.path());
     let mut model = MemoryStore::new(QUOTA);
@@ -278,7 +280,8 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             _ => {
                 let expected = apply(&mut model, op);
                 let actual = apply(&mut disk, op);
-                prop_assert_eq!(actual, expected, "step {}: {:?}", step, op);
+                prop_assert_eq!(&actual, &expected, "step {}: {:?}", step, op);
+                outcomes.push(actual);
                 pending.push(op.clone());
             }
         }
@@ -304,7 +307,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
         })
         .count();
     prop_assert_eq!(files, in_files);
-    Ok(())
+    Ok(outcomes)
 }
 
 proptest! {
@@ -339,6 +342,30 @@ fn eviction_and_refusal_match_the_model() {
             ops.push(Op::Flush);
         }
     }
+    // Larger than the whole quota: refused whatever is stored.
+    ops.push(Op::Insert {
+        now: 10,
+        id: IdSel {
+            source: 2,
+            creation: 3,
+            fragment: 2,
+        },
+        destination: 0,
+        expiry: 500,
+        priority: 2,
+        retention: 2,
+        size: QUOTA as usize,
+    });
     ops.push(Op::Reopen);
-    run(&ops).expect("model and disk store agree");
+    let outcomes = run(&ops).expect("model and disk store agree");
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| o.contains("new: true, evicted: [BundleId")),
+        "no insert evicted anything: {outcomes:#?}"
+    );
+    assert!(
+        outcomes.iter().any(|o| o.starts_with("full ")),
+        "no insert was refused: {outcomes:#?}"
+    );
 }
