@@ -5,6 +5,7 @@
 //!   <dir>/store.db, store.db-wal   bundles (metadata + indexes), bodies (inline bundles),
 //!                                  sent (bundle × peer), rpc (table, key, value)
 //!   <dir>/payloads/<rid>           encoded bundles of at least PAYLOAD_FILE_MIN bytes
+//!   <dir>/reserve                  256 KiB held back for removals on a full disk
 //! ```
 //!
 //! **Commit protocol.** Every mutation joins one open SQLite transaction. A large bundle is written
@@ -27,6 +28,10 @@
 //! the last successful flush made durable) and the next `flush` fails too, so a caller never
 //! acknowledges a bundle of a batch that was rolled back. SQLite's `SQLITE_FULL` and the OS's
 //! `ENOSPC`/`EDQUOT` become [`StoreError::DiskFull`].
+//!
+//! **A full disk** must not lock the store: removing bundles needs a few WAL pages before it
+//! frees anything. A reserve file of 256 KiB stands in the store directory; when the disk fills
+//! it is deleted, so removals can commit, and written again after the next successful flush.
 //!
 //! **Single writer.** The database is opened with `locking_mode=EXCLUSIVE`: a second process
 //! opening the same directory gets an error instead of racing the recovery scan.
@@ -63,6 +68,14 @@ pub const DB_FILE: &str = "store.db";
 
 /// The directory of payload files inside the store directory.
 pub const PAYLOAD_DIR: &str = "payloads";
+
+/// The name of the reserve file inside the store directory.
+pub const RESERVE_FILE: &str = "reserve";
+
+/// Size of the reserve file: disk space held back so that, once the disk is full, removing
+/// bundles can still commit (a removal appends pages to the WAL before it frees any payload
+/// file). Deleted when the disk fills, written again after the next successful flush.
+const RESERVE_BYTES: usize = 256 * 1024;
 
 /// The schema version this code writes (SQLite `user_version`).
 const SCHEMA_VERSION: i64 = 1;
@@ -164,6 +177,9 @@ pub struct DiskStore {
     used: u64,
     batch: Batch,
     lost: Option<Lost>,
+    reserve: PathBuf,
+    /// Whether the reserve file is in place.
+    reserve_present: bool,
 }
 
 impl DiskStore {
@@ -198,10 +214,13 @@ impl DiskStore {
         let conn = Connection::open(dir.join(DB_FILE))
             .map_err(|e| db_err(format!("opening {}", dir.join(DB_FILE).display()), e))?;
         configure(&conn, dir)?;
-        // The database file, its WAL and the payload directory may have just been created: make
-        // their names durable before anything is committed into them.
+        // The database file, its WAL, the payload directory and the store directory itself may
+        // have just been created: make their names durable before anything is committed.
         sync_dir(dir)?;
         sync_dir(&payload_dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
         let payload_dir_handle = File::open(&payload_dir)
             .map_err(|e| io_err(format!("opening {}", payload_dir.display()), e))?;
         let mut store = Self {
@@ -213,8 +232,11 @@ impl DiskStore {
             used: 0,
             batch: Batch::default(),
             lost: None,
+            reserve: dir.join(RESERVE_FILE),
+            reserve_present: false,
         };
         let recovery = store.recover()?;
+        store.refill_reserve();
         store.recount()?;
         Ok((store, recovery))
     }
@@ -315,6 +337,30 @@ impl DiskStore {
         Ok(recovery)
     }
 
+    /// Writes the reserve file if it is missing. Best effort: on a full disk it stays missing
+    /// until a later flush has freed space.
+    fn refill_reserve(&mut self) {
+        if self.reserve_present {
+            return;
+        }
+        // Real zeros, not `set_len`: a sparse file would hold back nothing.
+        let written =
+            File::create(&self.reserve).and_then(|mut file| file.write_all(&[0u8; RESERVE_BYTES]));
+        match written {
+            Ok(()) => self.reserve_present = true,
+            Err(_) => {
+                let _ = fs::remove_file(&self.reserve);
+            }
+        }
+    }
+
+    /// Gives the reserve's space back to the file system after the disk filled up.
+    fn release_reserve(&mut self) {
+        if fs::remove_file(&self.reserve).is_ok() || self.reserve_present {
+            self.reserve_present = false;
+        }
+    }
+
     /// Recomputes the usage counters from the database.
     fn recount(&mut self) -> Result<()> {
         let (bundles, used): (i64, i64) = self
@@ -361,6 +407,9 @@ impl DiskStore {
             // If even the rollback fails, SQLite has rolled back on its own or the connection is
             // unusable; either way the recount below says what the store now holds.
             let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        if matches!(err, StoreError::DiskFull(_)) {
+            self.release_reserve();
         }
         let batch = std::mem::take(&mut self.batch);
         drop(batch.unsynced);
@@ -899,12 +948,16 @@ impl Store for DiskStore {
 
     fn flush(&mut self) -> Result<()> {
         if !self.conn.is_autocommit() {
-            if let Err(err) = self.sync_payloads() {
-                return Err(self.abort(err));
-            }
-            if let Err(err) = self.conn.execute_batch("COMMIT") {
-                let err = db_err("committing a batch", err);
-                return Err(self.abort(err));
+            let committed = self.sync_payloads().and_then(|()| {
+                self.conn
+                    .execute_batch("COMMIT")
+                    .map_err(|e| db_err("committing a batch", e))
+            });
+            if let Err(err) = committed {
+                let err = self.abort(err);
+                // This error reports the loss; the next flush has nothing to confess.
+                self.lost = None;
+                return Err(err);
             }
             let batch = std::mem::take(&mut self.batch);
             for rid in batch.unlink {
@@ -912,6 +965,7 @@ impl Store for DiskStore {
                 // removes, so the flush still succeeded.
                 let _ = fs::remove_file(self.payload_path(rid));
             }
+            self.refill_reserve();
         }
         match self.lost.take() {
             None => Ok(()),
@@ -980,6 +1034,10 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     // FULL: the WAL is synced at every commit, so a committed batch survives power loss (NORMAL
     // would only survive a process crash).
     conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| err(context, e))?;
+    // After a checkpoint the WAL is truncated to this size, so one huge batch does not leave a
+    // huge file behind.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
         .map_err(|e| err(context, e))?;
     // 32 MiB of page cache keeps the indexes of a large store in memory.
     conn.pragma_update(None, "cache_size", -32_768)

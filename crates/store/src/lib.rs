@@ -51,7 +51,9 @@ use bytes::Bytes;
 use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
 pub use data_dir::{APP_DIR, default_data_dir};
-pub use disk::{DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, Recovery};
+pub use disk::{
+    DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Recovery,
+};
 pub use memory::MemoryStore;
 
 /// Why a bundle is kept, which decides the order of eviction: lower classes go first.

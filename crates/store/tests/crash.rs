@@ -26,7 +26,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use store::{BundleMeta, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, Retention, Store, StoredBundle};
+use store::{
+    BundleMeta, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Retention, Store,
+    StoredBundle,
+};
 use wire::{Bundle, BundleId, CreationTimestamp, Eid, PrimaryBlock};
 
 const TEST_NAME: &str = "sigkill_at_random_points_loses_no_acknowledged_bundle";
@@ -331,7 +334,8 @@ fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
         ));
     }
     // Nothing partial or temporary beside the committed state: one payload file per bundle kept
-    // in a file, and in the store directory only the database, its WAL and the payload directory.
+    // in a file, and in the store directory only the database, its WAL, the payload directory and
+    // the reserve file.
     let files = std::fs::read_dir(dir.join(PAYLOAD_DIR))
         .map_err(|e| e.to_string())?
         .count();
@@ -343,7 +347,10 @@ fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
     for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
         let name = entry.map_err(|e| e.to_string())?.file_name();
         let name = name.to_string_lossy();
-        if !matches!(name.as_ref(), "store.db" | "store.db-wal" | PAYLOAD_DIR) {
+        if !matches!(
+            name.as_ref(),
+            "store.db" | "store.db-wal" | PAYLOAD_DIR | RESERVE_FILE
+        ) {
             return Err(format!("unexpected file {name} in the store directory"));
         }
     }
