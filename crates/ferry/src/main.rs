@@ -1,6 +1,6 @@
 //! `ferry`: the one binary. Today it offers the bundle tools built on the wire formats
-//! (`ferry bundle create`, `ferry bundle inspect`); the daemon, the RPC client and the simulator
-//! join it as their issues land.
+//! (`ferry bundle create`, `ferry bundle inspect`) and the network simulator (`ferry sim`); the
+//! daemon and the RPC client join it as their issues land.
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod bundle_cmd;
+mod sim_cmd;
 
 use std::process::ExitCode;
 
@@ -28,12 +29,15 @@ enum Command {
     /// Create and inspect BPv7 bundles (RFC 9171) as files.
     #[command(subcommand)]
     Bundle(bundle_cmd::BundleCommand),
+    /// Run a simulated network (virtual time, many nodes in one process) and print a summary.
+    Sim(sim_cmd::SimArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
+        Command::Sim(args) => sim_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

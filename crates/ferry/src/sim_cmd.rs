@@ -236,9 +236,7 @@ fn parse_strategy(s: &str) -> Result<StrategyKind> {
             }
             Ok(StrategyKind::SprayAndWait { copies })
         }
-        _ => bail!(
-            "unknown strategy {s:?}: expected epidemic, spray-and-wait[:COPIES] or direct"
-        ),
+        _ => bail!("unknown strategy {s:?}: expected epidemic, spray-and-wait[:COPIES] or direct"),
     }
 }
 

@@ -455,3 +455,40 @@ fn the_same_inputs_give_the_same_outputs() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
+    let mut net = Net::new(3, |_| {});
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    net.advance_to(T0 + 3_000); // advertisements spread, node 2 becomes reachable from node 0
+    assert_eq!(net.nodes[0].reachable(&node_id(2)), Some(2));
+    let id = net.nodes[0]
+        .stream_open(net.now, app(0), app(2))
+        .expect("open");
+    let data = payload(20_000);
+    net.nodes[0].stream_send(net.now, id, data.clone()).unwrap();
+    net.settle();
+    net.advance_to(T0 + 4_000);
+    let received: Vec<u8> = net.events[2]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Stream(node::stream::StreamEvent::Data { data, .. }) => Some(data.to_vec()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(received, data.to_vec());
+    // The middle link goes: node 2 becomes unreachable and the stream says so at once.
+    net.nodes[0].stream_send(net.now, id, payload(100)).unwrap();
+    net.unlink(1, 2);
+    net.advance_to(T0 + 6_000);
+    assert!(
+        net.events[0].iter().any(|e| matches!(e,
+            Event::Stream(node::stream::StreamEvent::PathLost { id: lost, .. }) if *lost == id)),
+        "{:?}",
+        net.events[0]
+    );
+    // Stream segments are never stored on the way.
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+}

@@ -250,9 +250,9 @@ impl Ev {
                     Frame::Beacon(_) => 0,
                     Frame::Bundle(b) => bundle_key(&b.id()),
                 };
-                3 + ((*from as u64) << 8) + ((*to as u64) << 32) ^ k
+                (3 + ((*from as u64) << 8) + ((*to as u64) << 32)) ^ k
             }
-            Ev::Transfer { node, id, .. } => 4 + ((*node as u64) << 8) ^ bundle_key(id),
+            Ev::Transfer { node, id, .. } => (4 + ((*node as u64) << 8)) ^ bundle_key(id),
             Ev::Link(e) => 5 + ((e.a as u64) << 8) + ((e.b as u64) << 32) + u64::from(e.up),
             Ev::Inject(i) => 6 + ((*i as u64) << 8),
             Ev::Check => 7,
@@ -272,7 +272,8 @@ struct Sending {
     refused: bool,
 }
 
-/// What occupies a direction of a link right now.
+/// What occupies a direction of a link right now (one per direction, so its size does not matter).
+#[allow(clippy::large_enum_variant)]
 enum Busy {
     /// A real-time frame, sent whole.
     Urgent { frame: Frame, size: u64 },
@@ -1043,6 +1044,58 @@ fn fold(hash: u64, value: u64) -> u64 {
     (hash ^ value).wrapping_mul(0x0100_0000_01b3)
 }
 
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pct = |p| {
+            self.latency_percentile(p).map_or("-".to_string(), |ms| {
+                format!("{:.1} s", ms as f64 / 1_000.0)
+            })
+        };
+        let total: u64 = self.bytes_sent.iter().sum();
+        let max = self.bytes_sent.iter().copied().max().unwrap_or(0);
+        writeln!(f, "nodes               {}", self.nodes)?;
+        writeln!(
+            f,
+            "delivered           {}/{} ({:.1} %)",
+            self.delivered,
+            self.sent,
+            100.0 * self.delivery_ratio()
+        )?;
+        writeln!(
+            f,
+            "latency p50/p90/max {} / {} / {}",
+            pct(50.0),
+            pct(90.0),
+            pct(100.0)
+        )?;
+        writeln!(
+            f,
+            "bytes per node      mean {:.1} MB, max {:.1} MB",
+            total as f64 / self.nodes.max(1) as f64 / 1e6,
+            max as f64 / 1e6
+        )?;
+        writeln!(f, "fragments cut       {}", self.fragments)?;
+        writeln!(f, "held at end         {}", self.held_at_end)?;
+        writeln!(
+            f,
+            "simulated           {:.0} s, {} events",
+            self.simulated_ms as f64 / 1_000.0,
+            self.events
+        )?;
+        write!(f, "trace hash          {:016x}", self.trace_hash)
+    }
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim")
+            .field("seed", &self.scenario.seed)
+            .field("elapsed_ms", &self.elapsed_ms())
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1105,57 +1158,5 @@ mod tests {
             what: "bundle x delivered twice".into(),
         };
         assert!(v.to_string().contains("replay with seed 42"), "{v}");
-    }
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let pct = |p| {
-            self.latency_percentile(p).map_or("-".to_string(), |ms| {
-                format!("{:.1} s", ms as f64 / 1_000.0)
-            })
-        };
-        let total: u64 = self.bytes_sent.iter().sum();
-        let max = self.bytes_sent.iter().copied().max().unwrap_or(0);
-        writeln!(f, "nodes               {}", self.nodes)?;
-        writeln!(
-            f,
-            "delivered           {}/{} ({:.1} %)",
-            self.delivered,
-            self.sent,
-            100.0 * self.delivery_ratio()
-        )?;
-        writeln!(
-            f,
-            "latency p50/p90/max {} / {} / {}",
-            pct(50.0),
-            pct(90.0),
-            pct(100.0)
-        )?;
-        writeln!(
-            f,
-            "bytes per node      mean {:.1} MB, max {:.1} MB",
-            total as f64 / self.nodes.max(1) as f64 / 1e6,
-            max as f64 / 1e6
-        )?;
-        writeln!(f, "fragments cut       {}", self.fragments)?;
-        writeln!(f, "held at end         {}", self.held_at_end)?;
-        writeln!(
-            f,
-            "simulated           {:.0} s, {} events",
-            self.simulated_ms as f64 / 1_000.0,
-            self.events
-        )?;
-        write!(f, "trace hash          {:016x}", self.trace_hash)
-    }
-}
-
-impl fmt::Debug for Sim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sim")
-            .field("seed", &self.scenario.seed)
-            .field("elapsed_ms", &self.elapsed_ms())
-            .field("nodes", &self.nodes.len())
-            .finish()
     }
 }
