@@ -757,11 +757,17 @@ impl Node {
         let dest_node = bundle.primary.destination.node_id();
         let broadcast = is_broadcast(&bundle.primary.destination);
         if class.is_real_time() {
-            if self.seen.contains_key(&key) {
-                self.stats.duplicates += 1;
-                return;
+            // Control messages go one hop to this node's control endpoint and are never
+            // forwarded: they need no duplicate suppression (most of the traffic of a large mesh).
+            let one_hop_control = dest_node == self.me
+                && matches!(&bundle.primary.destination, Eid::Dtn(d) if d.demux() == CONTROL_DEMUX);
+            if !one_hop_control {
+                if self.seen.contains_key(&key) {
+                    self.stats.duplicates += 1;
+                    return;
+                }
+                self.mark_seen(now, key, expiry.min(now + REAL_TIME_LIFETIME_MS));
             }
-            self.mark_seen(now, key, expiry.min(now + REAL_TIME_LIFETIME_MS));
             if dest_node == self.me {
                 self.receive_local_real_time(now, from, class, bundle);
             } else {
