@@ -405,22 +405,8 @@ impl Bundle {
     /// and closing break), without computing the payload CRC: what a scheduler or a simulator
     /// needs to know about a large bundle it does not send yet.
     pub fn encoded_sizes(&self) -> (usize, usize, usize) {
-        let mut head = Vec::with_capacity(self.encoded_header_hint());
-        head.push(cbor::ARRAY_INDEFINITE);
-        self.primary.encode(&mut head);
-        let mut scratch = Vec::new();
-        for block in &self.extensions {
-            block.encode(&mut head, &mut scratch);
-        }
+        let (head, _) = self.encode_head();
         let p = &self.payload;
-        put_block_header(
-            &mut head,
-            BLOCK_PAYLOAD,
-            PAYLOAD_BLOCK_NUMBER,
-            p.flags,
-            p.crc_type,
-        );
-        cbor::put_head(&mut head, cbor::BYTES, p.data.len() as u64);
         let crc_len = match p.crc_type {
             CrcType::None => 0,
             crc => {
@@ -431,10 +417,10 @@ impl Bundle {
         (head.len(), p.data.len(), crc_len + 1)
     }
 
-    /// Encodes the bundle: blocks up to the payload into one buffer, the payload by reference.
-    ///
-    /// The payload block's CRC is computed over the payload in place.
-    pub fn encode(&self) -> EncodedBundle {
+    /// Everything before the payload bytes: the array start, the primary and extension blocks,
+    /// and the payload block's header up to its byte-string head. Also returns where the payload
+    /// block starts (its CRC covers the block from there).
+    fn encode_head(&self) -> (Vec<u8>, usize) {
         let mut head = Vec::with_capacity(self.encoded_header_hint());
         head.push(cbor::ARRAY_INDEFINITE);
         self.primary.encode(&mut head);
@@ -452,6 +438,15 @@ impl Bundle {
             p.crc_type,
         );
         cbor::put_head(&mut head, cbor::BYTES, p.data.len() as u64);
+        (head, payload_start)
+    }
+
+    /// Encodes the bundle: blocks up to the payload into one buffer, the payload by reference.
+    ///
+    /// The payload block's CRC is computed over the payload in place.
+    pub fn encode(&self) -> EncodedBundle {
+        let (mut head, payload_start) = self.encode_head();
+        let p = &self.payload;
 
         // The tail (payload CRC and the closing break) shares the head's allocation.
         let head_len = head.len();
