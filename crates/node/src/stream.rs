@@ -451,34 +451,26 @@ impl Streams {
                     // The peer missed the acknowledgement of its last segments (its CLOSE):
                     // repeat it. A bare acknowledgement needs no answer.
                     if sequenced {
-                        self.out.push_back(Queued::Ready(OutSegment {
-                            from: to.clone(),
-                            to: from.clone(),
-                            segment: StreamSegment {
-                                stream: segment.stream,
-                                flags: StreamSegment::ACK | opener_flag(!from_opener),
-                                sequence: 0,
-                                acknowledged: recv_next,
-                                data: Bytes::new(),
-                            },
-                        }));
+                        self.out.push_back(Queued::Ready(bare_segment(
+                            to,
+                            from,
+                            segment.stream,
+                            StreamSegment::ACK | opener_flag(!from_opener),
+                            recv_next,
+                        )));
                     }
                     return;
                 }
                 let opens = from_opener && flags & StreamSegment::OPEN != 0;
                 if !opens || self.streams.len() >= self.config.max_streams {
                     // Not a stream we know, or no room for it: tell the sender to stop.
-                    self.out.push_back(Queued::Ready(OutSegment {
-                        from: to.clone(),
-                        to: from.clone(),
-                        segment: StreamSegment {
-                            stream: segment.stream,
-                            flags: StreamSegment::RESET | opener_flag(!from_opener),
-                            sequence: 0,
-                            acknowledged: 0,
-                            data: Bytes::new(),
-                        },
-                    }));
+                    self.out.push_back(Queued::Ready(bare_segment(
+                        to,
+                        from,
+                        segment.stream,
+                        StreamSegment::RESET | opener_flag(!from_opener),
+                        0,
+                    )));
                     return;
                 }
                 let id = self.insert(now, to.clone(), from.clone(), segment.stream, false);
@@ -904,14 +896,25 @@ fn opener_flag(opened_by_us: bool) -> u64 {
 }
 
 fn reset_for(s: &Stream) -> OutSegment {
+    bare_segment(
+        &s.local,
+        &s.remote,
+        s.wire_id,
+        StreamSegment::RESET | opener_flag(s.opened_by_us),
+        0,
+    )
+}
+
+/// A segment that carries no sequenced content (an acknowledgement or a reset).
+fn bare_segment(from: &Eid, to: &Eid, stream: u64, flags: u64, acknowledged: u64) -> OutSegment {
     OutSegment {
-        from: s.local.clone(),
-        to: s.remote.clone(),
+        from: from.clone(),
+        to: to.clone(),
         segment: StreamSegment {
-            stream: s.wire_id,
-            flags: StreamSegment::RESET | opener_flag(s.opened_by_us),
+            stream,
+            flags,
             sequence: 0,
-            acknowledged: 0,
+            acknowledged,
             data: Bytes::new(),
         },
     }
