@@ -156,8 +156,8 @@ pub struct Usage {
     pub quota: u64,
 }
 
-/// The tables of the RPC layer's durable state. Keys and values are opaque to the store; they
-/// commit in the same flush as bundles.
+/// Key/value tables for durable state beside the bundles (the RPC layer's, the daemon's inboxes).
+/// Keys and values are opaque to the store; they commit in the same flush as bundles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RpcTable {
     /// Dedup and result cache, keyed by (caller, call id).
@@ -166,11 +166,19 @@ pub enum RpcTable {
     Pending,
     /// Results waiting to be (re)sent until their deadline.
     Outbox,
+    /// Bundles delivered to a local endpoint that no application has taken yet (the daemon's
+    /// inboxes), so a delivery survives a restart of the daemon.
+    Inbox,
 }
 
 impl RpcTable {
     /// Every table, in a fixed order.
-    pub const ALL: [RpcTable; 3] = [RpcTable::Dedup, RpcTable::Pending, RpcTable::Outbox];
+    pub const ALL: [RpcTable; 4] = [
+        RpcTable::Dedup,
+        RpcTable::Pending,
+        RpcTable::Outbox,
+        RpcTable::Inbox,
+    ];
 
     /// A stable name, used by persistent stores.
     pub fn name(self) -> &'static str {
@@ -178,6 +186,7 @@ impl RpcTable {
             Self::Dedup => "dedup",
             Self::Pending => "pending",
             Self::Outbox => "outbox",
+            Self::Inbox => "inbox",
         }
     }
 }

@@ -128,6 +128,35 @@ impl Bundle {
     }
 }
 
+/// The primary block at the start of an encoded bundle, from as much of it as has arrived: what a
+/// convergence layer reads from a transfer's first segment to decide whether to refuse the rest
+/// (TCPCL's XFER_REFUSE for a bundle the node already holds). `Ok(None)` when the primary block
+/// has not arrived whole yet; an error when the bytes cannot be the start of a bundle.
+pub fn peek_primary(prefix: Bytes) -> Result<Option<PrimaryBlock>, DecodeError> {
+    let mut r = Reader::new(&prefix);
+    match r.peek() {
+        Err(_) => return Ok(None),
+        Ok(cbor::ARRAY_INDEFINITE) => {}
+        Ok(_) => {
+            return Err(r.err(K::UnexpectedType {
+                expected: "indefinite-length array (a bundle)",
+            }));
+        }
+    }
+    let mut outer = r.array()?;
+    match r.has_next(&mut outer) {
+        Ok(true) => {}
+        Ok(false) => return Err(r.err(K::InvalidBundle("a bundle without a primary block"))),
+        Err(e) if is_cut(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    match PrimaryBlock::decode(&mut r, &prefix) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if is_cut(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// What a receiver keeps of a transfer that was cut before the whole bundle arrived (reactive
 /// fragmentation): a fragment carrying the payload bytes that did arrive.
 ///
@@ -650,5 +679,34 @@ mod tests {
         let mut r3 = r;
         r3.insert(pieces[1].clone()).unwrap();
         assert_eq!(r3.finish().unwrap(), b);
+    }
+}
+
+#[cfg(test)]
+mod peek_tests {
+    use super::*;
+    use crate::{CreationTimestamp, Eid};
+
+    #[test]
+    fn peek_primary_reads_the_first_bytes_of_a_bundle() {
+        let primary = PrimaryBlock::new(
+            "dtn://b/x".parse::<Eid>().unwrap(),
+            "dtn://a/".parse::<Eid>().unwrap(),
+            CreationTimestamp {
+                time: 5,
+                sequence: 1,
+            },
+            60_000,
+        );
+        let bundle = Bundle::new(primary.clone(), Bytes::from(vec![7u8; 5_000]));
+        let bytes = bundle.encode().to_bytes();
+        // Whole bundle, a prefix that ends in the payload, and one that ends in the primary block.
+        let got = peek_primary(bytes.clone()).unwrap().unwrap();
+        assert_eq!(got.destination, primary.destination);
+        assert_eq!(got.creation, primary.creation);
+        assert!(peek_primary(bytes.slice(..200)).unwrap().is_some());
+        assert_eq!(peek_primary(bytes.slice(..10)).unwrap(), None);
+        assert_eq!(peek_primary(Bytes::new()).unwrap(), None);
+        assert!(peek_primary(Bytes::from_static(b"\x01garbage")).is_err());
     }
 }

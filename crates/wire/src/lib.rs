@@ -55,7 +55,7 @@ pub use control::{
 pub use crc::CrcType;
 pub use eid::{DtnEid, Eid, ParseEidError, SCHEME_DTN, SCHEME_IPN};
 pub use error::{DecodeError, DecodeErrorKind};
-pub use fragment::{FragmentError, Reassembly, ReassemblyError, decode_cut_transfer};
+pub use fragment::{FragmentError, Reassembly, ReassemblyError, decode_cut_transfer, peek_primary};
 pub use primary::{
     BP_VERSION, BundleFlags, BundleId, CreationTimestamp, DTN_EPOCH_UNIX_SECS, DtnTime,
     FragmentInfo, PrimaryBlock,
