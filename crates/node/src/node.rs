@@ -314,6 +314,11 @@ impl Node {
         self.held.iter().map(|(id, h)| (id, h.expiry))
     }
 
+    /// Payload bytes of a held bundle (of the piece, for a fragment).
+    pub fn held_payload_len(&self, id: &BundleId) -> Option<u64> {
+        self.held.get(id).map(|h| h.payload_len)
+    }
+
     /// Whether the node would take this bundle from a neighbour: false for one it holds, has
     /// delivered, or (real-time) has seen. A convergence layer asks this when a transfer starts
     /// and refuses the rest of a duplicate.

@@ -64,6 +64,30 @@ impl StrategyKind {
     }
 }
 
+impl std::str::FromStr for StrategyKind {
+    type Err = String;
+
+    /// Parses `epidemic`, `direct`, `spray-and-wait` (8 copies) or `spray-and-wait:COPIES`
+    /// (`spray` for short), as configuration files and command lines spell them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "epidemic" => Ok(StrategyKind::Epidemic),
+            None if s == "direct" => Ok(StrategyKind::Direct),
+            None if s == "spray-and-wait" || s == "spray" => {
+                Ok(StrategyKind::SprayAndWait { copies: 8 })
+            }
+            Some(("spray-and-wait" | "spray", n)) => match n.parse::<u64>() {
+                Ok(0) => Err("spray-and-wait needs at least 1 copy".into()),
+                Ok(copies) => Ok(StrategyKind::SprayAndWait { copies }),
+                Err(_) => Err(format!("spray-and-wait copies must be a number, got {n:?}")),
+            },
+            _ => Err(format!(
+                "unknown strategy {s:?}: expected epidemic, spray-and-wait[:COPIES] or direct"
+            )),
+        }
+    }
+}
+
 impl fmt::Display for StrategyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -142,6 +166,26 @@ impl Strategy for Direct {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strategies_parse_as_configs_spell_them() {
+        assert_eq!(
+            "epidemic".parse::<StrategyKind>(),
+            Ok(StrategyKind::Epidemic)
+        );
+        assert_eq!("direct".parse::<StrategyKind>(), Ok(StrategyKind::Direct));
+        assert_eq!(
+            "spray-and-wait:4".parse::<StrategyKind>(),
+            Ok(StrategyKind::SprayAndWait { copies: 4 })
+        );
+        assert_eq!(
+            "spray".parse::<StrategyKind>(),
+            Ok(StrategyKind::SprayAndWait { copies: 8 })
+        );
+        assert!("spray:0".parse::<StrategyKind>().is_err());
+        assert!("spray:x".parse::<StrategyKind>().is_err());
+        assert!("flood".parse::<StrategyKind>().is_err());
+    }
 
     #[test]
     fn spray_and_wait_halves_then_waits() {
