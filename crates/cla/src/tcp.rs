@@ -1,0 +1,567 @@
+//! The tokio adapter: one task per TCP connection drives a [`Session`] with the socket, the
+//! clock and the owner's commands, and reports [`TcpclEvent`]s tagged with the owner's link id.
+//!
+//! ```text
+//!   SessionHandle ──TcpclCommand (unbounded)──► session task ──(link, TcpclEvent) (bounded)──► owner
+//!                                                 │  ▲
+//!                                write_vectored   ▼  │ read_buf (64 KiB at a time)
+//!                                                TcpStream
+//! ```
+//!
+//! Events go through the bounded channel with `send().await`: an owner that falls behind slows
+//! the session down (it stops reading, so TCP flow control reaches the peer) instead of letting
+//! events pile up. Commands use an unbounded channel so the owner never blocks on a session.
+//!
+//! A bundle sent before the session is up waits in the task and is queued when it comes up. A
+//! send the session turns down for good (larger than the peer's transfer MRU, or a peer that
+//! accepts no data) is answered at once with [`TcpclEvent::Refused`]; a send that arrives while
+//! the session is closing is reported in [`TcpclEvent::Down`] as [`Unfinished`] with
+//! `acknowledged: 0`, as are bundles that were queued but never started.
+
+// The adapter is an I/O shell: it reads the clock (tokio's, for timers) and owns the socket. The
+// sans-IO bans of clippy.toml are for `tcpcl`, which this module drives.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, IoSlice};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use wire::EncodedBundle;
+
+use crate::tcpcl::{
+    PeerInfo, Role, SessTermReason, Session, SessionConfig, SessionError, SessionEvent,
+    XferRefuseReason,
+};
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
+/// Reading pauses while this many bytes of control messages (mostly acks) wait to be written.
+const MAX_CONTROL_BACKLOG: usize = 256 * 1024;
+/// At most this many buffers go into one vectored write.
+const MAX_IO_SLICES: usize = 64;
+/// After the session ended: how long to keep writing what is left (a SESS_TERM) and then to wait
+/// for the peer's FIN, so closing with unread data does not reset the connection under our last
+/// message.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// What a session task reports, with the link id given to [`spawn_session`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TcpclEvent {
+    /// The session is up.
+    Up {
+        /// What the peer announced.
+        peer: PeerInfo,
+        /// The peer's address.
+        remote: SocketAddr,
+        /// Whether we opened the connection.
+        outbound: bool,
+    },
+    /// The first data of an incoming transfer; answer with [`SessionHandle::refuse`] to stop it.
+    Incoming {
+        /// The peer's transfer id (for [`SessionHandle::refuse`]).
+        transfer_id: u64,
+        /// The data so far; it starts with the bundle's primary block.
+        first_data: Bytes,
+        /// The announced size of the transfer, if the peer sent one.
+        total_length: Option<u64>,
+    },
+    /// A whole bundle arrived.
+    Received {
+        /// Its bytes.
+        bundle: Bytes,
+    },
+    /// The peer acknowledged part of a bundle we send.
+    Progress {
+        /// The caller's tag of the bundle.
+        tag: u64,
+        /// Bytes acknowledged so far.
+        acknowledged: u64,
+        /// The bundle's size.
+        total: u64,
+    },
+    /// The peer acknowledged a whole bundle.
+    Sent {
+        /// The caller's tag of the bundle.
+        tag: u64,
+    },
+    /// The peer refused a bundle, or the session cannot ever carry it (larger than the peer's
+    /// transfer MRU).
+    Refused {
+        /// The caller's tag of the bundle.
+        tag: u64,
+    },
+    /// The session is over. Always the last event of a session task, exactly once, also when the
+    /// session never came up.
+    Down {
+        /// Why, for logs.
+        reason: String,
+        /// Bundles sent on this session that were not fully acknowledged (and not refused).
+        unfinished: Vec<Unfinished>,
+        /// The prefix received of an incoming bundle that was cut, for reactive fragmentation.
+        partial: Option<Bytes>,
+    },
+}
+
+/// A bundle that did not get fully across.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Unfinished {
+    /// The caller's tag of the bundle.
+    pub tag: u64,
+    /// Bytes of its encoding the peer acknowledged (0 if it never started).
+    pub acknowledged: u64,
+}
+
+/// What the owner asks of a session task.
+#[derive(Debug, Clone)]
+pub enum TcpclCommand {
+    /// Send a bundle; `tag` comes back in its events.
+    Send {
+        /// The caller's id for this bundle.
+        tag: u64,
+        /// The bundle.
+        bundle: EncodedBundle,
+        /// Whether it goes before queued non-urgent bundles.
+        urgent: bool,
+    },
+    /// Refuse an incoming transfer (XFER_REFUSE "Completed": the node already has the bundle).
+    Refuse {
+        /// The transfer id from [`TcpclEvent::Incoming`].
+        transfer_id: u64,
+    },
+    /// End the session in an orderly way (SESS_TERM, transfers in progress finish).
+    Close,
+}
+
+/// The owner's side of a session task. Cloning gives another handle to the same session; when
+/// every handle is dropped the session closes.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    commands: mpsc::UnboundedSender<TcpclCommand>,
+}
+
+impl SessionHandle {
+    /// Queues a bundle. False if the session task is gone (no event will come for `tag`).
+    pub fn send(&self, tag: u64, bundle: EncodedBundle, urgent: bool) -> bool {
+        self.command(TcpclCommand::Send {
+            tag,
+            bundle,
+            urgent,
+        })
+    }
+
+    /// Refuses an incoming transfer. False if the session task is gone.
+    pub fn refuse(&self, transfer_id: u64) -> bool {
+        self.command(TcpclCommand::Refuse { transfer_id })
+    }
+
+    /// Closes the session. False if the session task is gone.
+    pub fn close(&self) -> bool {
+        self.command(TcpclCommand::Close)
+    }
+
+    /// Sends any command. False if the session task is gone.
+    pub fn command(&self, command: TcpclCommand) -> bool {
+        self.commands.send(command).is_ok()
+    }
+
+    /// Whether the session task has ended.
+    pub fn is_closed(&self) -> bool {
+        self.commands.is_closed()
+    }
+}
+
+/// Runs a session over an established TCP stream in a spawned task (call from within a tokio
+/// runtime). `link` is the caller's id for this session; every event is sent as `(link, event)`,
+/// the last one being [`TcpclEvent::Down`].
+pub fn spawn_session(
+    stream: TcpStream,
+    role: Role,
+    config: SessionConfig,
+    link: u64,
+    events: mpsc::Sender<(u64, TcpclEvent)>,
+) -> SessionHandle {
+    let (commands, rx) = mpsc::unbounded_channel();
+    tokio::spawn(run(stream, role, config, link, events, rx));
+    SessionHandle { commands }
+}
+
+/// Connects to `addr` (within the contact timeout, at least one second), sets TCP_NODELAY and
+/// spawns an active session.
+pub async fn connect(
+    addr: SocketAddr,
+    config: SessionConfig,
+    link: u64,
+    events: mpsc::Sender<(u64, TcpclEvent)>,
+) -> io::Result<SessionHandle> {
+    let limit = Duration::from_millis(config.contact_timeout_ms.max(1000));
+    let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+        .await
+        .map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connecting to {addr} timed out"),
+            )
+        })??;
+    stream.set_nodelay(true)?;
+    Ok(spawn_session(stream, Role::Active, config, link, events))
+}
+
+/// The task's state besides the socket.
+struct Driver {
+    session: Session,
+    role: Role,
+    link: u64,
+    remote: SocketAddr,
+    started: Instant,
+    events: mpsc::Sender<(u64, TcpclEvent)>,
+    /// Set when the owner dropped its receiver: nobody listens, the task just ends.
+    events_gone: bool,
+    /// Our transfer id → the caller's tag.
+    tags: BTreeMap<u64, u64>,
+    /// Sends that arrived before the session was up.
+    waiting: Vec<(u64, EncodedBundle, bool)>,
+    /// Tags of sends that arrived while the session was closing.
+    failed: Vec<u64>,
+    /// Translated events not yet delivered.
+    outbox: VecDeque<TcpclEvent>,
+    down: Option<TcpclEvent>,
+}
+
+impl Driver {
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn submit(&mut self, tag: u64, bundle: EncodedBundle, urgent: bool) {
+        match self.session.send(bundle.clone(), urgent) {
+            Ok(id) => {
+                self.tags.insert(id, tag);
+            }
+            Err(SessionError::NotEstablished) => self.waiting.push((tag, bundle, urgent)),
+            Err(e @ (SessionError::TooLarge { .. } | SessionError::PeerAcceptsNoData)) => {
+                tracing::debug!(link = self.link, tag, "cannot send: {e}");
+                self.outbox.push_back(TcpclEvent::Refused { tag });
+            }
+            Err(SessionError::Closing | SessionError::TransferIdsExhausted) => {
+                self.failed.push(tag)
+            }
+        }
+    }
+
+    fn command(&mut self, command: TcpclCommand) {
+        let now = self.now();
+        match command {
+            TcpclCommand::Send {
+                tag,
+                bundle,
+                urgent,
+            } => self.submit(tag, bundle, urgent),
+            TcpclCommand::Refuse { transfer_id } => self
+                .session
+                .refuse(transfer_id, XferRefuseReason::Completed),
+            TcpclCommand::Close => self.session.close(now, SessTermReason::Unknown),
+        }
+    }
+
+    /// Translates the session's events into the outbox.
+    fn translate(&mut self) {
+        while let Some(event) = self.session.poll_event() {
+            let out = match event {
+                SessionEvent::Established(peer) => {
+                    self.outbox.push_back(TcpclEvent::Up {
+                        peer,
+                        remote: self.remote,
+                        outbound: self.role == Role::Active,
+                    });
+                    for (tag, bundle, urgent) in std::mem::take(&mut self.waiting) {
+                        self.submit(tag, bundle, urgent);
+                    }
+                    continue;
+                }
+                SessionEvent::IncomingStarted {
+                    transfer_id,
+                    first_data,
+                    total_length,
+                } => TcpclEvent::Incoming {
+                    transfer_id,
+                    first_data,
+                    total_length,
+                },
+                SessionEvent::Received { bundle, .. } => TcpclEvent::Received { bundle },
+                SessionEvent::Progress {
+                    transfer_id,
+                    acknowledged,
+                    total,
+                } => match self.tags.get(&transfer_id) {
+                    Some(&tag) => TcpclEvent::Progress {
+                        tag,
+                        acknowledged,
+                        total,
+                    },
+                    None => continue,
+                },
+                SessionEvent::Sent { transfer_id } => match self.tags.remove(&transfer_id) {
+                    Some(tag) => TcpclEvent::Sent { tag },
+                    None => continue,
+                },
+                SessionEvent::Refused { transfer_id, .. } => match self.tags.remove(&transfer_id) {
+                    Some(tag) => TcpclEvent::Refused { tag },
+                    None => continue,
+                },
+                SessionEvent::Terminated {
+                    reason,
+                    unfinished,
+                    partial,
+                    ..
+                } => {
+                    let mut list: Vec<Unfinished> = unfinished
+                        .into_iter()
+                        .filter_map(|(id, acknowledged)| {
+                            self.tags
+                                .remove(&id)
+                                .map(|tag| Unfinished { tag, acknowledged })
+                        })
+                        .collect();
+                    list.extend(self.waiting.drain(..).map(|(tag, ..)| Unfinished {
+                        tag,
+                        acknowledged: 0,
+                    }));
+                    self.down = Some(TcpclEvent::Down {
+                        reason,
+                        unfinished: list,
+                        partial: partial.map(|(_, bytes)| bytes),
+                    });
+                    continue;
+                }
+            };
+            self.outbox.push_back(out);
+        }
+    }
+
+    /// Delivers translated events, waiting for room in the channel.
+    async fn deliver(&mut self) {
+        self.translate();
+        while let Some(event) = self.outbox.pop_front() {
+            if self.events_gone {
+                self.outbox.clear();
+                return;
+            }
+            if self.events.send((self.link, event)).await.is_err() {
+                self.events_gone = true;
+                let now = self.now();
+                self.session.abort(now, "the event receiver is gone");
+            }
+            // Commands handled while waiting are not possible here, but submitting waiting
+            // bundles on `Up` may have produced more events.
+            self.translate();
+        }
+    }
+
+    /// The final event, with sends that never reached the session.
+    fn take_down(&mut self) -> TcpclEvent {
+        let mut down = self.down.take().unwrap_or_else(|| TcpclEvent::Down {
+            reason: "session task ended".into(),
+            unfinished: Vec::new(),
+            partial: None,
+        });
+        if let TcpclEvent::Down { unfinished, .. } = &mut down {
+            unfinished.extend(self.waiting.drain(..).map(|(tag, ..)| Unfinished {
+                tag,
+                acknowledged: 0,
+            }));
+            unfinished.extend(self.failed.drain(..).map(|tag| Unfinished {
+                tag,
+                acknowledged: 0,
+            }));
+        }
+        down
+    }
+}
+
+/// One write of as much of `out` as the socket takes (cancel-safe: a single `write_vectored`).
+async fn write_some(wr: &mut OwnedWriteHalf, out: &VecDeque<Bytes>) -> io::Result<usize> {
+    let slices: Vec<IoSlice<'_>> = out
+        .iter()
+        .take(MAX_IO_SLICES)
+        .map(|b| IoSlice::new(b))
+        .collect();
+    wr.write_vectored(&slices).await
+}
+
+/// Drops `n` written bytes from the front of `out`.
+fn advance(out: &mut VecDeque<Bytes>, mut n: usize) {
+    while n > 0 {
+        let Some(front) = out.front_mut() else {
+            return;
+        };
+        if n >= front.len() {
+            n -= front.len();
+            out.pop_front();
+        } else {
+            front.advance(n);
+            n = 0;
+        }
+    }
+}
+
+/// One read of at most [`READ_CHUNK`] bytes (cancel-safe).
+async fn read_some(rd: &mut OwnedReadHalf, rx: &mut BytesMut) -> io::Result<usize> {
+    rx.reserve(READ_CHUNK);
+    rd.read_buf(&mut rx.limit(READ_CHUNK)).await
+}
+
+async fn run(
+    stream: TcpStream,
+    role: Role,
+    config: SessionConfig,
+    link: u64,
+    events: mpsc::Sender<(u64, TcpclEvent)>,
+    mut commands: mpsc::UnboundedReceiver<TcpclCommand>,
+) {
+    // Acks and keepalives are small and must not wait for Nagle.
+    let _ = stream.set_nodelay(true);
+    let remote = stream
+        .peer_addr()
+        .unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
+    let (mut rd, mut wr) = stream.into_split();
+    let started = Instant::now();
+    let mut d = Driver {
+        session: Session::new(role, config, 0),
+        role,
+        link,
+        remote,
+        started,
+        events,
+        events_gone: false,
+        tags: BTreeMap::new(),
+        waiting: Vec::new(),
+        failed: Vec::new(),
+        outbox: VecDeque::new(),
+        down: None,
+    };
+    let mut rx = BytesMut::new();
+    let mut out: VecDeque<Bytes> = VecDeque::new();
+    let mut read_open = true;
+    let mut write_open = true;
+    let mut commands_open = true;
+    let mut linger_until: Option<Instant> = None;
+
+    loop {
+        d.deliver().await;
+        if d.events_gone {
+            break;
+        }
+        let now = d.now();
+        if out.is_empty()
+            && write_open
+            && let Some(parts) = d.session.poll_transmit(now)
+        {
+            out.extend(parts.into_iter().filter(|b| !b.is_empty()));
+            continue;
+        }
+        let terminated = d.session.is_terminated();
+        if terminated && (out.is_empty() || !write_open) {
+            break;
+        }
+        if terminated && linger_until.is_none() {
+            linger_until = Some(Instant::now() + LINGER);
+        }
+        let deadline = match (d.session.poll_timeout(), linger_until) {
+            (_, Some(at)) => Some(at),
+            (Some(ms), None) => Some(started + Duration::from_millis(ms)),
+            (None, None) => None,
+        };
+        let can_read =
+            read_open && !terminated && d.session.transmit_backlog() < MAX_CONTROL_BACKLOG;
+        tokio::select! {
+            r = read_some(&mut rd, &mut rx), if can_read => {
+                let now = d.now();
+                match r {
+                    Ok(0) => {
+                        read_open = false;
+                        d.session.receive_closed(now);
+                    }
+                    Ok(_) => d.session.receive(now, &mut rx),
+                    Err(e) => {
+                        tracing::debug!(link, "read: {e}");
+                        read_open = false;
+                        d.session.receive_closed(now);
+                    }
+                }
+            }
+            w = write_some(&mut wr, &out), if write_open && !out.is_empty() => match w {
+                Ok(0) => {
+                    write_open = false;
+                    out.clear();
+                    d.session.abort(d.now(), "the connection accepts no more data");
+                }
+                Ok(n) => advance(&mut out, n),
+                Err(e) => {
+                    write_open = false;
+                    out.clear();
+                    d.session.abort(d.now(), &format!("write: {e}"));
+                }
+            },
+            c = commands.recv(), if commands_open && !terminated => match c {
+                Some(command) => d.command(command),
+                None => {
+                    // Every handle is gone: nobody can send or close any more, so close now.
+                    commands_open = false;
+                    let now = d.now();
+                    d.session.close(now, SessTermReason::Unknown);
+                }
+            },
+            () = sleep_until(deadline) => {
+                if linger_until.is_some() {
+                    break;
+                }
+                d.session.handle_timeout(d.now());
+            }
+        }
+    }
+
+    // Deliver what the session said last (Terminated becomes Down, below).
+    d.deliver().await;
+    // From here on a send is refused at the handle (it returns false), so every tag the owner
+    // handed over gets an outcome: commands still waiting never reached the session.
+    commands.close();
+    while let Ok(command) = commands.try_recv() {
+        if let TcpclCommand::Send { tag, .. } = command {
+            d.failed.push(tag);
+        }
+    }
+    if !d.events_gone {
+        let down = d.take_down();
+        let _ = d.events.send((link, down)).await;
+    }
+    // Nothing follows Down: the owner's receiver sees the channel close now, not after the
+    // linger below.
+    drop(d);
+    // Close gracefully after reporting: a FIN, then a short wait for the peer's, so that unread
+    // bytes do not turn our close into a reset that could discard our last message (a SESS_TERM
+    // reply) at the peer.
+    if write_open {
+        let _ = tokio::time::timeout(LINGER, wr.shutdown()).await;
+    }
+    if read_open {
+        let mut sink = [0u8; 4096];
+        let _ = tokio::time::timeout(LINGER, async {
+            while matches!(rd.read(&mut sink).await, Ok(n) if n > 0) {}
+        })
+        .await;
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

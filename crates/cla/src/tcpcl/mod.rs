@@ -1,0 +1,201 @@
+//! A sans-IO TCPCLv4 session (RFC 9174).
+//!
+//! A [`Session`] is one TCP connection's worth of protocol state. The owner feeds it what the
+//! socket produced ([`Session::receive`], [`Session::receive_closed`]), the passing of time
+//! ([`Session::handle_timeout`] at [`Session::poll_timeout`]) and commands ([`Session::send`],
+//! [`Session::refuse`], [`Session::close`]); it drains bytes to write
+//! ([`Session::poll_transmit`]) and [`SessionEvent`]s ([`Session::poll_event`]).
+//!
+//! ```text
+//!   Contact ──contact headers──► SessInit ──SESS_INIT both ways──► Established ──► Terminated
+//!                                                                    │ SESS_TERM ▲
+//!                                                                    └─ ending ──┘ (transfers in
+//!                                                                                   progress finish)
+//! ```
+//!
+//! The active side (which opened the connection) sends its contact header at once and its
+//! SESS_INIT once the passive side's contact header arrived; the passive side answers each only
+//! after the active side's arrived (RFC 9174 §4.2, §4.6). Bundles go out one transfer at a time,
+//! cut into segments no larger than the peer's segment MRU and this side's `max_segment`; an
+//! incoming transfer is acknowledged segment by segment and handed over whole.
+//!
+//! Interoperability notes (dtn7-rs 0.21 is a test peer): acknowledgement flags are not trusted
+//! (dtn7-rs sends empty flags on later acks), so a transfer is complete when its acknowledged
+//! length reaches its size; transfer ids of the peer are only required to differ from the one in
+//! progress (dtn7-rs starts at 1); a transfer extension of type 1 whose value is not 8 bytes is
+//! ignored unless critical (dtn7-rs puts a bundle id string under that type); an empty START
+//! segment is accepted, and [`SessionEvent::IncomingStarted`] waits for the first data; keepalives
+//! go out after half the negotiated interval without sending, because dtn7-rs ends a session that
+//! was silent for one interval after anything but a KEEPALIVE.
+
+mod incoming;
+mod outgoing;
+mod session;
+
+use bytes::Bytes;
+pub use session::Session;
+pub use wire::tcpcl::{SessTermReason, XferRefuseReason};
+
+/// What this side announces and accepts. `Default` gives RFC-friendly values for a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Our node id, a URI (e.g. `dtn://alpha/` or `ipn:1.0`), sent in SESS_INIT.
+    pub node_id: String,
+    /// The keepalive interval we offer, in seconds; 0 offers none. The session uses the smaller
+    /// of both offers (0 if either is 0).
+    pub keepalive_interval_s: u16,
+    /// The largest segment we accept (our segment MRU).
+    pub segment_mru: u64,
+    /// The largest bundle we accept (our transfer MRU). An incoming transfer never holds more.
+    pub transfer_mru: u64,
+    /// The largest segment we send; the peer's segment MRU caps it further.
+    pub max_segment: u64,
+    /// The contact header and SESS_INIT exchange must finish within this many milliseconds.
+    pub contact_timeout_ms: u64,
+    /// Send bundles larger than the peer's transfer MRU anyway, leaving it to the peer to refuse
+    /// them. Off by default: RFC 9174 §4.7 makes the peer's transfer MRU our transfer MTU, and
+    /// [`Session::send`] refuses larger bundles so the node fragments them. dtn7-rs 0.21
+    /// announces a transfer MRU of 64000 bytes yet accepts any size, and cannot reassemble
+    /// fragments (it marks its own bundles "must not fragment"), so a node exchanging larger
+    /// bundles with it needs this.
+    pub ignore_peer_transfer_mru: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            node_id: String::new(),
+            keepalive_interval_s: 30,
+            segment_mru: 1 << 20,
+            transfer_mru: 4 << 30,
+            max_segment: 256 << 10,
+            contact_timeout_ms: 10_000,
+            ignore_peer_transfer_mru: false,
+        }
+    }
+}
+
+/// Which end of the TCP connection this side is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// We opened the connection: we send our contact header first.
+    Active,
+    /// We accepted the connection: we answer the peer's contact header and SESS_INIT.
+    Passive,
+}
+
+/// What the peer announced in its SESS_INIT, with the negotiated keepalive.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PeerInfo {
+    /// The peer's node id (a URI, checked for URI syntax only).
+    pub node_id: String,
+    /// The negotiated keepalive interval in seconds (the smaller offer; 0: no keepalives).
+    pub keepalive_interval_s: u16,
+    /// The largest segment the peer accepts.
+    pub segment_mru: u64,
+    /// The largest bundle the peer accepts.
+    pub transfer_mru: u64,
+}
+
+/// What a [`Session`] reports, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// The session is up; bundles can be sent.
+    Established(PeerInfo),
+    /// The first data of an incoming transfer arrived; the owner may [`Session::refuse`] the
+    /// rest. `first_data` is that data (it starts with the bundle's primary block).
+    /// `total_length` is the peer's Transfer Length extension, if it sent one.
+    IncomingStarted {
+        /// The peer's transfer id.
+        transfer_id: u64,
+        /// The data received so far (the first segment that carried any).
+        first_data: Bytes,
+        /// The announced length of the whole transfer.
+        total_length: Option<u64>,
+    },
+    /// A whole incoming bundle. When it came in one segment this is a slice of the receive
+    /// buffer, not a copy.
+    Received {
+        /// The peer's transfer id.
+        transfer_id: u64,
+        /// The bundle's bytes.
+        bundle: Bytes,
+    },
+    /// The peer acknowledged part of an outgoing transfer (not emitted for the final
+    /// acknowledgement, which is [`SessionEvent::Sent`]).
+    Progress {
+        /// Our transfer id.
+        transfer_id: u64,
+        /// Bundle bytes acknowledged so far.
+        acknowledged: u64,
+        /// The bundle's size.
+        total: u64,
+    },
+    /// The peer acknowledged the whole bundle.
+    Sent {
+        /// Our transfer id.
+        transfer_id: u64,
+    },
+    /// The peer refused an outgoing transfer; no more of it is sent.
+    Refused {
+        /// Our transfer id.
+        transfer_id: u64,
+        /// The peer's reason.
+        reason: XferRefuseReason,
+        /// Bundle bytes it had acknowledged before refusing.
+        acknowledged: u64,
+    },
+    /// The session ended. Emitted exactly once, always the last event.
+    Terminated {
+        /// Why, for logs.
+        reason: String,
+        /// Whether the peer ended it (its SESS_TERM, or the connection failed under us) rather
+        /// than this side (a close, a timeout, a protocol violation by the peer).
+        by_peer: bool,
+        /// Every outgoing transfer not fully acknowledged, by transfer id, with the bundle bytes
+        /// that were (0 for bundles never started), in id order: the owner may fragment
+        /// reactively and send the rest elsewhere.
+        unfinished: Vec<(u64, u64)>,
+        /// The prefix received of an incoming transfer that was cut (transfer id, bytes), if any
+        /// bytes arrived and the transfer had not been refused.
+        partial: Option<(u64, Bytes)>,
+    },
+}
+
+/// Why [`Session::send`] did not queue a bundle.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// The contact header and SESS_INIT exchange has not finished yet.
+    #[error("the session is not established yet")]
+    NotEstablished,
+    /// A SESS_TERM was sent or received, or the session is over: no new transfer may start.
+    #[error("the session is closing or closed")]
+    Closing,
+    /// The bundle is larger than the peer's transfer MRU; it must be fragmented first.
+    #[error("bundle of {len} bytes exceeds the peer's transfer MRU of {limit} bytes")]
+    TooLarge {
+        /// The bundle's encoded size.
+        len: u64,
+        /// The peer's transfer MRU.
+        limit: u64,
+    },
+    /// The peer announced a segment MRU of 0: it accepts no data at all.
+    #[error("the peer's segment MRU is 0: it accepts no data")]
+    PeerAcceptsNoData,
+    /// Every 64-bit transfer id was used; the session is being ended ("Resource exhaustion").
+    #[error("transfer ids are exhausted")]
+    TransferIdsExhausted,
+}
+
+/// A short text for a SESS_TERM reason, for [`SessionEvent::Terminated`]'s `reason`.
+pub fn sess_term_text(reason: SessTermReason) -> String {
+    match reason {
+        SessTermReason::Unknown => "no reason given".into(),
+        SessTermReason::IdleTimeout => "idle timeout".into(),
+        SessTermReason::VersionMismatch => "version mismatch".into(),
+        SessTermReason::Busy => "busy".into(),
+        SessTermReason::ContactFailure => "contact failure".into(),
+        SessTermReason::ResourceExhaustion => "resource exhaustion".into(),
+        SessTermReason::Other(code) => format!("reason code {code}"),
+    }
+}
