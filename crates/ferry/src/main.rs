@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod bundle_cmd;
+mod node_cmd;
 mod sim_cmd;
 
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ enum Command {
     Bundle(bundle_cmd::BundleCommand),
     /// Run a simulated network (virtual time, many nodes in one process) and print a summary.
     Sim(sim_cmd::SimArgs),
+    /// Run a node: the daemon (TCPCLv4, UDP, discovery, persistent store, local API).
+    Node(node_cmd::NodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Node(args) => node_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

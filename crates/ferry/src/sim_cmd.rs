@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use daemon::config::parse_size;
 use node::{Class, StrategyKind};
 use sim::{ContactPlan, LinkParams, Report, Scenario, Sim, Topology, Workload};
 
@@ -97,7 +98,7 @@ pub(crate) enum ClassArg {
 }
 
 pub(crate) fn run(args: SimArgs) -> Result<()> {
-    let strategy = parse_strategy(&args.strategy)?;
+    let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss must be between 0 and 1, got {}", args.loss);
     }
@@ -220,53 +221,6 @@ fn print_row(r: &Report, wall_s: f64) {
     );
 }
 
-fn parse_strategy(s: &str) -> Result<StrategyKind> {
-    match s.split_once(':') {
-        None if s == "epidemic" => Ok(StrategyKind::Epidemic),
-        None if s == "direct" => Ok(StrategyKind::Direct),
-        None if s == "spray-and-wait" || s == "spray" => {
-            Ok(StrategyKind::SprayAndWait { copies: 8 })
-        }
-        Some(("spray-and-wait" | "spray", n)) => {
-            let copies: u64 = n
-                .parse()
-                .with_context(|| format!("spray-and-wait copies must be a number, got {n:?}"))?;
-            if copies == 0 {
-                bail!("spray-and-wait needs at least 1 copy");
-            }
-            Ok(StrategyKind::SprayAndWait { copies })
-        }
-        _ => bail!("unknown strategy {s:?}: expected epidemic, spray-and-wait[:COPIES] or direct"),
-    }
-}
-
-/// Parses `1MB`, `100KiB`, `1.5GB`, `512` (bytes).
-pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size like 1MB or 100KiB"))?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" | "k" => 1e3,
-        "mb" | "m" => 1e6,
-        "gb" | "g" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
-    };
-    let bytes = value * scale;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(bytes as u64)
-}
-
 /// Parses a bit rate: `10M`, `1G`, `500k`, `54000000`.
 fn parse_rate(s: &str) -> Result<u64, String> {
     let lower = s.trim().to_ascii_lowercase();
@@ -292,24 +246,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_and_rates_parse() {
-        assert_eq!(parse_size("1MB").unwrap(), 1_000_000);
-        assert_eq!(parse_size("100KiB").unwrap(), 102_400);
-        assert_eq!(parse_size("512").unwrap(), 512);
-        assert!(parse_size("1XB").is_err());
-        assert!(parse_size("MB").is_err());
+    fn rates_parse() {
         assert_eq!(parse_rate("10M").unwrap(), 10_000_000);
         assert_eq!(parse_rate("1Gbit/s").unwrap(), 1_000_000_000);
-    }
-
-    #[test]
-    fn strategies_parse() {
-        assert_eq!(parse_strategy("epidemic").unwrap(), StrategyKind::Epidemic);
-        assert_eq!(
-            parse_strategy("spray-and-wait:4").unwrap(),
-            StrategyKind::SprayAndWait { copies: 4 }
-        );
-        assert!(parse_strategy("spray:0").is_err());
-        assert!(parse_strategy("flood").is_err());
     }
 }

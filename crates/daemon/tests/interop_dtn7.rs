@@ -1,0 +1,283 @@
+//! Interoperability with dtn7-rs (`dtnd` 0.21) over TCPCLv4 on loopback: a text message and a
+//! 1 MiB file each way, byte-identical.
+//!
+//! `dtnd` comes from `cargo install dtn7 --locked` (CI's `.ci/run` installs it into
+//! `~/.cache/ferry-tools/dtn7`). The test looks in `$FERRY_DTN7_BIN`, then that directory, then
+//! `PATH`. Where none has it, the test says so and passes, unless `FERRY_REQUIRE_INTEROP=1` (set
+//! by CI), in which case a missing `dtnd` fails it. dtnd's web API listens on ::1 only and its
+//! discovery is off.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use daemon::Config;
+use daemon::control::{Request, SendRequest};
+
+fn dtn7_bin() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = std::env::var_os("FERRY_DTN7_BIN") {
+        candidates.push(dir.into());
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        candidates.push(Path::new(&home).join(".cache/ferry-tools/dtn7/bin"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path));
+    }
+    candidates.into_iter().find(|d| d.join("dtnd").is_file())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `dtnd`, killed when dropped.
+struct Dtnd {
+    child: Child,
+    bin: PathBuf,
+    web_port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Dtnd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Dtnd {
+    fn start(bin: &Path, dir: &Path, tcp_port: u16, ferry_port: u16) -> Self {
+        let web_port = free_port();
+        let log = dir.join("dtnd.log");
+        let child = Command::new(bin.join("dtnd"))
+            .args(["-n", "d7", "-W"])
+            .arg(dir)
+            .args(["-C", &format!("tcp:port={tcp_port}:bind=127.0.0.1")])
+            .args([
+                "-w",
+                &web_port.to_string(),
+                "-6",
+                "--disable_nd",
+                "-e",
+                "incoming",
+            ])
+            .args(["-s", &format!("tcp://127.0.0.1:{ferry_port}/ferry")])
+            .args(["-j", "1s", "-d"])
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.join("dtnd.err")).unwrap(),
+            ))
+            .spawn()
+            .expect("starting dtnd");
+        Self {
+            child,
+            bin: bin.to_owned(),
+            web_port,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// One bundle from dtnd's `incoming` endpoint, if one is there.
+    fn receive(&self, out: &Path) -> Option<Vec<u8>> {
+        let _ = std::fs::remove_file(out);
+        let status = Command::new(self.bin.join("dtnrecv"))
+            .args([
+                "-6",
+                "-p",
+                &self.web_port.to_string(),
+                "-e",
+                "incoming",
+                "-o",
+            ])
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        if !status.success() {
+            return None;
+        }
+        std::fs::read(out).ok().filter(|b| !b.is_empty())
+    }
+
+    fn send(&self, to: &str, file: &Path) {
+        let out = Command::new(self.bin.join("dtnsend"))
+            .args([
+                "-6",
+                "-p",
+                &self.web_port.to_string(),
+                "-s",
+                "dtn://d7/",
+                "-r",
+                to,
+            ])
+            .arg(file)
+            .output()
+            .expect("running dtnsend");
+        assert!(
+            out.status.success(),
+            "dtnsend failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn ferry_config(dir: &Path, port: u16, dtnd_port: u16) -> Config {
+    // Both sides name the other as a static peer: dtnd dials only when it has a bundle to
+    // forward, Ferry keeps a session up (and redials with backoff until dtnd listens).
+    Config::from_toml(
+        &format!(
+            r#"
+node_id = "dtn://ferry/"
+data_dir = "{}"
+store_quota = "1GB"
+[tcpcl]
+listen = ["127.0.0.1:{port}"]
+# dtnd announces a 64000-byte transfer MRU but takes any size and cannot reassemble fragments.
+ignore_peer_transfer_mru = true
+[udp]
+listen = ""
+[discovery]
+enabled = false
+[api]
+listen = ""
+[[peers]]
+address = "127.0.0.1:{dtnd_port}"
+"#,
+            dir.display()
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
+    let Some(bin) = dtn7_bin() else {
+        assert!(
+            std::env::var_os("FERRY_REQUIRE_INTEROP").is_none(),
+            "FERRY_REQUIRE_INTEROP is set but dtnd was not found (see .ci/run)"
+        );
+        eprintln!(
+            "SKIPPED: dtnd not found; install it with `cargo install dtn7 --locked --root ~/.cache/ferry-tools/dtn7`"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("ferry-interop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("ferry")).unwrap();
+    std::fs::create_dir_all(dir.join("dtnd")).unwrap();
+    let ferry_port = free_port();
+    let dtnd_port = free_port();
+    let ferry = daemon::start(ferry_config(&dir.join("ferry"), ferry_port, dtnd_port))
+        .await
+        .unwrap();
+    let dtnd = Dtnd::start(&bin, &dir.join("dtnd"), dtnd_port, ferry_port);
+
+    // dtnd connects to its static peer; wait for the session.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let peers = ferry.control.ask(Request::Peers).await.unwrap();
+        if peers.iter().any(|p| p.node_id == "dtn://d7/") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no TCPCL session with dtnd; its log:\n{}",
+            dtnd.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let big: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+
+    // Ferry → dtnd.
+    for payload in [b"hello from ferry".to_vec(), big.clone()] {
+        let req = SendRequest {
+            destination: "dtn://d7/incoming".into(),
+            source: None,
+            payload: None,
+            payload_base64: Some(base64::engine::general_purpose::STANDARD.encode(&payload)),
+            lifetime: Some("10m".into()),
+            class: None,
+            report: false,
+            priority: None,
+        };
+        ferry
+            .control
+            .ask(|reply| Request::Send(req, reply))
+            .await
+            .unwrap()
+            .unwrap();
+        let out = dir.join("received-at-dtnd");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let got = loop {
+            if let Some(got) = dtnd.receive(&out) {
+                break got;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dtnd did not receive the {}-byte bundle; its log:\n{}",
+                payload.len(),
+                dtnd.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(got.len(), payload.len());
+        assert!(got == payload, "dtnd received different bytes");
+    }
+
+    // dtnd → Ferry.
+    for payload in [b"hello from dtn7-rs".to_vec(), big] {
+        let file = dir.join("to-ferry");
+        std::fs::write(&file, &payload).unwrap();
+        dtnd.send("dtn://ferry/inbox", &file);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let got = loop {
+            let got = ferry
+                .control
+                .ask(|reply| Request::Receive {
+                    endpoint: "inbox".into(),
+                    max: 1,
+                    reply,
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            if let Some(r) = got.into_iter().next() {
+                assert_eq!(r.source, "dtn://d7/");
+                break base64::engine::general_purpose::STANDARD
+                    .decode(r.payload_base64)
+                    .unwrap();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferry did not receive the {}-byte bundle from dtnd; its log:\n{}",
+                payload.len(),
+                dtnd.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(got.len(), payload.len());
+        assert!(got == payload, "ferry received different bytes");
+    }
+
+    ferry.shut_down().await;
+    drop(dtnd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,310 @@
+//! Two real daemons on loopback, talking TCPCLv4: bundles both ways, a 1 MiB file byte-identical,
+//! bundles that wait for a peer that is down, an inbox that survives a restart, and the echo
+//! service. Every wait is bounded.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use daemon::control::{Received, Request, SendReply, SendRequest};
+use daemon::{Config, Running};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn config(name: &str, dir: &Path, port: u16, peers: &[SocketAddr]) -> Config {
+    let text = format!(
+        r#"
+node_id = "dtn://{name}/"
+data_dir = "{}"
+store_quota = "1GB"
+[tcpcl]
+listen = ["127.0.0.1:{port}"]
+keepalive = "2s"
+[udp]
+listen = "127.0.0.1:0"
+[discovery]
+enabled = false
+[api]
+listen = ""
+"#,
+        dir.display()
+    );
+    let mut c = Config::from_toml(&text, "test").unwrap();
+    c.peers = peers.to_vec();
+    c
+}
+
+async fn send(node: &Running, destination: &str, payload: &[u8]) -> SendReply {
+    let req = SendRequest {
+        destination: destination.into(),
+        source: None,
+        payload: None,
+        payload_base64: Some(base64::engine::general_purpose::STANDARD.encode(payload)),
+        lifetime: Some("10m".into()),
+        class: None,
+        report: false,
+        priority: None,
+    };
+    node.control
+        .ask(|reply| Request::Send(req, reply))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits (bounded) for `count` bundles at `endpoint`.
+async fn receive(node: &Running, endpoint: &str, count: usize, within: Duration) -> Vec<Received> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    while got.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {count} bundles reached {endpoint} within {within:?}",
+            got.len()
+        );
+        let more = node
+            .control
+            .ask(|reply| Request::Receive {
+                endpoint: endpoint.into(),
+                max: count - got.len(),
+                reply,
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        if more.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        got.extend(more);
+    }
+    got
+}
+
+fn payload(r: &Received) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(&r.payload_base64)
+        .unwrap()
+}
+
+async fn peers(node: &Running) -> usize {
+    node.control.ask(Request::Status).await.unwrap().peers
+}
+
+async fn wait_for_peers(node: &Running, n: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    while peers(node).await != n {
+        assert!(Instant::now() < deadline, "no session within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_exchange_text_and_a_mebibyte_both_ways() {
+    let dirs = (tempdir(), tempdir());
+    let (pa, pb) = (free_port(), free_port());
+    let b_addr: SocketAddr = format!("127.0.0.1:{pb}").parse().unwrap();
+    let b = daemon::start(config("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    // Only alpha knows bravo: the session alpha opens carries both directions.
+    let a = daemon::start(config("alpha", dirs.0.path(), pa, &[b_addr]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1, Duration::from_secs(10)).await;
+    wait_for_peers(&b, 1, Duration::from_secs(10)).await;
+
+    send(&a, "dtn://bravo/inbox", b"hello bravo").await;
+    let got = receive(&b, "inbox", 1, Duration::from_secs(10)).await;
+    assert_eq!(payload(&got[0]), b"hello bravo");
+    assert_eq!(got[0].source, "dtn://alpha/");
+
+    let big: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    send(&b, "dtn://alpha/files", &big).await;
+    send(&a, "dtn://bravo/files", &big).await;
+    let at_a = receive(&a, "files", 1, Duration::from_secs(20)).await;
+    let at_b = receive(&b, "dtn://bravo/files", 1, Duration::from_secs(20)).await;
+    assert_eq!(payload(&at_a[0]), big);
+    assert_eq!(payload(&at_b[0]), big);
+
+    // The echo service answers with the same payload to the source endpoint.
+    let req = SendRequest {
+        destination: "dtn://bravo/echo".into(),
+        source: Some("pong".into()),
+        payload: Some("ping 1".into()),
+        payload_base64: None,
+        lifetime: Some("1m".into()),
+        class: None,
+        report: false,
+        priority: None,
+    };
+    a.control
+        .ask(|reply| Request::Send(req, reply))
+        .await
+        .unwrap()
+        .unwrap();
+    let echoed = receive(&a, "pong", 1, Duration::from_secs(10)).await;
+    assert_eq!(payload(&echoed[0]), b"ping 1");
+    assert_eq!(echoed[0].source, "dtn://bravo/echo");
+
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_wait_for_a_peer_that_is_down_and_inboxes_survive_a_restart() {
+    let dirs = (tempdir(), tempdir());
+    let (pa, pb) = (free_port(), free_port());
+    let b_addr: SocketAddr = format!("127.0.0.1:{pb}").parse().unwrap();
+    // Alpha starts alone, with bravo as a static peer that is not there yet.
+    let a = daemon::start(config("alpha", dirs.0.path(), pa, &[b_addr]))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        send(&a, "dtn://bravo/inbox", format!("queued {i}").as_bytes()).await;
+    }
+    let stored = a.control.ask(Request::Bundles).await.unwrap();
+    assert_eq!(stored.len(), 5, "the bundles wait in alpha's store");
+
+    // Bravo comes up; alpha reconnects (backoff at most a few seconds) and hands them over.
+    let b = daemon::start(config("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    wait_for_peers(&b, 1, Duration::from_secs(15)).await;
+    // Nobody reads bravo's inbox yet; wait until all five are there, then restart bravo.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let s = b.control.ask(Request::Status).await.unwrap();
+        if s.inbox_bundles == 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bravo's inbox holds {}",
+            s.inbox_bundles
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.shut_down().await;
+    let b = daemon::start(config("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let got = receive(&b, "inbox", 5, Duration::from_secs(5)).await;
+    let mut texts: Vec<String> = got
+        .iter()
+        .map(|r| String::from_utf8(payload(r)).unwrap())
+        .collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        (0..5).map(|i| format!("queued {i}")).collect::<Vec<_>>()
+    );
+    // Taken means gone.
+    let again = b
+        .control
+        .ask(|reply| Request::Receive {
+            endpoint: "inbox".into(),
+            max: 10,
+            reply,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.is_empty());
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_are_clear() {
+    let dir = tempdir();
+    let a = daemon::start(config("alpha", dir.path(), free_port(), &[]))
+        .await
+        .unwrap();
+    let mut req = SendRequest {
+        destination: "not an eid".into(),
+        source: None,
+        payload: Some("x".into()),
+        payload_base64: None,
+        lifetime: None,
+        class: None,
+        report: false,
+        priority: None,
+    };
+    let err = a
+        .control
+        .ask(|reply| Request::Send(req.clone(), reply))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code, "bad_endpoint");
+    req.destination = "dtn://bravo/x".into();
+    req.class = Some("datagram".into());
+    let err = a
+        .control
+        .ask(|reply| Request::Send(req.clone(), reply))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code, "no_route", "{err}");
+    req.class = None;
+    req.lifetime = Some("soon".into());
+    let err = a
+        .control
+        .ask(|reply| Request::Send(req.clone(), reply))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code, "bad_request");
+    assert!(err.message.contains("lifetime"), "{err}");
+    let err = a
+        .control
+        .ask(|reply| Request::Receive {
+            endpoint: "dtn://bravo/inbox".into(),
+            max: 1,
+            reply,
+        })
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code, "bad_endpoint");
+    a.shut_down().await;
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ferry-daemon-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    TempDir(dir)
+}

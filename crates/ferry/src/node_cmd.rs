@@ -1,0 +1,191 @@
+//! `ferry node`: runs the daemon in the foreground until SIGINT or SIGTERM.
+//!
+//! The configuration comes from `--config FILE`, else `$XDG_CONFIG_HOME/ferry/node.toml` (or
+//! `~/.config/ferry/node.toml`) if it exists, else the defaults; command-line flags override it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use daemon::Config;
+use daemon::config::parse_node_id;
+
+/// Arguments of `ferry node`.
+#[derive(Args)]
+pub(crate) struct NodeArgs {
+    /// Configuration file (TOML; see README "Configuration").
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// This node's id, e.g. dtn://alpha/ (default: dtn://<host name>/).
+    #[arg(long)]
+    node_id: Option<String>,
+    /// Directory of the persistent store (default: $XDG_DATA_HOME/ferry).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// TCPCL listen address; repeat for several (default 0.0.0.0:4556).
+    #[arg(long = "tcpcl", value_name = "ADDR")]
+    tcpcl: Vec<String>,
+    /// UDP convergence layer address, or "" for none (default 0.0.0.0:4556).
+    #[arg(long, value_name = "ADDR")]
+    udp: Option<String>,
+    /// API address, or "" for none (default 127.0.0.1:4550).
+    #[arg(long, value_name = "ADDR")]
+    api: Option<String>,
+    /// A static TCPCL peer to keep a session with; repeat for several.
+    #[arg(long = "peer", value_name = "ADDR")]
+    peers: Vec<String>,
+    /// Send and listen for no discovery beacons.
+    #[arg(long)]
+    no_discovery: bool,
+    /// Send beacons on this interface only; repeat for several.
+    #[arg(long = "discovery-interface", value_name = "NAME")]
+    discovery_interfaces: Vec<String>,
+    /// UDP port of discovery beacons (default 4551).
+    #[arg(long, value_name = "PORT")]
+    discovery_port: Option<u16>,
+    /// TCPCL keepalive interval offered (a session is declared dead after two silent intervals).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    keepalive: Option<std::time::Duration>,
+    /// Routing strategy: epidemic, spray-and-wait[:COPIES] or direct.
+    #[arg(long)]
+    strategy: Option<String>,
+    /// More log output: -v for connections and sessions, -vv for every decision.
+    #[arg(long, short, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+pub(crate) fn run(args: NodeArgs) -> Result<()> {
+    init_logging(args.verbose);
+    let config = build_config(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let mut running = daemon::start(config).await?;
+        let api = running
+            .api_addr
+            .map(|a| format!("http://{a}"))
+            .unwrap_or_else(|| "off".into());
+        eprintln!(
+            "ferry node {} running: tcpcl {}, api {api}. Ctrl-C stops it.",
+            running_node_id(&running).await,
+            running
+                .tcpcl_addrs
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            _ = running.wait() => anyhow::bail!("the event loop stopped unexpectedly"),
+        }
+        eprintln!("ferry node: stopping (store flushed, sessions closed)");
+        running.shut_down().await;
+        Ok(())
+    })
+}
+
+async fn running_node_id(running: &daemon::Running) -> String {
+    running
+        .control
+        .ask(daemon::control::Request::Status)
+        .await
+        .map(|s| s.node_id)
+        .unwrap_or_default()
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "ferry".into())
+}
+
+fn default_config_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))?;
+    let path = base.join("ferry").join("node.toml");
+    path.exists().then_some(path)
+}
+
+fn build_config(args: &NodeArgs) -> Result<Config> {
+    let host = host_name();
+    let mut config = match args.config.clone().or_else(default_config_file) {
+        Some(path) => Config::load(&path, &host)?,
+        None => Config::defaults(&host),
+    };
+    if let Some(id) = &args.node_id {
+        config.node_id = parse_node_id(id)?;
+    }
+    if let Some(dir) = &args.data_dir {
+        config.data_dir = Some(dir.clone());
+    }
+    let addr = |flag: &str, a: &str| -> Result<std::net::SocketAddr> {
+        a.parse()
+            .with_context(|| format!("{flag} {a:?} is not an address like 127.0.0.1:4556"))
+    };
+    let optional = |flag: &str, a: &str| -> Result<Option<std::net::SocketAddr>> {
+        if a.is_empty() {
+            Ok(None)
+        } else {
+            addr(flag, a).map(Some)
+        }
+    };
+    if !args.tcpcl.is_empty() {
+        config.tcpcl_listen = args
+            .tcpcl
+            .iter()
+            .map(|a| addr("--tcpcl", a))
+            .collect::<Result<_>>()?;
+    }
+    if let Some(a) = &args.udp {
+        config.udp_listen = optional("--udp", a)?;
+    }
+    if let Some(a) = &args.api {
+        config.api_listen = optional("--api", a)?;
+    }
+    for p in &args.peers {
+        config.peers.push(addr("--peer", p)?);
+    }
+    if args.no_discovery {
+        config.discovery.enabled = false;
+    }
+    if !args.discovery_interfaces.is_empty() {
+        config.discovery.interfaces = args.discovery_interfaces.clone();
+    }
+    if let Some(port) = args.discovery_port {
+        config.discovery.port = port;
+    }
+    if let Some(k) = args.keepalive {
+        anyhow::ensure!(
+            (1..=65_535).contains(&k.as_secs()),
+            "--keepalive must be between 1s and 65535s"
+        );
+        config.keepalive = k;
+    }
+    if let Some(s) = &args.strategy {
+        config.strategy = s.parse().map_err(anyhow::Error::msg)?;
+    }
+    Ok(config)
+}
