@@ -6,7 +6,7 @@
 //! field names are a stable interface.
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// A request to the event loop.
 #[derive(Debug)]
@@ -19,25 +19,47 @@ pub enum Request {
     Routes(oneshot::Sender<Vec<RouteInfo>>),
     /// Bundles held in the store.
     Bundles(oneshot::Sender<Vec<BundleInfo>>),
-    /// Create and send a bundle.
+    /// Create and send a bundle whose payload is in the request (text or base64).
     Send(SendRequest, oneshot::Sender<Result<SendReply, ApiError>>),
-    /// Take up to `max` bundles waiting for a local endpoint (they leave the inbox).
-    Receive {
+    /// Create and send a bundle with this payload (the request's `payload` fields are ignored).
+    SendBytes {
+        /// Destination, lifetime, class and the rest.
+        request: SendRequest,
+        /// The payload.
+        payload: bytes::Bytes,
+        /// The answer.
+        reply: oneshot::Sender<Result<SendReply, ApiError>>,
+    },
+    /// Up to `max` bundles waiting for a local endpoint, oldest first, with a sequence number
+    /// above `after` if given. Nothing leaves the inbox until [`Request::Ack`].
+    Peek {
         /// The endpoint, e.g. `dtn://me/inbox` or just the service part `inbox`.
         endpoint: String,
         /// At most this many.
         max: usize,
+        /// Only bundles with a larger sequence number (a subscriber's position).
+        after: Option<u64>,
+        /// Whether to include payloads (base64) in the answer.
+        with_payload: bool,
         /// The answer.
         reply: oneshot::Sender<Result<Vec<Received>, ApiError>>,
     },
-    /// Register a live subscriber for an endpoint: waiting bundles are sent to it at once, later
-    /// ones as they arrive (each leaves the inbox once handed over).
-    Subscribe {
+    /// The payload of one waiting bundle.
+    Payload {
         /// The endpoint.
         endpoint: String,
-        /// Where the bundles go; the subscription ends when the receiver is dropped.
-        sink: mpsc::Sender<Received>,
-        /// Ok once registered.
+        /// The bundle's sequence number in that inbox.
+        seq: u64,
+        /// The answer: the payload, or `not_found`.
+        reply: oneshot::Sender<Result<bytes::Bytes, ApiError>>,
+    },
+    /// An application has a bundle safely: it leaves the inbox (durably, before the answer).
+    Ack {
+        /// The endpoint.
+        endpoint: String,
+        /// The bundle's sequence number in that inbox.
+        seq: u64,
+        /// Ok once removed, `not_found` if it was not waiting.
         reply: oneshot::Sender<Result<(), ApiError>>,
     },
     /// Status reports received for bundles this node sent (for `ferry trace`).
@@ -56,13 +78,86 @@ pub enum Request {
 #[derive(Debug, Clone)]
 pub struct ControlHandle {
     tx: mpsc::Sender<Request>,
+    deliveries: watch::Receiver<u64>,
+}
+
+/// The event loop's ends of a [`ControlHandle`].
+#[derive(Debug)]
+pub struct ControlEnds {
+    /// Requests to answer.
+    pub requests: mpsc::Receiver<Request>,
+    /// Bumped after every batch of deliveries to inboxes is durable, so waiting receivers
+    /// look again.
+    pub deliveries: watch::Sender<u64>,
 }
 
 impl ControlHandle {
-    /// A handle and the receiving end the event loop reads.
-    pub fn channel(depth: usize) -> (Self, mpsc::Receiver<Request>) {
-        let (tx, rx) = mpsc::channel(depth);
-        (Self { tx }, rx)
+    /// A handle and the ends the event loop holds.
+    pub fn channel(depth: usize) -> (Self, ControlEnds) {
+        let (tx, requests) = mpsc::channel(depth);
+        let (deliveries, deliveries_rx) = watch::channel(0);
+        (
+            Self {
+                tx,
+                deliveries: deliveries_rx,
+            },
+            ControlEnds {
+                requests,
+                deliveries,
+            },
+        )
+    }
+
+    /// A receiver that changes whenever new bundles wait in some inbox.
+    pub fn deliveries(&self) -> watch::Receiver<u64> {
+        self.deliveries.clone()
+    }
+
+    /// Waits up to `wait` until at least one bundle waits for `endpoint` (above `after`), then
+    /// returns up to `max` of them without taking them (see [`Request::Peek`]). Returns an empty
+    /// list when `wait` passes first.
+    pub async fn wait_for(
+        &self,
+        endpoint: &str,
+        max: usize,
+        after: Option<u64>,
+        with_payload: bool,
+        wait: std::time::Duration,
+    ) -> Result<Vec<Received>, ApiError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut changes = self.deliveries();
+        loop {
+            // Mark the current value seen before looking, so a delivery between the look and
+            // the wait still wakes us.
+            changes.borrow_and_update();
+            let found = self
+                .ask(|reply| Request::Peek {
+                    endpoint: endpoint.to_owned(),
+                    max,
+                    after,
+                    with_payload,
+                    reply,
+                })
+                .await??;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(ApiError::shutting_down()),
+                Err(_) => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// Acknowledges a bundle taken from an inbox (see [`Request::Ack`]).
+    pub async fn ack(&self, endpoint: &str, seq: u64) -> Result<(), ApiError> {
+        self.ask(|reply| Request::Ack {
+            endpoint: endpoint.to_owned(),
+            seq,
+            reply,
+        })
+        .await?
     }
 
     /// Sends a request built around a fresh reply channel and waits for the answer.
@@ -203,10 +298,13 @@ pub struct SendReply {
     pub size: u64,
 }
 
-/// A bundle handed to a local application (`GET /v1/endpoints/{endpoint}/bundles`, and each
+/// A bundle waiting for a local application (`GET /v1/endpoints/{endpoint}/bundles`, and each
 /// WebSocket message of `GET /v1/endpoints/{endpoint}/subscribe`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Received {
+    /// Its place in the endpoint's inbox: what `DELETE …/bundles/{seq}` and a WebSocket
+    /// `{"ack": seq}` name.
+    pub seq: u64,
     /// The bundle id.
     pub id: String,
     /// Its source endpoint.
@@ -215,8 +313,11 @@ pub struct Received {
     pub destination: String,
     /// Creation time, milliseconds since the DTN epoch.
     pub created_ms: u64,
-    /// The payload, base64.
-    pub payload_base64: String,
+    /// Payload bytes.
+    pub size: u64,
+    /// The payload, base64 (absent when asked for metadata only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
 }
 
 /// A status report about a bundle this node sent (`GET /v1/reports`).
@@ -241,8 +342,8 @@ pub struct ReportInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
-    /// One of `bad_request`, `bad_endpoint`, `not_found`, `no_route`, `store_full`,
-    /// `payload_too_large`, `shutting_down`, `internal`.
+    /// One of `bad_request`, `bad_endpoint`, `not_found`, `method_not_allowed`, `no_route`,
+    /// `store_full`, `payload_too_large`, `shutting_down`, `internal`.
     pub code: String,
     /// What went wrong.
     pub message: String,
@@ -267,6 +368,7 @@ impl ApiError {
         match self.code.as_str() {
             "bad_request" | "bad_endpoint" => 400,
             "not_found" => 404,
+            "method_not_allowed" => 405,
             "payload_too_large" => 413,
             "no_route" => 409,
             "store_full" => 507,

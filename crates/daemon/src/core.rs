@@ -159,7 +159,10 @@ pub(crate) struct Daemon {
     /// Addresses a connection attempt is under way to.
     connecting: BTreeMap<SocketAddr, Origin>,
     inboxes: Inboxes,
-    subscribers: BTreeMap<String, Vec<mpsc::Sender<crate::control::Received>>>,
+    /// Bumped after deliveries are durable (see [`crate::control::ControlEnds::deliveries`]).
+    deliveries: tokio::sync::watch::Sender<u64>,
+    /// Whether an inbox got a bundle since the last flush.
+    delivered_unflushed: bool,
     reports: std::collections::VecDeque<ReportInfo>,
     next_link: u64,
     next_tag: u64,
@@ -195,6 +198,7 @@ impl Daemon {
         tcpcl_events: mpsc::Sender<(u64, TcpclEvent)>,
         connect_results: mpsc::Sender<(SocketAddr, std::io::Result<TcpStream>)>,
         recovered_dropped: u64,
+        deliveries: tokio::sync::watch::Sender<u64>,
     ) -> Result<Self, store::StoreError> {
         let inboxes = Inboxes::load(node.store())?;
         let now = Instant::now();
@@ -235,7 +239,8 @@ impl Daemon {
             discovered: BTreeMap::new(),
             connecting: BTreeMap::new(),
             inboxes,
-            subscribers: BTreeMap::new(),
+            deliveries,
+            delivered_unflushed: false,
             reports: Default::default(),
             next_link: 1,
             next_tag: 1,
@@ -697,9 +702,16 @@ impl Daemon {
                 busy = true;
                 self.on_node_event(event);
             }
-            if let Err(e) = self.node.store_mut().flush() {
-                self.metrics.store_errors += 1;
-                tracing::error!("store flush failed: {e}");
+            match self.node.store_mut().flush() {
+                Ok(()) => {
+                    if std::mem::take(&mut self.delivered_unflushed) {
+                        self.deliveries.send_modify(|n| *n += 1);
+                    }
+                }
+                Err(e) => {
+                    self.metrics.store_errors += 1;
+                    tracing::error!("store flush failed: {e}");
+                }
             }
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
@@ -709,7 +721,6 @@ impl Daemon {
                 break;
             }
         }
-        self.feed_subscribers();
     }
 
     fn transmit(&mut self, t: Transmit) {
@@ -778,13 +789,16 @@ impl Daemon {
                     self.echo(&d);
                     return;
                 }
-                if let Err(e) = self.inboxes.put(self.node.store_mut(), &letter) {
-                    self.metrics.store_errors += 1;
-                    tracing::error!(
-                        "cannot keep bundle {} for {}: {e}",
-                        letter.id,
-                        letter.destination
-                    );
+                match self.inboxes.put(self.node.store_mut(), &letter) {
+                    Ok(()) => self.delivered_unflushed = true,
+                    Err(e) => {
+                        self.metrics.store_errors += 1;
+                        tracing::error!(
+                            "cannot keep bundle {} for {}: {e}",
+                            letter.id,
+                            letter.destination
+                        );
+                    }
                 }
             }
             Event::StatusReport { from, report } => self.record_report(&from, &report),
@@ -848,50 +862,6 @@ impl Daemon {
         }
     }
 
-    fn feed_subscribers(&mut self) {
-        if self.subscribers.is_empty() {
-            return;
-        }
-        let endpoints: Vec<String> = self.subscribers.keys().cloned().collect();
-        let mut took = false;
-        for endpoint in endpoints {
-            let Some(sinks) = self.subscribers.get_mut(&endpoint) else {
-                continue;
-            };
-            sinks.retain(|s| !s.is_closed());
-            if sinks.is_empty() {
-                self.subscribers.remove(&endpoint);
-                continue;
-            }
-            while self.inboxes.has(&endpoint) {
-                let Some(sink) = self
-                    .subscribers
-                    .get(&endpoint)
-                    .and_then(|s| s.iter().find(|s| s.capacity() > 0).cloned())
-                else {
-                    break;
-                };
-                let letters = match self.inboxes.take(self.node.store_mut(), &endpoint, 1) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!("inbox of {endpoint}: {e}");
-                        break;
-                    }
-                };
-                took = true;
-                for letter in letters {
-                    if let Err(e) = sink.try_send(received(letter)) {
-                        // Capacity was checked in this same task; only a close can get here.
-                        tracing::debug!("subscriber of {endpoint} went away: {e}");
-                    }
-                }
-            }
-        }
-        if took && let Err(e) = self.node.store_mut().flush() {
-            tracing::error!("store flush failed: {e}");
-        }
-    }
-
     // ----- API requests -----
 
     fn on_request(&mut self, request: Request) {
@@ -919,33 +889,63 @@ impl Daemon {
                 let _ = reply.send(self.bundles());
             }
             Request::Send(req, reply) => {
-                let _ = reply.send(self.api_send(req));
+                let _ = reply.send(self.api_send_json(req));
             }
-            Request::Receive {
+            Request::SendBytes {
+                request,
+                payload,
+                reply,
+            } => {
+                let _ = reply.send(self.api_send(request, payload));
+            }
+            Request::Peek {
                 endpoint,
                 max,
+                after,
+                with_payload,
                 reply,
             } => {
                 let result = self.endpoint(&endpoint).and_then(|ep| {
                     let letters = self
                         .inboxes
-                        .take(self.node.store_mut(), &ep, max)
-                        .map_err(|e| ApiError::new("internal", e.to_string()))?;
-                    self.node
-                        .store_mut()
-                        .flush()
-                        .map_err(|e| ApiError::new("internal", e.to_string()))?;
-                    Ok(letters.into_iter().map(received).collect())
+                        .peek(self.node.store(), &ep, max, after)
+                        .map_err(internal)?;
+                    Ok(letters
+                        .into_iter()
+                        .map(|(seq, l)| received(seq, l, with_payload))
+                        .collect())
                 });
                 let _ = reply.send(result);
             }
-            Request::Subscribe {
+            Request::Payload {
                 endpoint,
-                sink,
+                seq,
                 reply,
             } => {
-                let result = self.endpoint(&endpoint).map(|ep| {
-                    self.subscribers.entry(ep).or_default().push(sink);
+                let result = self.endpoint(&endpoint).and_then(|ep| {
+                    self.inboxes
+                        .get(self.node.store(), &ep, seq)
+                        .map_err(internal)?
+                        .map(|l| l.payload)
+                        .ok_or_else(|| not_waiting(&ep, seq))
+                });
+                let _ = reply.send(result);
+            }
+            Request::Ack {
+                endpoint,
+                seq,
+                reply,
+            } => {
+                let result = self.endpoint(&endpoint).and_then(|ep| {
+                    if !self
+                        .inboxes
+                        .remove(self.node.store_mut(), &ep, seq)
+                        .map_err(internal)?
+                    {
+                        return Err(not_waiting(&ep, seq));
+                    }
+                    // Answer only once the removal is durable.
+                    self.node.store_mut().flush().map_err(internal)
                 });
                 let _ = reply.send(result);
             }
@@ -1056,7 +1056,26 @@ impl Daemon {
             .collect()
     }
 
-    fn api_send(&mut self, req: SendRequest) -> Result<SendReply, ApiError> {
+    /// A send whose payload is text or base64 in the request (in-process callers; the HTTP
+    /// handlers decode base64 themselves and use [`Request::SendBytes`]).
+    fn api_send_json(&mut self, req: SendRequest) -> Result<SendReply, ApiError> {
+        let bad = |m: String| ApiError::new("bad_request", m);
+        let payload = match (&req.payload, &req.payload_base64) {
+            (Some(text), None) => Bytes::from(text.clone().into_bytes()),
+            (None, Some(b64)) => Bytes::from(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|e| bad(format!("payload_base64: {e}")))?,
+            ),
+            (None, None) => Bytes::new(),
+            (Some(_), Some(_)) => {
+                return Err(bad("give either payload or payload_base64, not both".into()));
+            }
+        };
+        self.api_send(req, payload)
+    }
+
+    fn api_send(&mut self, req: SendRequest, payload: Bytes) -> Result<SendReply, ApiError> {
         let bad = |m: String| ApiError::new("bad_request", m);
         let destination: Eid = req.destination.parse().map_err(|e| {
             ApiError::new(
@@ -1070,18 +1089,6 @@ impl Daemon {
         let source = match &req.source {
             Some(s) => parse_endpoint(&self.config.node_id, s)?,
             None => self.config.node_id.clone(),
-        };
-        let payload = match (&req.payload, &req.payload_base64) {
-            (Some(text), None) => Bytes::from(text.clone().into_bytes()),
-            (None, Some(b64)) => Bytes::from(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|e| bad(format!("payload_base64: {e}")))?,
-            ),
-            (None, None) => Bytes::new(),
-            (Some(_), Some(_)) => {
-                return Err(bad("give either payload or payload_base64, not both".into()));
-            }
         };
         let lifetime = match &req.lifetime {
             Some(l) => {
@@ -1103,7 +1110,15 @@ impl Daemon {
         let mut out = Outgoing::new(source, destination, payload);
         out.class = class;
         out.lifetime_ms = lifetime.as_millis().max(1) as u64;
-        out.priority = req.priority.unwrap_or(1).min(2);
+        out.priority = match req.priority {
+            None => 1,
+            Some(p @ 0..=2) => p,
+            Some(p) => {
+                return Err(bad(format!(
+                    "priority {p}: expected 0 (bulk), 1 (normal) or 2 (expedited)"
+                )));
+            }
+        };
         if req.report {
             out.flags = BundleFlags(BundleFlags::ANY_REPORT | BundleFlags::STATUS_TIME_REQUESTED);
         }
@@ -1286,14 +1301,28 @@ impl Daemon {
     }
 }
 
-fn received(letter: Letter) -> crate::control::Received {
+fn received(seq: u64, letter: Letter, with_payload: bool) -> crate::control::Received {
     crate::control::Received {
+        seq,
         id: letter.id,
         source: letter.source,
         destination: letter.destination,
         created_ms: letter.created_ms,
-        payload_base64: base64::engine::general_purpose::STANDARD.encode(&letter.payload),
+        size: letter.payload.len() as u64,
+        payload_base64: with_payload
+            .then(|| base64::engine::general_purpose::STANDARD.encode(&letter.payload)),
     }
+}
+
+fn internal(e: store::StoreError) -> ApiError {
+    ApiError::new("internal", e.to_string())
+}
+
+fn not_waiting(endpoint: &str, seq: u64) -> ApiError {
+    ApiError::new(
+        "not_found",
+        format!("no bundle {seq} waits for {endpoint} (taken already?)"),
+    )
 }
 
 fn parse_peer(text: &str) -> Option<Eid> {

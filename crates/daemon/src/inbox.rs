@@ -77,34 +77,64 @@ impl Inboxes {
         Ok(())
     }
 
-    /// Takes up to `max` bundles waiting for `endpoint`, oldest first.
-    pub fn take(
-        &mut self,
-        store: &mut dyn Store,
+    /// Up to `max` bundles waiting for `endpoint` with a sequence number above `after` (all
+    /// when `None`), oldest first, with their sequence numbers. Nothing leaves the inbox: an
+    /// application [`Inboxes::remove`]s a bundle once it has it safely, so a client that dies
+    /// mid-download loses nothing.
+    pub fn peek(
+        &self,
+        store: &dyn Store,
         endpoint: &str,
         max: usize,
-    ) -> Result<Vec<Letter>, StoreError> {
+        after: Option<u64>,
+    ) -> Result<Vec<(u64, Letter)>, StoreError> {
+        let Some(set) = self.waiting.get(endpoint) else {
+            return Ok(Vec::new());
+        };
+        let from = after.map_or(0, |a| a.saturating_add(1));
         let mut out = Vec::new();
-        while out.len() < max {
-            let Some(set) = self.waiting.get_mut(endpoint) else {
-                break;
-            };
-            let Some(n) = set.pop_first() else {
-                self.waiting.remove(endpoint);
-                break;
-            };
-            if set.is_empty() {
-                self.waiting.remove(endpoint);
-            }
-            let k = key(endpoint, n);
-            if let Some(value) = store.rpc_get(RpcTable::Inbox, &k)? {
-                store.rpc_remove(RpcTable::Inbox, &k)?;
-                if let Some(letter) = decode(value, endpoint) {
-                    out.push(letter);
-                }
+        for &n in set.range(from..).take(max) {
+            if let Some(letter) = self.get(store, endpoint, n)? {
+                out.push((n, letter));
             }
         }
         Ok(out)
+    }
+
+    /// The bundle with sequence number `seq` waiting for `endpoint`, if it still waits.
+    pub fn get(
+        &self,
+        store: &dyn Store,
+        endpoint: &str,
+        seq: u64,
+    ) -> Result<Option<Letter>, StoreError> {
+        if !self.waiting.get(endpoint).is_some_and(|s| s.contains(&seq)) {
+            return Ok(None);
+        }
+        Ok(store
+            .rpc_get(RpcTable::Inbox, &key(endpoint, seq))?
+            .and_then(|value| decode(value, endpoint)))
+    }
+
+    /// Removes a bundle an application has taken (durable at the store's next flush). False if
+    /// it was not waiting.
+    pub fn remove(
+        &mut self,
+        store: &mut dyn Store,
+        endpoint: &str,
+        seq: u64,
+    ) -> Result<bool, StoreError> {
+        let Some(set) = self.waiting.get_mut(endpoint) else {
+            return Ok(false);
+        };
+        if !set.remove(&seq) {
+            return Ok(false);
+        }
+        if set.is_empty() {
+            self.waiting.remove(endpoint);
+        }
+        store.rpc_remove(RpcTable::Inbox, &key(endpoint, seq))?;
+        Ok(true)
     }
 }
 
@@ -181,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn letters_come_out_per_endpoint_in_arrival_order_and_survive_a_reload() {
+    fn letters_wait_per_endpoint_in_arrival_order_until_removed_and_survive_a_reload() {
         let mut store = MemoryStore::new(1 << 20);
         let mut inboxes = Inboxes::default();
         for (dest, n) in [("dtn://me/x", 1), ("dtn://me/y", 2), ("dtn://me/x", 3)] {
@@ -190,13 +220,42 @@ mod tests {
         assert_eq!(inboxes.len(), 3);
         let mut reloaded = Inboxes::load(&store).unwrap();
         assert_eq!(reloaded.len(), 3);
-        let x = reloaded.take(&mut store, "dtn://me/x", 10).unwrap();
-        assert_eq!(x, vec![letter("dtn://me/x", 1), letter("dtn://me/x", 3)]);
+        let x = reloaded.peek(&store, "dtn://me/x", 10, None).unwrap();
+        assert_eq!(
+            x,
+            vec![(0, letter("dtn://me/x", 1)), (2, letter("dtn://me/x", 3))]
+        );
+        // Peeking takes nothing; `after` skips what a subscriber was already given.
+        assert_eq!(
+            reloaded
+                .peek(&store, "dtn://me/x", 10, Some(0))
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            reloaded.get(&store, "dtn://me/x", 2).unwrap(),
+            Some(letter("dtn://me/x", 3))
+        );
+        assert_eq!(
+            reloaded.get(&store, "dtn://me/y", 2).unwrap(),
+            None,
+            "seq of another endpoint"
+        );
+        assert!(reloaded.remove(&mut store, "dtn://me/x", 0).unwrap());
+        assert!(
+            !reloaded.remove(&mut store, "dtn://me/x", 0).unwrap(),
+            "removed twice"
+        );
+        assert!(reloaded.remove(&mut store, "dtn://me/x", 2).unwrap());
         assert!(!reloaded.has("dtn://me/x"));
         reloaded.put(&mut store, &letter("dtn://me/y", 4)).unwrap();
-        let y = reloaded.take(&mut store, "dtn://me/y", 1).unwrap();
-        assert_eq!(y, vec![letter("dtn://me/y", 2)]);
-        assert_eq!(reloaded.len(), 1);
-        assert_eq!(store.rpc_scan(RpcTable::Inbox).unwrap().len(), 1);
+        let y = reloaded.peek(&store, "dtn://me/y", 1, None).unwrap();
+        assert_eq!(y, vec![(1, letter("dtn://me/y", 2))]);
+        assert_eq!(reloaded.len(), 2);
+        assert_eq!(store.rpc_scan(RpcTable::Inbox).unwrap().len(), 2);
+        // A reload continues numbering after the highest waiting seq.
+        let again = Inboxes::load(&store).unwrap();
+        assert_eq!(again.next, 4);
     }
 }

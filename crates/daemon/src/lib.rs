@@ -21,6 +21,7 @@
 // the sans-IO core crates.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod api;
 pub mod config;
 pub mod control;
 pub mod core;
@@ -153,7 +154,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         tasks.push(tokio::spawn(discovery::listen(socket, beacon_tx)));
     }
 
-    let (control, requests) = ControlHandle::channel(256);
+    let (control, control_ends) = ControlHandle::channel(256);
     let api_addr = match config.api_listen {
         Some(addr) => {
             let local = spawn_api(addr, control.clone(), config.api_max_payload, &mut tasks)
@@ -186,6 +187,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         tcpcl_tx,
         connected_tx,
         recovery.dropped.len() as u64,
+        control_ends.deliveries,
     )
     .context("loading the inboxes")?;
     let inputs = core::Inputs {
@@ -194,7 +196,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         connected,
         datagrams,
         beacons,
-        requests,
+        requests: control_ends.requests,
     };
     let (shutdown, shutdown_rx) = oneshot::channel();
     tracing::info!(
@@ -224,9 +226,11 @@ async fn spawn_api(
 ) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let _ = (control, max_payload);
+    let app = api::router(control, max_payload);
     tasks.push(tokio::spawn(async move {
-        drop(listener);
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("the API server on {local} stopped: {e}");
+        }
     }));
     Ok(local)
 }

@@ -251,18 +251,14 @@ async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
         let got = loop {
             let got = ferry
                 .control
-                .ask(|reply| Request::Receive {
-                    endpoint: "inbox".into(),
-                    max: 1,
-                    reply,
-                })
+                .wait_for("inbox", 1, None, true, Duration::from_millis(100))
                 .await
-                .unwrap()
                 .unwrap();
             if let Some(r) = got.into_iter().next() {
                 assert_eq!(r.source, "dtn://d7/");
+                ferry.control.ack("inbox", r.seq).await.unwrap();
                 break base64::engine::general_purpose::STANDARD
-                    .decode(r.payload_base64)
+                    .decode(r.payload_base64.expect("asked with payloads"))
                     .unwrap();
             }
             assert!(

@@ -61,28 +61,24 @@ async fn send(node: &Running, destination: &str, payload: &[u8]) -> SendReply {
         .unwrap()
 }
 
-/// Waits (bounded) for `count` bundles at `endpoint`.
+/// Waits (bounded) for `count` bundles at `endpoint`, and takes them (acknowledges each).
 async fn receive(node: &Running, endpoint: &str, count: usize, within: Duration) -> Vec<Received> {
     let deadline = Instant::now() + within;
     let mut got = Vec::new();
     while got.len() < count {
+        let left = deadline.saturating_duration_since(Instant::now());
         assert!(
-            Instant::now() < deadline,
+            !left.is_zero(),
             "only {} of {count} bundles reached {endpoint} within {within:?}",
             got.len()
         );
         let more = node
             .control
-            .ask(|reply| Request::Receive {
-                endpoint: endpoint.into(),
-                max: count - got.len(),
-                reply,
-            })
+            .wait_for(endpoint, count - got.len(), None, true, left)
             .await
-            .unwrap()
             .unwrap();
-        if more.is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        for r in &more {
+            node.control.ack(endpoint, r.seq).await.unwrap();
         }
         got.extend(more);
     }
@@ -91,7 +87,7 @@ async fn receive(node: &Running, endpoint: &str, count: usize, within: Duration)
 
 fn payload(r: &Received) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
-        .decode(&r.payload_base64)
+        .decode(r.payload_base64.as_deref().expect("asked with payloads"))
         .unwrap()
 }
 
@@ -209,18 +205,15 @@ async fn bundles_wait_for_a_peer_that_is_down_and_inboxes_survive_a_restart() {
         texts,
         (0..5).map(|i| format!("queued {i}")).collect::<Vec<_>>()
     );
-    // Taken means gone.
+    // Acknowledged means gone, also for a second acknowledgement.
     let again = b
         .control
-        .ask(|reply| Request::Receive {
-            endpoint: "inbox".into(),
-            max: 10,
-            reply,
-        })
+        .wait_for("inbox", 10, None, false, Duration::ZERO)
         .await
-        .unwrap()
         .unwrap();
     assert!(again.is_empty());
+    let err = b.control.ack("inbox", got[0].seq).await.unwrap_err();
+    assert_eq!(err.code, "not_found");
     a.shut_down().await;
     b.shut_down().await;
 }
@@ -269,15 +262,20 @@ async fn api_errors_are_clear() {
     assert!(err.message.contains("lifetime"), "{err}");
     let err = a
         .control
-        .ask(|reply| Request::Receive {
-            endpoint: "dtn://bravo/inbox".into(),
-            max: 1,
-            reply,
-        })
+        .wait_for("dtn://bravo/inbox", 1, None, true, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "bad_endpoint");
+    req.lifetime = None;
+    req.priority = Some(7);
+    let err = a
+        .control
+        .ask(|reply| Request::Send(req.clone(), reply))
         .await
         .unwrap()
         .unwrap_err();
-    assert_eq!(err.code, "bad_endpoint");
+    assert_eq!(err.code, "bad_request");
+    assert!(err.message.contains("priority"), "{err}");
     a.shut_down().await;
 }
 

@@ -1,0 +1,408 @@
+//! The local API: HTTP/JSON and a WebSocket, served by axum, bound to 127.0.0.1 by default.
+//! `openapi.yaml` (served at `/v1/openapi.yaml`) describes every route; `tests/api.rs` checks
+//! the running server against it.
+//!
+//! Handlers own no state: each turns a request into a [`Request`] for the event loop and its
+//! answer into JSON. Work that needs no node state (base64, JSON, waiting) happens here, off the
+//! event loop. Every error is a JSON [`ApiError`] with a stable code, including the ones axum
+//! would answer in plain text (unknown route, wrong method, a body that is not JSON, a body
+//! above `api.max_payload`).
+//!
+//! Receiving is at-least-once: reading an inbox takes nothing; `DELETE …/bundles/{seq}` (or
+//! `{"ack": seq}` on the WebSocket) removes a bundle once the application has it, so a client
+//! that dies mid-download loses nothing.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::control::{ApiError, ControlHandle, Received, Request, SendRequest};
+
+/// The OpenAPI description of this API.
+pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
+
+/// The longest a receive may wait for a bundle (`wait=`).
+const MAX_WAIT: Duration = Duration::from_secs(300);
+/// Most bundles one receive returns.
+const MAX_BATCH: usize = 1000;
+/// How many bundles a WebSocket subscriber is sent ahead of its acknowledgements.
+const WS_WINDOW: usize = 64;
+
+/// The router, with `max_payload` as the largest request body.
+pub fn router(control: ControlHandle, max_payload: usize) -> Router {
+    Router::new()
+        .route("/v1/status", get(status))
+        .route("/v1/peers", get(peers))
+        .route("/v1/routes", get(routes))
+        .route("/v1/bundles", get(bundles).post(send_json))
+        .route("/v1/bundles/raw", axum::routing::post(send_raw))
+        .route("/v1/endpoints/{endpoint}/bundles", get(receive))
+        .route(
+            "/v1/endpoints/{endpoint}/bundles/{seq}",
+            axum::routing::delete(ack),
+        )
+        .route(
+            "/v1/endpoints/{endpoint}/bundles/{seq}/payload",
+            get(payload),
+        )
+        .route("/v1/endpoints/{endpoint}/subscribe", get(subscribe))
+        .route("/v1/reports", get(reports))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.yaml", get(openapi))
+        .fallback(|| async { ApiError::new("not_found", "no such route; see /v1/openapi.yaml") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new("method_not_allowed", "this route does not take that method")
+        })
+        // The raw send takes the payload as is; a JSON send carries it in base64 (4/3 larger).
+        .layer(DefaultBodyLimit::max(
+            max_payload.saturating_mul(4) / 3 + 4096,
+        ))
+        .with_state(Api {
+            control,
+            max_payload,
+        })
+}
+
+#[derive(Clone)]
+struct Api {
+    control: ControlHandle,
+    max_payload: usize,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(self)).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn json<T: serde::Serialize>(value: T) -> Response {
+    axum::Json(value).into_response()
+}
+
+async fn status(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Status).await?))
+}
+
+async fn peers(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Peers).await?))
+}
+
+async fn routes(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Routes).await?))
+}
+
+async fn bundles(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Bundles).await?))
+}
+
+/// A body axum could not take: too large, or not readable.
+fn body_error(e: axum::extract::rejection::BytesRejection, max_payload: usize) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            "payload_too_large",
+            format!("the body exceeds this node's api.max_payload of {max_payload} bytes"),
+        )
+    } else {
+        ApiError::new("bad_request", e.body_text())
+    }
+}
+
+fn query_error(e: axum::extract::rejection::QueryRejection) -> ApiError {
+    ApiError::new("bad_request", e.body_text())
+}
+
+fn too_large(len: usize, max_payload: usize) -> ApiError {
+    ApiError::new(
+        "payload_too_large",
+        format!(
+            "a payload of {len} bytes exceeds this node's api.max_payload of {max_payload} bytes"
+        ),
+    )
+}
+
+/// `POST /v1/bundles`: a JSON [`SendRequest`].
+async fn send_json(
+    State(api): State<Api>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<Response> {
+    let body = body.map_err(|e| body_error(e, api.max_payload))?;
+    let mut req: SendRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            "bad_request",
+            format!("the body is not a send request: {e}"),
+        )
+    })?;
+    // Decode base64 here rather than on the event loop.
+    let payload = match (req.payload.take(), req.payload_base64.take()) {
+        (Some(text), None) => Bytes::from(text.into_bytes()),
+        (None, Some(b64)) => Bytes::from(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| ApiError::new("bad_request", format!("payload_base64: {e}")))?,
+        ),
+        (None, None) => Bytes::new(),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::new(
+                "bad_request",
+                "give either payload or payload_base64, not both",
+            ));
+        }
+    };
+    if payload.len() > api.max_payload {
+        return Err(too_large(payload.len(), api.max_payload));
+    }
+    send(&api, req, payload).await
+}
+
+/// The options of `POST /v1/bundles/raw`, from the query string.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSend {
+    destination: String,
+    source: Option<String>,
+    lifetime: Option<String>,
+    class: Option<String>,
+    #[serde(default)]
+    report: bool,
+    priority: Option<u8>,
+}
+
+/// `POST /v1/bundles/raw?destination=…`: the body is the payload.
+async fn send_raw(
+    State(api): State<Api>,
+    query: Result<Query<RawSend>, axum::extract::rejection::QueryRejection>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(query_error)?;
+    let payload = body.map_err(|e| body_error(e, api.max_payload))?;
+    if payload.len() > api.max_payload {
+        return Err(too_large(payload.len(), api.max_payload));
+    }
+    let req = SendRequest {
+        destination: q.destination,
+        source: q.source,
+        payload: None,
+        payload_base64: None,
+        lifetime: q.lifetime,
+        class: q.class,
+        report: q.report,
+        priority: q.priority,
+    };
+    send(&api, req, payload).await
+}
+
+async fn send(api: &Api, request: SendRequest, payload: Bytes) -> ApiResult<Response> {
+    let reply = api
+        .control
+        .ask(|reply| Request::SendBytes {
+            request,
+            payload,
+            reply,
+        })
+        .await??;
+    Ok((StatusCode::CREATED, axum::Json(reply)).into_response())
+}
+
+/// `?max=&wait=&payload=` of a receive.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReceiveQuery {
+    max: Option<usize>,
+    wait: Option<String>,
+    payload: Option<bool>,
+}
+
+fn parse_wait(wait: Option<&str>) -> ApiResult<Duration> {
+    let Some(text) = wait else {
+        return Ok(Duration::ZERO);
+    };
+    let d = humantime::parse_duration(text)
+        .map_err(|e| ApiError::new("bad_request", format!("wait {text:?}: {e}")))?;
+    if d > MAX_WAIT {
+        return Err(ApiError::new(
+            "bad_request",
+            format!(
+                "wait {text:?} is longer than the limit of {}s",
+                MAX_WAIT.as_secs()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// `GET /v1/endpoints/{endpoint}/bundles`: what waits, oldest first; nothing is taken.
+async fn receive(
+    State(api): State<Api>,
+    Path(endpoint): Path<String>,
+    query: Result<Query<ReceiveQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(query_error)?;
+    let wait = parse_wait(q.wait.as_deref())?;
+    let max = q.max.unwrap_or(100).clamp(1, MAX_BATCH);
+    let found = api
+        .control
+        .wait_for(&endpoint, max, None, q.payload.unwrap_or(true), wait)
+        .await?;
+    Ok(json(found))
+}
+
+/// `GET /v1/endpoints/{endpoint}/bundles/{seq}/payload`: the raw payload.
+async fn payload(
+    State(api): State<Api>,
+    Path((endpoint, seq)): Path<(String, u64)>,
+) -> ApiResult<Response> {
+    let bytes = api
+        .control
+        .ask(|reply| Request::Payload {
+            endpoint,
+            seq,
+            reply,
+        })
+        .await??;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+/// `DELETE /v1/endpoints/{endpoint}/bundles/{seq}`: the application has it.
+async fn ack(
+    State(api): State<Api>,
+    Path((endpoint, seq)): Path<(String, u64)>,
+) -> ApiResult<StatusCode> {
+    api.control.ack(&endpoint, seq).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/endpoints/{endpoint}/subscribe`: a WebSocket.
+async fn subscribe(
+    State(api): State<Api>,
+    Path(endpoint): Path<String>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    // Refuse a bad endpoint with an HTTP error before upgrading.
+    api.control
+        .wait_for(&endpoint, 1, None, false, Duration::ZERO)
+        .await?;
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::new(
+            "bad_request",
+            format!("this route is a WebSocket: {}", e.body_text()),
+        )
+    })?;
+    Ok(upgrade.on_upgrade(move |socket| serve_subscriber(api.control, endpoint, socket)))
+}
+
+/// A message from a WebSocket subscriber.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubscriberMessage {
+    ack: u64,
+}
+
+/// Sends every bundle that waits or arrives as a JSON [`Received`] text message, at most
+/// [`WS_WINDOW`] ahead of the subscriber's `{"ack": seq}` messages; acknowledged bundles leave
+/// the inbox. Unacknowledged ones stay and go to the next subscriber.
+async fn serve_subscriber(control: ControlHandle, endpoint: String, mut socket: WebSocket) {
+    let mut after: Option<u64> = None;
+    let mut unacked: std::collections::BTreeSet<u64> = Default::default();
+    loop {
+        let room = WS_WINDOW.saturating_sub(unacked.len());
+        tokio::select! {
+            found = control.wait_for(&endpoint, room.max(1), after, true, MAX_WAIT), if room > 0 => {
+                let found: Vec<Received> = match found {
+                    Ok(f) => f,
+                    Err(e) => {
+                        let _ = socket.send(ws_json(&e)).await;
+                        return;
+                    }
+                };
+                for r in found {
+                    after = Some(r.seq);
+                    unacked.insert(r.seq);
+                    if socket.send(ws_json(&r)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            message = socket.recv() => {
+                let text = match message {
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                    Some(Ok(_)) => continue,
+                };
+                let reply = match serde_json::from_str::<SubscriberMessage>(text.as_str()) {
+                    Ok(m) => control.ack(&endpoint, m.ack).await.map(|()| m.ack),
+                    Err(e) => Err(ApiError::new(
+                        "bad_request",
+                        format!("expected {{\"ack\": seq}}: {e}"),
+                    )),
+                };
+                match reply {
+                    Ok(seq) => {
+                        unacked.remove(&seq);
+                    }
+                    Err(e) => {
+                        if socket.send(ws_json(&e)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn ws_json<T: serde::Serialize>(value: &T) -> Message {
+    Message::Text(
+        serde_json::to_string(value)
+            .unwrap_or_else(|e| format!("{{\"code\":\"internal\",\"message\":\"{e}\"}}"))
+            .into(),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportsQuery {
+    bundle: Option<String>,
+}
+
+async fn reports(
+    State(api): State<Api>,
+    query: Result<Query<ReportsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(query_error)?;
+    let reports = api
+        .control
+        .ask(|reply| Request::Reports {
+            bundle: q.bundle,
+            reply,
+        })
+        .await??;
+    Ok(json(reports))
+}
+
+async fn metrics(State(api): State<Api>) -> ApiResult<Response> {
+    let text = api.control.ask(Request::Metrics).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML).into_response()
+}

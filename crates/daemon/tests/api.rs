@@ -1,0 +1,618 @@
+//! The HTTP/WebSocket API of a running daemon, checked against `openapi.yaml`: every route the
+//! server has is described and every described route answers; every JSON answer (errors
+//! included) matches its schema; receiving is at-least-once (read, fetch the payload, delete);
+//! the WebSocket delivers and removes only what was acknowledged. Every wait is bounded.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_yaml_ng::Value as Yaml;
+
+const SPEC: &str = include_str!("../openapi.yaml");
+const ROUTER_SOURCE: &str = include_str!("../src/api.rs");
+
+fn spec() -> Yaml {
+    serde_yaml_ng::from_str(SPEC).expect("openapi.yaml parses")
+}
+
+/// Resolves `{"$ref": "#/components/…"}`.
+fn resolve<'a>(spec: &'a Yaml, schema: &'a Yaml) -> &'a Yaml {
+    match schema.get("$ref").and_then(Yaml::as_str) {
+        Some(r) => {
+            let mut node = spec;
+            for part in r.trim_start_matches("#/").split('/') {
+                node = node
+                    .get(part)
+                    .unwrap_or_else(|| panic!("dangling $ref {r}"));
+            }
+            resolve(spec, node)
+        }
+        None => schema,
+    }
+}
+
+/// Checks `value` against the subset of JSON Schema the spec uses: type, required, properties
+/// (no others allowed), items, enum, minimum, maximum. Returns where it fails.
+fn check(spec: &Yaml, schema: &Yaml, value: &Value, at: &str) -> Result<(), String> {
+    let schema = resolve(spec, schema);
+    if let Some(options) = schema.get("enum").and_then(Yaml::as_sequence) {
+        let ok = options.iter().any(|o| match (o, value) {
+            (Yaml::String(a), Value::String(b)) => a == b,
+            _ => false,
+        });
+        if !ok {
+            return Err(format!("{at}: {value} is not one of the enum's values"));
+        }
+    }
+    match schema.get("type").and_then(Yaml::as_str) {
+        Some("object") => {
+            let obj = value
+                .as_object()
+                .ok_or_else(|| format!("{at}: expected an object, got {value}"))?;
+            let props = schema.get("properties").and_then(Yaml::as_mapping);
+            for req in schema
+                .get("required")
+                .and_then(Yaml::as_sequence)
+                .into_iter()
+                .flatten()
+            {
+                let key = req.as_str().unwrap();
+                if !obj.contains_key(key) {
+                    return Err(format!("{at}: required field {key:?} missing"));
+                }
+            }
+            for (key, v) in obj {
+                let sub = props
+                    .and_then(|p| p.get(key.as_str()))
+                    .ok_or_else(|| format!("{at}: field {key:?} is not in the schema"))?;
+                check(spec, sub, v, &format!("{at}.{key}"))?;
+            }
+            Ok(())
+        }
+        Some("array") => {
+            let items = value
+                .as_array()
+                .ok_or_else(|| format!("{at}: expected an array, got {value}"))?;
+            let sub = schema.get("items").expect("array schema without items");
+            for (i, v) in items.iter().enumerate() {
+                check(spec, sub, v, &format!("{at}[{i}]"))?;
+            }
+            Ok(())
+        }
+        Some("string") => value
+            .is_string()
+            .then_some(())
+            .ok_or_else(|| format!("{at}: expected a string, got {value}")),
+        Some("boolean") => value
+            .is_boolean()
+            .then_some(())
+            .ok_or_else(|| format!("{at}: expected a boolean, got {value}")),
+        Some("integer") => {
+            let n = value
+                .as_u64()
+                .ok_or_else(|| format!("{at}: expected a non-negative integer, got {value}"))?;
+            if let Some(max) = schema.get("maximum").and_then(Yaml::as_u64)
+                && n > max
+            {
+                return Err(format!("{at}: {n} is above the maximum {max}"));
+            }
+            Ok(())
+        }
+        other => Err(format!(
+            "{at}: the checker does not know schema type {other:?}"
+        )),
+    }
+}
+
+/// The schema of `path`'s `method` answer with `status` (or `default`), JSON only.
+fn response_schema<'a>(spec: &'a Yaml, path: &str, method: &str, status: u16) -> &'a Yaml {
+    let op = &spec["paths"][path][method];
+    let responses = &op["responses"];
+    let response = responses
+        .get(status.to_string().as_str())
+        .or_else(|| responses.get("default"))
+        .unwrap_or_else(|| panic!("{method} {path} does not describe status {status}"));
+    let response = resolve(spec, response);
+    response["content"]["application/json"]
+        .get("schema")
+        .unwrap_or_else(|| panic!("{method} {path} {status} has no JSON schema"))
+}
+
+struct Server {
+    base: String,
+    agent: ureq::Agent,
+    spec: Yaml,
+}
+
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+    content_type: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "answer {} is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+impl Server {
+    fn call(&self, method: &str, path: &str, body: Option<(&str, &[u8])>) -> Answer {
+        let url = format!("{}{path}", self.base);
+        let response = match (method, body) {
+            ("get", None) => self.agent.get(&url).call(),
+            ("delete", None) => self.agent.delete(&url).call(),
+            ("post", Some((ct, b))) => self.agent.post(&url).header("content-type", ct).send(b),
+            ("put", Some((ct, b))) => self.agent.put(&url).header("content-type", ct).send(b),
+            _ => panic!("test misuse: {method} with body {}", body.is_some()),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .unwrap();
+        Answer {
+            status: response.status().as_u16(),
+            body,
+            content_type,
+        }
+    }
+
+    /// Calls and checks the JSON answer against the spec's schema for `spec_path`.
+    fn checked(
+        &self,
+        method: &str,
+        spec_path: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+        expect: u16,
+    ) -> Value {
+        let answer = self.call(method, path, body);
+        assert_eq!(
+            answer.status,
+            expect,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&answer.body)
+        );
+        assert!(
+            answer.content_type.starts_with("application/json"),
+            "{method} {path}: content type {:?}",
+            answer.content_type
+        );
+        let value = answer.json();
+        let schema = response_schema(&self.spec, spec_path, method, answer.status);
+        if let Err(e) = check(&self.spec, schema, &value, "body") {
+            panic!("{method} {path} answered {value} which does not match the spec: {e}");
+        }
+        value
+    }
+}
+
+fn config(dir: &std::path::Path) -> daemon::Config {
+    daemon::Config::from_toml(
+        &format!(
+            r#"
+node_id = "dtn://alpha/"
+data_dir = "{}"
+store_quota = "64MB"
+[tcpcl]
+listen = ["127.0.0.1:0"]
+[udp]
+listen = ""
+[discovery]
+enabled = false
+[api]
+listen = "127.0.0.1:0"
+max_payload = "2MiB"
+"#,
+            dir.display()
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+fn start() -> (
+    tokio::runtime::Runtime,
+    daemon::Running,
+    SocketAddr,
+    TempDir,
+) {
+    let dir = TempDir::new("api");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let running = rt.block_on(daemon::start(config(&dir.0))).unwrap();
+    let addr = running.api_addr.expect("the API listens");
+    (rt, running, addr, dir)
+}
+
+fn server(addr: SocketAddr) -> Server {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    Server {
+        base: format!("http://{addr}"),
+        agent,
+        spec: spec(),
+    }
+}
+
+#[test]
+fn every_route_is_described_and_every_described_route_answers() {
+    let spec = spec();
+    let described: BTreeSet<String> = spec["paths"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect();
+    let served: BTreeSet<String> = ROUTER_SOURCE
+        .match_indices(".route(")
+        .map(|(i, _)| {
+            let rest = &ROUTER_SOURCE[i..];
+            let start = rest.find('"').unwrap() + 1;
+            let end = start + rest[start..].find('"').unwrap();
+            rest[start..end].to_owned()
+        })
+        .collect();
+    assert!(served.len() >= 10, "found only {served:?} in api.rs");
+    assert_eq!(
+        served, described,
+        "api.rs routes and openapi.yaml paths differ"
+    );
+
+    // Every described operation answers with something other than the unknown-route error.
+    let (_rt, running, addr, _dir) = start();
+    let s = server(addr);
+    for (path, ops) in spec["paths"].as_mapping().unwrap() {
+        let path = path.as_str().unwrap();
+        let concrete = path.replace("{endpoint}", "inbox").replace("{seq}", "0");
+        for method in ops.as_mapping().unwrap().keys() {
+            let method = method.as_str().unwrap();
+            let body: Option<(&str, &[u8])> =
+                (method == "post").then_some(("application/json", b"{}"));
+            let answer = s.call(method, &concrete, body);
+            if answer.status == 404 && answer.content_type.starts_with("application/json") {
+                assert_ne!(
+                    answer.json()["message"].as_str().unwrap_or(""),
+                    "no such route; see /v1/openapi.yaml",
+                    "{method} {path} is described but not served"
+                );
+            }
+            assert_ne!(
+                answer.status, 405,
+                "{method} {path} is described but not allowed"
+            );
+        }
+    }
+    drop(running);
+}
+
+#[test]
+fn answers_match_the_spec_and_receiving_is_at_least_once() {
+    let (rt, running, addr, _dir) = start();
+    let s = server(addr);
+
+    let status = s.checked("get", "/v1/status", "/v1/status", None, 200);
+    assert_eq!(status["node_id"], "dtn://alpha/");
+    assert!(
+        status["listening"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().starts_with("http://127.0.0.1:")),
+        "{status}"
+    );
+    assert_eq!(
+        s.checked("get", "/v1/peers", "/v1/peers", None, 200),
+        Value::Array(vec![])
+    );
+    s.checked("get", "/v1/routes", "/v1/routes", None, 200);
+
+    // Send to this node's own inbox, as JSON and raw; both are delivered locally.
+    let sent = s.checked(
+        "post",
+        "/v1/bundles",
+        "/v1/bundles",
+        Some((
+            "application/json",
+            br#"{"destination":"dtn://alpha/inbox","payload":"hello","report":true}"#,
+        )),
+        201,
+    );
+    assert_eq!(sent["size"], 5);
+    let binary: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    s.checked(
+        "post",
+        "/v1/bundles/raw",
+        "/v1/bundles/raw?destination=dtn%3A%2F%2Falpha%2Finbox&lifetime=10m&priority=2",
+        Some(("application/octet-stream", &binary)),
+        201,
+    );
+
+    // Long poll: both wait; metadata only.
+    let waiting = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/inbox/bundles?wait=5s&payload=false&max=10",
+        None,
+        200,
+    );
+    let waiting = waiting.as_array().unwrap();
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    assert!(waiting.iter().all(|r| r.get("payload_base64").is_none()));
+    assert_eq!(waiting[1]["size"], binary.len());
+    // The full endpoint id, percent-encoded, names the same inbox; reading took nothing.
+    let again = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/dtn%3A%2F%2Falpha%2Finbox/bundles",
+        None,
+        200,
+    );
+    assert_eq!(again.as_array().unwrap().len(), 2);
+    assert_eq!(again[0]["payload_base64"], "aGVsbG8=");
+
+    let seq = waiting[1]["seq"].as_u64().unwrap();
+    let payload = s.call(
+        "get",
+        &format!("/v1/endpoints/inbox/bundles/{seq}/payload"),
+        None,
+    );
+    assert_eq!(payload.status, 200);
+    assert_eq!(payload.content_type, "application/octet-stream");
+    assert!(
+        payload.body == binary,
+        "the raw payload came back different"
+    );
+    let deleted = s.call(
+        "delete",
+        &format!("/v1/endpoints/inbox/bundles/{seq}"),
+        None,
+    );
+    assert_eq!(deleted.status, 204);
+    let error = s.checked(
+        "delete",
+        "/v1/endpoints/{endpoint}/bundles/{seq}",
+        &format!("/v1/endpoints/inbox/bundles/{seq}"),
+        None,
+        404,
+    );
+    assert_eq!(error["code"], "not_found");
+    let left = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/inbox/bundles",
+        None,
+        200,
+    );
+    assert_eq!(left.as_array().unwrap().len(), 1);
+
+    let stored = s.checked("get", "/v1/bundles", "/v1/bundles", None, 200);
+    assert!(stored.is_array());
+    s.checked("get", "/v1/reports", "/v1/reports", None, 200);
+    let metrics = s.call("get", "/metrics", None);
+    assert_eq!(metrics.status, 200);
+    let text = String::from_utf8(metrics.body).unwrap();
+    assert!(
+        text.contains("# TYPE ferry_bundles_delivered_total counter"),
+        "{text}"
+    );
+    assert!(text.contains("ferry_inbox_bundles 1"), "{text}");
+    let yaml = s.call("get", "/v1/openapi.yaml", None);
+    assert_eq!(yaml.body, SPEC.as_bytes());
+
+    // Errors: each a JSON Error with its stable code and status.
+    for (method, spec_path, path, body, status, code) in [
+        (
+            "post",
+            "/v1/bundles",
+            "/v1/bundles",
+            Some(("application/json", &b"{not json"[..])),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/bundles",
+            "/v1/bundles",
+            Some(("application/json", &br#"{"destination":"nowhere"}"#[..])),
+            400,
+            "bad_endpoint",
+        ),
+        (
+            "post",
+            "/v1/bundles",
+            "/v1/bundles",
+            Some((
+                "application/json",
+                &br#"{"destination":"dtn://b/x","class":"datagram"}"#[..],
+            )),
+            409,
+            "no_route",
+        ),
+        (
+            "post",
+            "/v1/bundles/raw",
+            "/v1/bundles/raw",
+            Some(("application/octet-stream", &b"x"[..])),
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/endpoints/{endpoint}/bundles",
+            "/v1/endpoints/inbox/bundles?wait=1year",
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/endpoints/{endpoint}/bundles",
+            "/v1/endpoints/dtn%3A%2F%2Fother%2Fx/bundles",
+            None,
+            400,
+            "bad_endpoint",
+        ),
+        (
+            "get",
+            "/v1/endpoints/{endpoint}/bundles/{seq}/payload",
+            "/v1/endpoints/inbox/bundles/999/payload",
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "get",
+            "/v1/status",
+            "/v1/nothing-here",
+            None,
+            404,
+            "not_found",
+        ),
+    ] {
+        let e = s.checked(method, spec_path, path, body, status);
+        assert_eq!(e["code"], code, "{method} {path}: {e}");
+    }
+    let wrong_method = s.call("put", "/v1/status", Some(("application/json", b"{}")));
+    assert_eq!(wrong_method.status, 405);
+    assert_eq!(wrong_method.json()["code"], "method_not_allowed");
+    let too_big = vec![0u8; 3 << 20];
+    let e = s.checked(
+        "post",
+        "/v1/bundles/raw",
+        "/v1/bundles/raw?destination=dtn%3A%2F%2Falpha%2Finbox",
+        Some(("application/octet-stream", &too_big)),
+        413,
+    );
+    assert_eq!(e["code"], "payload_too_large");
+
+    rt.block_on(running.shut_down());
+}
+
+#[test]
+fn a_websocket_subscriber_gets_waiting_and_new_bundles_and_removes_only_what_it_acks() {
+    let (rt, running, addr, _dir) = start();
+    let s = server(addr);
+    let send = |text: &str| {
+        s.checked(
+            "post",
+            "/v1/bundles",
+            "/v1/bundles",
+            Some((
+                "application/json",
+                format!(r#"{{"destination":"dtn://alpha/feed","payload":"{text}"}}"#).as_bytes(),
+            )),
+            201,
+        );
+    };
+    send("before");
+
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (mut ws, _) =
+        tungstenite::client(format!("ws://{addr}/v1/endpoints/feed/subscribe"), stream)
+            .expect("WebSocket upgrade");
+    let mut next = || -> Value {
+        loop {
+            match ws.read().expect("a message within 10 s") {
+                tungstenite::Message::Text(t) => {
+                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                    let schema = &s.spec["components"]["schemas"]["Received"];
+                    check(&s.spec, schema, &v, "message").unwrap();
+                    return v;
+                }
+                tungstenite::Message::Ping(_) | tungstenite::Message::Pong(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    };
+    let first = next();
+    assert_eq!(first["payload_base64"], "YmVmb3Jl");
+    send("after");
+    let second = next();
+    assert_eq!(second["payload_base64"], "YWZ0ZXI=");
+    ws.send(tungstenite::Message::Text(
+        format!(r#"{{"ack":{}}}"#, first["seq"]).into(),
+    ))
+    .unwrap();
+    // A bad message gets an Error back and the subscription stays.
+    ws.send(tungstenite::Message::Text("hello".into())).unwrap();
+    let error = loop {
+        if let tungstenite::Message::Text(t) = ws.read().unwrap() {
+            break serde_json::from_str::<Value>(t.as_str()).unwrap();
+        }
+    };
+    assert_eq!(error["code"], "bad_request");
+    ws.close(None).unwrap();
+
+    // Only the acknowledged bundle left the inbox.
+    let left = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/feed/bundles",
+        None,
+        200,
+    );
+    let left = left.as_array().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0]["seq"], second["seq"]);
+
+    // A bad endpoint is refused before the upgrade, with a JSON error.
+    let refused = s.call("get", "/v1/endpoints/dtn%3A%2F%2Fother%2Fx/subscribe", None);
+    assert_eq!(
+        refused.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    rt.block_on(running.shut_down());
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "ferry-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
