@@ -163,6 +163,8 @@ pub(crate) struct Daemon {
     deliveries: tokio::sync::watch::Sender<u64>,
     /// Whether an inbox got a bundle since the last flush.
     delivered_unflushed: bool,
+    /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
+    broadcast_round: std::collections::BTreeSet<(BundleId, u16)>,
     reports: std::collections::VecDeque<ReportInfo>,
     next_link: u64,
     next_tag: u64,
@@ -178,6 +180,7 @@ struct Metrics {
     udp_sent: u64,
     udp_received: u64,
     udp_send_errors: u64,
+    udp_broadcasts: u64,
     refused_duplicates: u64,
     beacons_sent: u64,
     beacons_heard: u64,
@@ -241,6 +244,7 @@ impl Daemon {
             inboxes,
             deliveries,
             delivered_unflushed: false,
+            broadcast_round: Default::default(),
             reports: Default::default(),
             next_link: 1,
             next_tag: 1,
@@ -721,6 +725,7 @@ impl Daemon {
                 break;
             }
         }
+        self.broadcast_round.clear();
     }
 
     fn transmit(&mut self, t: Transmit) {
@@ -737,6 +742,30 @@ impl Daemon {
         };
         let id = bundle.id();
         let encoded = bundle.encode();
+        // A flooded broadcast bundle goes out as one UDP broadcast per interface, reaching every
+        // neighbour there at once; the node's transmits of the same bundle to the others in the
+        // same round are then already done. Only with discovery on, which says on which
+        // interfaces this node may broadcast at all.
+        if t.urgent
+            && node::is_broadcast(&bundle.primary.destination)
+            && let Some(to) = link.udp
+            && self.udp.is_some()
+            && encoded.len() <= self.config.udp_max_bundle
+            && let Some(announcer) = &mut self.announcer
+        {
+            let key = (id.clone(), to.port());
+            let done = self.broadcast_round.contains(&key)
+                || announcer.broadcast_bundle(&encoded, to.port()) > 0;
+            if done {
+                if self.broadcast_round.insert(key) {
+                    self.metrics.udp_broadcasts += 1;
+                }
+                let now = self.now();
+                self.node
+                    .handle_transfer(now, t.link, &id, TransferResult::Complete);
+                return;
+            }
+        }
         if t.urgent
             && let (Some(to), Some(socket)) = (link.udp, &self.udp)
             && encoded.len() <= self.config.udp_max_bundle
@@ -967,7 +996,7 @@ impl Daemon {
     /// An endpoint named by an application: a full endpoint id, or a service name on this node.
     fn endpoint(&self, text: &str) -> Result<String, ApiError> {
         let eid = parse_endpoint(&self.config.node_id, text)?;
-        if eid.node_id() != self.config.node_id {
+        if eid.node_id() != self.config.node_id && !node::is_broadcast(&eid) {
             return Err(ApiError::new(
                 "bad_endpoint",
                 format!(

@@ -90,7 +90,35 @@ impl Announcer {
     /// Sends one beacon on every interface; returns how many interfaces it went out on.
     pub fn announce(&mut self, beacon: &Beacon) -> usize {
         let datagram = beacon.encode();
-        let target = SocketAddrV4::new(self.config.address, self.config.port);
+        self.send_on_each(self.config.port, |socket, target| {
+            socket.try_send_to(&datagram, target).map(|_| ())
+        })
+    }
+
+    /// Sends one encoded bundle as a UDP broadcast (or to the multicast group) on every
+    /// interface, to the UDP convergence layer's `port`: the UDP convergence layer's flooding,
+    /// one datagram per interface however many neighbours hear it. Returns how many interfaces
+    /// it went out on.
+    pub fn broadcast_bundle(&mut self, bundle: &wire::EncodedBundle, port: u16) -> usize {
+        let slices = bundle.io_slices();
+        self.send_on_each(port, |socket, target| {
+            let sent = socket2::SockRef::from(socket).send_to_vectored(&slices, &target.into())?;
+            if sent == bundle.len() {
+                Ok(())
+            } else {
+                Err(io::Error::other("datagram truncated"))
+            }
+        })
+    }
+
+    /// Runs `send` once per configured (or, with none configured, every up) interface with
+    /// that interface's socket and the broadcast or multicast address at `port`.
+    fn send_on_each(
+        &mut self,
+        port: u16,
+        send: impl Fn(&UdpSocket, SocketAddr) -> io::Result<()>,
+    ) -> usize {
+        let target = SocketAddr::V4(SocketAddrV4::new(self.config.address, port));
         let names = if self.config.interfaces.is_empty() {
             up_interfaces()
         } else {
@@ -108,14 +136,14 @@ impl Announcer {
                         s
                     }
                     Err(e) => {
-                        tracing::debug!("cannot send beacons on {name}: {e}");
+                        tracing::debug!("cannot send on {name}: {e}");
                         continue;
                     }
                 },
             };
-            match socket.try_send_to(&datagram, target.into()) {
-                Ok(_) => sent += 1,
-                Err(e) => tracing::debug!("beacon on {name}: {e}"),
+            match send(&socket, target) {
+                Ok(()) => sent += 1,
+                Err(e) => tracing::debug!("broadcast on {name}: {e}"),
             }
         }
         if sent == 0 && self.config.interfaces.is_empty() {
@@ -124,7 +152,7 @@ impl Announcer {
                 self.fallback = plain_socket(&self.config).ok().map(Arc::new);
             }
             if let Some(s) = &self.fallback
-                && s.try_send_to(&datagram, target.into()).is_ok()
+                && send(s, target).is_ok()
             {
                 sent = 1;
             }

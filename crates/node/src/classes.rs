@@ -141,7 +141,8 @@ pub(crate) fn count_hop(bundle: &mut Bundle) -> bool {
 }
 
 /// Whether the endpoint is the broadcast endpoint.
-pub(crate) fn is_broadcast(eid: &Eid) -> bool {
+/// Whether `eid` is a broadcast endpoint (`dtn://~all/…`), which every node may deliver.
+pub fn is_broadcast(eid: &Eid) -> bool {
     matches!(eid, Eid::Dtn(dtn) if dtn.node_name() == BROADCAST_NODE_NAME)
 }
 

@@ -45,7 +45,7 @@ pub mod stream;
 use bytes::Bytes;
 use wire::{Bundle, BundleId, DtnTime, Eid, StatusReason};
 
-pub use classes::{BROADCAST_NODE_NAME, Class};
+pub use classes::{BROADCAST_NODE_NAME, Class, is_broadcast};
 pub use node::{CONTROL_DEMUX, Node, NodeConfig, NodeStats, Outgoing, SendError};
 pub use strategy::{Direct, Epidemic, SprayAndWait, Strategy, StrategyKind};
 
