@@ -41,6 +41,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A discovered node with a larger id than ours connects to us; if it has not after this many of
 /// its beacons, we connect (it may not hear ours).
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
+/// Most inputs handled before one pump (and so one store flush).
+const BATCH_INPUTS: usize = 256;
 /// The demux of the echo service (`ferry ping`).
 pub const ECHO_SERVICE: &str = "echo";
 
@@ -163,6 +165,12 @@ pub(crate) struct Daemon {
     deliveries: tokio::sync::watch::Sender<u64>,
     /// Whether an inbox got a bundle since the last flush.
     delivered_unflushed: bool,
+    /// Answers to sends, released after the next successful flush.
+    #[allow(clippy::type_complexity)]
+    replies_after_flush: Vec<(
+        oneshot::Sender<Result<SendReply, ApiError>>,
+        Result<SendReply, ApiError>,
+    )>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
     broadcast_round: std::collections::BTreeSet<(BundleId, u16)>,
     reports: std::collections::VecDeque<ReportInfo>,
@@ -245,6 +253,7 @@ impl Daemon {
             deliveries,
             delivered_unflushed: false,
             broadcast_round: Default::default(),
+            replies_after_flush: Vec::new(),
             reports: Default::default(),
             next_link: 1,
             next_tag: 1,
@@ -275,9 +284,36 @@ impl Daemon {
                 Some(request) = inputs.requests.recv() => self.on_request(request),
                 _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
             }
+            // Take what else is ready, so that one flush (one fsync) covers a burst of inputs:
+            // group commit. Bounded, so timers and the pump are never starved.
+            for _ in 0..BATCH_INPUTS {
+                if !self.take_ready(&mut inputs) {
+                    break;
+                }
+            }
             self.pump();
         }
         self.shut_down(&mut inputs).await;
+    }
+
+    /// Handles one input that is ready now, if any.
+    fn take_ready(&mut self, inputs: &mut Inputs) -> bool {
+        if let Ok((link, event)) = inputs.tcpcl.try_recv() {
+            self.on_tcpcl(LinkId(link), event);
+        } else if let Ok(request) = inputs.requests.try_recv() {
+            self.on_request(request);
+        } else if let Ok(datagram) = inputs.datagrams.try_recv() {
+            self.on_datagram(datagram);
+        } else if let Ok((stream, remote)) = inputs.accepted.try_recv() {
+            self.open_session(stream, remote, Role::Passive, Origin::Accepted);
+        } else if let Ok((addr, result)) = inputs.connected.try_recv() {
+            self.on_connected(addr, result);
+        } else if let Ok(heard) = inputs.beacons.try_recv() {
+            self.on_beacon(heard);
+        } else {
+            return false;
+        }
+        true
     }
 
     async fn shut_down(&mut self, inputs: &mut Inputs) {
@@ -706,15 +742,25 @@ impl Daemon {
                 busy = true;
                 self.on_node_event(event);
             }
+            let replies = std::mem::take(&mut self.replies_after_flush);
             match self.node.store_mut().flush() {
                 Ok(()) => {
                     if std::mem::take(&mut self.delivered_unflushed) {
                         self.deliveries.send_modify(|n| *n += 1);
                     }
+                    for (reply, result) in replies {
+                        let _ = reply.send(result);
+                    }
                 }
                 Err(e) => {
                     self.metrics.store_errors += 1;
                     tracing::error!("store flush failed: {e}");
+                    for (reply, result) in replies {
+                        let _ = reply.send(result.and(Err(ApiError::new(
+                            "internal",
+                            format!("the store could not make the bundle durable: {e}"),
+                        ))));
+                    }
                 }
             }
             while let Some(t) = self.node.poll_transmit() {
@@ -917,15 +963,18 @@ impl Daemon {
             Request::Bundles(reply) => {
                 let _ = reply.send(self.bundles());
             }
+            // A send is answered after the pump's flush: accepted means durable.
             Request::Send(req, reply) => {
-                let _ = reply.send(self.api_send_json(req));
+                let result = self.api_send_json(req);
+                self.replies_after_flush.push((reply, result));
             }
             Request::SendBytes {
                 request,
                 payload,
                 reply,
             } => {
-                let _ = reply.send(self.api_send(request, payload));
+                let result = self.api_send(request, payload);
+                self.replies_after_flush.push((reply, result));
             }
             Request::Peek {
                 endpoint,
