@@ -1346,6 +1346,12 @@ impl Daemon {
             m.udp_received,
         );
         metric(
+            "udp_broadcasts_total",
+            "counter",
+            "Broadcast bundles flooded as one UDP broadcast per interface.",
+            m.udp_broadcasts,
+        );
+        metric(
             "udp_send_errors_total",
             "counter",
             "UDP sends that failed.",

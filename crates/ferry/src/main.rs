@@ -1,6 +1,8 @@
-//! `ferry`: the one binary. Today it offers the bundle tools built on the wire formats
-//! (`ferry bundle create`, `ferry bundle inspect`) and the network simulator (`ferry sim`); the
-//! daemon and the RPC client join it as their issues land.
+//! `ferry`: the one binary. It offers the bundle tools built on the wire formats (`ferry bundle
+//! create`, `ferry bundle inspect`), the network simulator (`ferry sim`), the daemon (`ferry
+//! node`) and the commands that talk to a running daemon over its local HTTP API (`status`,
+//! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`); the RPC client joins it as its
+//! issue lands.
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -9,9 +11,17 @@
 // sans-IO core crates.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod api;
 mod bundle_cmd;
+mod client;
+mod info_cmd;
 mod node_cmd;
+mod output;
+mod ping_cmd;
+mod recv_cmd;
+mod send_cmd;
 mod sim_cmd;
+mod trace_cmd;
 
 use std::process::ExitCode;
 
@@ -34,6 +44,22 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a node: the daemon (TCPCLv4, UDP, discovery, persistent store, local API).
     Node(node_cmd::NodeArgs),
+    /// Show the running node's id, uptime, store usage and counters.
+    Status(client::ApiArgs),
+    /// List the running node's neighbours.
+    Peers(client::ApiArgs),
+    /// List the running node's mesh routes.
+    Routes(client::ApiArgs),
+    /// List the bundles in the running node's store.
+    Bundles(client::ApiArgs),
+    /// Send a bundle: text, a file or standard input.
+    Send(send_cmd::SendArgs),
+    /// Receive bundles waiting at a local endpoint, and acknowledge them once written.
+    Recv(recv_cmd::RecvArgs),
+    /// Measure round trips to a node's echo service.
+    Ping(ping_cmd::PingArgs),
+    /// Follow a bundle to its destination by its status reports.
+    Trace(trace_cmd::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +68,14 @@ fn main() -> ExitCode {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Node(args) => node_cmd::run(args),
+        Command::Status(args) => info_cmd::run(info_cmd::Info::Status, args),
+        Command::Peers(args) => info_cmd::run(info_cmd::Info::Peers, args),
+        Command::Routes(args) => info_cmd::run(info_cmd::Info::Routes, args),
+        Command::Bundles(args) => info_cmd::run(info_cmd::Info::Bundles, args),
+        Command::Send(args) => send_cmd::run(args),
+        Command::Recv(args) => recv_cmd::run(args),
+        Command::Ping(args) => ping_cmd::run(args),
+        Command::Trace(args) => trace_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

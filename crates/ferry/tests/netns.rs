@@ -1,0 +1,329 @@
+//! Three `ferry node` daemons in three network namespaces in a chain A – B – C (veth pairs, a
+//! 10.77.0.0/16 network that exists only inside this test). The daemons find each other by
+//! beacons; a bundle from A to C is delivered through B; with the B–C link down a bundle waits at
+//! B, survives a restart of B (persistent store), and is delivered when the link comes back.
+//!
+//! Needs root and `ip` (iproute2). Without them the test says so and passes, unless
+//! `FERRY_REQUIRE_NETNS=1` (set by CI), where it fails.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("running ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The namespaces and links, removed on drop.
+struct Chain {
+    prefix: String,
+}
+
+impl Chain {
+    fn ns(&self, n: &str) -> String {
+        format!("{}{n}", self.prefix)
+    }
+
+    fn create() -> Self {
+        let prefix = format!("fy{}", std::process::id() % 100_000);
+        let chain = Chain { prefix };
+        let (a, b, c) = (chain.ns("a"), chain.ns("b"), chain.ns("c"));
+        for ns in [&a, &b, &c] {
+            ip(&["netns", "add", ns]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        // a0 – b0 and b1 – c0.
+        ip(&[
+            "link", "add", "fya0", "netns", &a, "type", "veth", "peer", "name", "fyb0", "netns", &b,
+        ]);
+        ip(&[
+            "link", "add", "fyb1", "netns", &b, "type", "veth", "peer", "name", "fyc0", "netns", &c,
+        ]);
+        for (ns, dev, addr) in [
+            (&a, "fya0", "10.77.1.1/24"),
+            (&b, "fyb0", "10.77.1.2/24"),
+            (&b, "fyb1", "10.77.2.1/24"),
+            (&c, "fyc0", "10.77.2.2/24"),
+        ] {
+            ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+        }
+        chain
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        for n in ["a", "b", "c"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.ns(n)])
+                .status();
+        }
+    }
+}
+
+/// A `ferry node` in a namespace, killed when dropped.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(ns: &str, name: &str, data: &Path) -> Self {
+        let log = data.with_extension("log");
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                FERRY,
+                "node",
+                "-v",
+                "--keepalive",
+                "2s",
+            ])
+            .args(["--node-id", &format!("dtn://{name}/")])
+            .arg("--data-dir")
+            .arg(data)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting ferry node");
+        Daemon { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn stop(mut self) {
+        // SIGTERM, as an init system would: the daemon flushes and exits.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("ferry node did not stop on SIGTERM; log:\n{}", self.log());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ferry(ns: &str, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns, FERRY])
+        .args(args)
+        .output()
+        .expect("running ferry")
+}
+
+/// `GET path` from the API inside `ns` (bash's /dev/tcp: no HTTP client needed on the host).
+fn http_get(ns: &str, path: &str) -> String {
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/4550 && printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "bash", "-c", &script])
+        .output()
+        .expect("running bash in the namespace");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until `node` (in `ns`) lists `peer` among its peers.
+fn wait_for_peer(ns: &str, peer: &str, within: Duration, log: &dyn Fn() -> String) {
+    let deadline = Instant::now() + within;
+    loop {
+        let out = ferry(ns, &["peers", "--json"]);
+        if String::from_utf8_lossy(&out.stdout).contains(peer) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ns} did not find {peer} within {within:?}; log:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn stored_count(ns: &str) -> usize {
+    let out = ferry(ns, &["bundles", "--json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.matches("\"id\"").count()
+}
+
+fn can_run() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let has_ip = Command::new("ip").arg("-V").output().is_ok();
+    root && has_ip
+}
+
+#[test]
+fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart() {
+    if !can_run() {
+        assert!(
+            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
+            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
+        );
+        eprintln!("SKIPPED: needs root and iproute2");
+        return;
+    }
+    let chain = Chain::create();
+    let (na, nb, nc) = (chain.ns("a"), chain.ns("b"), chain.ns("c"));
+    let dir = std::env::temp_dir().join(format!("ferry-netns-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = Daemon::start(&na, "a", &dir.join("a"));
+    let b = Daemon::start(&nb, "b", &dir.join("b"));
+    let c = Daemon::start(&nc, "c", &dir.join("c"));
+
+    // Discovery: beacons on each veth; B has sessions with both.
+    wait_for_peer(&nb, "dtn://a/", Duration::from_secs(20), &|| b.log());
+    wait_for_peer(&nb, "dtn://c/", Duration::from_secs(20), &|| b.log());
+    wait_for_peer(&na, "dtn://b/", Duration::from_secs(20), &|| a.log());
+
+    // A → C through B.
+    let out = ferry(&na, &["send", "dtn://c/inbox", "first across the chain"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ferry(&nc, &["recv", "inbox", "--count", "1", "--timeout", "30s"]);
+    assert!(
+        out.status.success(),
+        "C did not receive: {}\nB log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        b.log()
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("first across the chain"));
+
+    // A broadcast datagram from B floods to both neighbours as UDP broadcasts (one per veth),
+    // not as one copy per TCPCL session.
+    let out = ferry(
+        &nb,
+        &[
+            "send",
+            "dtn://~all/~news",
+            "to everyone",
+            "--class",
+            "datagram",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ns in [&na, &nc] {
+        let out = ferry(
+            ns,
+            &[
+                "recv",
+                "dtn://~all/~news",
+                "--count",
+                "1",
+                "--timeout",
+                "10s",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{ns} did not get the broadcast: {}\nB log:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            b.log()
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("to everyone"));
+    }
+    let metrics = http_get(&nb, "/metrics");
+    let broadcasts: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ferry_udp_broadcasts_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no udp broadcast counter in B's metrics:\n{metrics}"));
+    assert!(
+        broadcasts >= 1,
+        "B flooded without UDP broadcast:\n{metrics}"
+    );
+
+    // Break B – C; the next bundle waits at B.
+    ip(&["-n", &nb, "link", "set", "fyb1", "down"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = ferry(&nb, &["peers", "--json"]);
+        if !String::from_utf8_lossy(&out.stdout).contains("dtn://c/") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B still lists C as a peer after the link went down"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = ferry(&na, &["send", "dtn://c/inbox", "second, after a wait"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stored_count(&nb) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the bundle never reached B; B log:\n{}",
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Restart B while the link is down: the bundle is in its persistent store.
+    b.stop();
+    let b = Daemon::start(&nb, "b", &dir.join("b"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stored_count(&nb) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "B lost the bundle across its restart; log:\n{}",
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The link comes back; B finds C again and delivers.
+    ip(&["-n", &nb, "link", "set", "fyb1", "up"]);
+    let out = ferry(&nc, &["recv", "inbox", "--count", "1", "--timeout", "40s"]);
+    assert!(
+        out.status.success(),
+        "C did not receive the waiting bundle: {}\nB log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        b.log()
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("second, after a wait"));
+
+    drop((a, b, c));
+    drop(chain);
+    let _ = std::fs::remove_dir_all(&dir);
+}
