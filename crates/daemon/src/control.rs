@@ -313,6 +313,8 @@ pub struct Received {
     pub destination: String,
     /// Creation time, milliseconds since the DTN epoch.
     pub created_ms: u64,
+    /// When the bundle's lifetime ends, ms since the DTN epoch; it leaves the inbox then.
+    pub expiry_ms: u64,
     /// Payload bytes.
     pub size: u64,
     /// The payload, base64 (absent when asked for metadata only).

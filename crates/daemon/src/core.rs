@@ -344,6 +344,9 @@ impl Daemon {
         if let Some(t) = self.node.poll_timeout() {
             next = next.min(self.clock.instant(t));
         }
+        if let Some(t) = self.inboxes.next_expiry() {
+            next = next.min(self.clock.instant(t));
+        }
         for s in &self.statics {
             if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
                 next = next.min(s.retry_at);
@@ -358,6 +361,14 @@ impl Daemon {
     fn on_timer(&mut self) {
         let now = self.now();
         self.node.handle_timeout(now);
+        match self.inboxes.purge_expired(self.node.store_mut(), now) {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!("{n} bundles expired in local inboxes"),
+            Err(e) => {
+                self.metrics.store_errors += 1;
+                tracing::error!("removing expired inbox bundles: {e}");
+            }
+        }
         let instant = Instant::now();
         for i in 0..self.statics.len() {
             let s = &self.statics[i];
@@ -856,6 +867,7 @@ impl Daemon {
                     source: d.id.source.to_string(),
                     destination: d.destination.to_string(),
                     created_ms: d.created,
+                    expiry_ms: d.expiry,
                     payload: d.payload.clone(),
                 };
                 if let Eid::Dtn(dtn) = &d.destination
@@ -902,6 +914,8 @@ impl Daemon {
         } else {
             d.class
         };
+        // The answer is worth as long as the question.
+        out.lifetime_ms = d.expiry.saturating_sub(now).max(1);
         if let Err(e) = self.node.send(now, out) {
             tracing::debug!("echo to {}: {e}", d.id.source);
         }
@@ -1392,6 +1406,7 @@ fn received(seq: u64, letter: Letter, with_payload: bool) -> crate::control::Rec
         source: letter.source,
         destination: letter.destination,
         created_ms: letter.created_ms,
+        expiry_ms: letter.expiry_ms,
         size: letter.payload.len() as u64,
         payload_base64: with_payload
             .then(|| base64::engine::general_purpose::STANDARD.encode(&letter.payload)),

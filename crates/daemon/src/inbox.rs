@@ -2,8 +2,13 @@
 //! application takes them (`ferry recv`, the API) or a subscriber is attached. They survive a
 //! restart of the daemon: a delivery is never lost because no application was listening.
 //!
+//! A bundle whose lifetime ends while it waits is removed, as the network would have dropped it:
+//! an inbox nobody reads (the echoes that reach a `ferry ping` that gave up) does not grow
+//! without bound.
+//!
 //! Key: endpoint, a zero byte, then an 8-byte big-endian arrival number (so a table scan returns
-//! each endpoint's bundles in arrival order). Value: id, source, creation time and payload.
+//! each endpoint's bundles in arrival order). Value: id, source, creation time, expiry and
+//! payload.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +26,8 @@ pub struct Letter {
     pub destination: String,
     /// Creation time, DTN ms.
     pub created_ms: u64,
+    /// When the bundle's lifetime ends, DTN ms.
+    pub expiry_ms: u64,
     /// The payload.
     pub payload: Bytes,
 }
@@ -28,8 +35,10 @@ pub struct Letter {
 /// The in-memory index of the store's inbox table.
 #[derive(Debug, Default)]
 pub struct Inboxes {
-    /// Endpoint → arrival numbers waiting.
-    waiting: BTreeMap<String, BTreeSet<u64>>,
+    /// Endpoint → arrival numbers waiting → their expiry.
+    waiting: BTreeMap<String, BTreeMap<u64, u64>>,
+    /// (expiry, endpoint, arrival number) of every waiting bundle, soonest first.
+    expiries: BTreeSet<(u64, String, u64)>,
     next: u64,
 }
 
@@ -37,9 +46,18 @@ impl Inboxes {
     /// Loads the index from the store.
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let mut inboxes = Self::default();
-        for (key, _) in store.rpc_scan(RpcTable::Inbox)? {
-            if let Some((endpoint, n)) = split_key(&key) {
-                inboxes.waiting.entry(endpoint).or_default().insert(n);
+        for (key, value) in store.rpc_scan(RpcTable::Inbox)? {
+            if let Some((endpoint, n)) = split_key(&key)
+                && let Some(letter) = decode(value, &endpoint)
+            {
+                inboxes
+                    .expiries
+                    .insert((letter.expiry_ms, endpoint.clone(), n));
+                inboxes
+                    .waiting
+                    .entry(endpoint)
+                    .or_default()
+                    .insert(n, letter.expiry_ms);
                 inboxes.next = inboxes.next.max(n + 1);
             }
         }
@@ -73,8 +91,30 @@ impl Inboxes {
         self.waiting
             .entry(letter.destination.clone())
             .or_default()
-            .insert(n);
+            .insert(n, letter.expiry_ms);
+        self.expiries
+            .insert((letter.expiry_ms, letter.destination.clone(), n));
         Ok(())
+    }
+
+    /// When the next waiting bundle expires.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.expiries.first().map(|(t, _, _)| *t)
+    }
+
+    /// Removes every bundle whose lifetime ended at or before `now`; returns how many.
+    pub fn purge_expired(&mut self, store: &mut dyn Store, now: u64) -> Result<usize, StoreError> {
+        let mut purged = 0;
+        while let Some((expiry, endpoint, n)) = self.expiries.first().cloned()
+            && expiry <= now
+        {
+            if self.remove(store, &endpoint, n)? {
+                purged += 1;
+            } else {
+                self.expiries.pop_first();
+            }
+        }
+        Ok(purged)
     }
 
     /// Up to `max` bundles waiting for `endpoint` with a sequence number above `after` (all
@@ -93,7 +133,7 @@ impl Inboxes {
         };
         let from = after.map_or(0, |a| a.saturating_add(1));
         let mut out = Vec::new();
-        for &n in set.range(from..).take(max) {
+        for &n in set.range(from..).map(|(n, _)| n).take(max) {
             if let Some(letter) = self.get(store, endpoint, n)? {
                 out.push((n, letter));
             }
@@ -108,7 +148,11 @@ impl Inboxes {
         endpoint: &str,
         seq: u64,
     ) -> Result<Option<Letter>, StoreError> {
-        if !self.waiting.get(endpoint).is_some_and(|s| s.contains(&seq)) {
+        if !self
+            .waiting
+            .get(endpoint)
+            .is_some_and(|s| s.contains_key(&seq))
+        {
             return Ok(None);
         }
         Ok(store
@@ -127,12 +171,13 @@ impl Inboxes {
         let Some(set) = self.waiting.get_mut(endpoint) else {
             return Ok(false);
         };
-        if !set.remove(&seq) {
+        let Some(expiry) = set.remove(&seq) else {
             return Ok(false);
-        }
+        };
         if set.is_empty() {
             self.waiting.remove(endpoint);
         }
+        self.expiries.remove(&(expiry, endpoint.to_owned(), seq));
         store.rpc_remove(RpcTable::Inbox, &key(endpoint, seq))?;
         Ok(true)
     }
@@ -165,6 +210,7 @@ fn encode(letter: &Letter) -> Vec<u8> {
         out.put_slice(text.as_bytes());
     }
     out.put_u64(letter.created_ms);
+    out.put_u64(letter.expiry_ms);
     out.put_slice(&letter.payload);
     out.to_vec()
 }
@@ -182,15 +228,17 @@ fn decode(mut value: Bytes, destination: &str) -> Option<Letter> {
     };
     let id = text(&mut value)?;
     let source = text(&mut value)?;
-    if value.remaining() < 8 {
+    if value.remaining() < 16 {
         return None;
     }
     let created_ms = value.get_u64();
+    let expiry_ms = value.get_u64();
     Some(Letter {
         id,
         source,
         destination: destination.to_owned(),
         created_ms,
+        expiry_ms,
         payload: value,
     })
 }
@@ -206,6 +254,7 @@ mod tests {
             source: "dtn://a/".into(),
             destination: dest.into(),
             created_ms: u64::from(n),
+            expiry_ms: 1000 + u64::from(n),
             payload: Bytes::from(vec![n; usize::from(n) * 10]),
         }
     }
@@ -257,5 +306,30 @@ mod tests {
         // A reload continues numbering after the highest waiting seq.
         let again = Inboxes::load(&store).unwrap();
         assert_eq!(again.next, 4);
+    }
+
+    #[test]
+    fn expired_letters_leave_and_the_next_expiry_is_known_also_after_a_reload() {
+        let mut store = MemoryStore::new(1 << 20);
+        let mut inboxes = Inboxes::default();
+        for (dest, n) in [("dtn://me/x", 5), ("dtn://me/y", 2), ("dtn://me/x", 9)] {
+            inboxes.put(&mut store, &letter(dest, n)).unwrap();
+        }
+        assert_eq!(inboxes.next_expiry(), Some(1002));
+        // Taken letters no longer count.
+        assert!(inboxes.remove(&mut store, "dtn://me/y", 1).unwrap());
+        assert_eq!(inboxes.next_expiry(), Some(1005));
+        let mut reloaded = Inboxes::load(&store).unwrap();
+        assert_eq!(reloaded.next_expiry(), Some(1005));
+        assert_eq!(reloaded.purge_expired(&mut store, 1004).unwrap(), 0);
+        assert_eq!(reloaded.purge_expired(&mut store, 1005).unwrap(), 1);
+        assert_eq!(reloaded.len(), 1);
+        assert_eq!(
+            reloaded.peek(&store, "dtn://me/x", 10, None).unwrap(),
+            vec![(2, letter("dtn://me/x", 9))]
+        );
+        assert_eq!(reloaded.purge_expired(&mut store, u64::MAX).unwrap(), 1);
+        assert!(reloaded.is_empty() && reloaded.next_expiry().is_none());
+        assert!(store.rpc_scan(RpcTable::Inbox).unwrap().is_empty());
     }
 }

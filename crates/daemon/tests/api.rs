@@ -616,3 +616,57 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[test]
+fn a_bundle_nobody_takes_leaves_the_inbox_when_its_lifetime_ends() {
+    let (rt, running, addr, _dir) = start();
+    let s = server(addr);
+    for (lifetime, text) in [("1s", "short"), ("1h", "long")] {
+        s.checked(
+            "post",
+            "/v1/bundles",
+            "/v1/bundles",
+            Some((
+                "application/json",
+                format!(r#"{{"destination":"dtn://alpha/late","payload":"{text}","lifetime":"{lifetime}"}}"#)
+                    .as_bytes(),
+            )),
+            201,
+        );
+    }
+    let waiting = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/late/bundles?wait=5s",
+        None,
+        200,
+    );
+    assert_eq!(waiting.as_array().unwrap().len(), 2, "{waiting}");
+    let short = &waiting[0];
+    assert!(short["expiry_ms"].as_u64().unwrap() < waiting[1]["expiry_ms"].as_u64().unwrap());
+    // Bounded: the loop's timer fires at the expiry; allow scheduling slack.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = s.checked(
+            "get",
+            "/v1/endpoints/{endpoint}/bundles",
+            "/v1/endpoints/late/bundles",
+            None,
+            200,
+        );
+        let left = left.as_array().unwrap();
+        if left.len() == 1 {
+            assert_eq!(
+                left[0]["payload_base64"], "bG9uZw==",
+                "the long-lived one stays"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired bundle is still waiting: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    rt.block_on(running.shut_down());
+}

@@ -128,6 +128,9 @@ pub struct Delivery {
     pub class: Class,
     /// When it was created (DTN ms).
     pub created: DtnTime,
+    /// When its lifetime ends (DTN ms): an application that has not taken it by then may
+    /// consider it gone, as the network does.
+    pub expiry: DtnTime,
     /// The application data.
     pub payload: Bytes,
 }

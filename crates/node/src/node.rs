@@ -930,7 +930,7 @@ impl Node {
         }
     }
 
-    fn deliver(&mut self, _now: DtnTime, bundle: &Bundle) {
+    fn deliver(&mut self, now: DtnTime, bundle: &Bundle) {
         self.stats.delivered += 1;
         self.events.push_back(Event::Delivered(Delivery {
             id: BundleId {
@@ -940,6 +940,7 @@ impl Node {
             destination: bundle.primary.destination.clone(),
             class: classes::class_of(bundle),
             created: bundle.primary.creation.time,
+            expiry: expiry_of(bundle, now),
             payload: bundle.payload.data.clone(),
         }));
     }
