@@ -46,6 +46,11 @@ const READ_CHUNK: usize = 64 * 1024;
 const MAX_CONTROL_BACKLOG: usize = 256 * 1024;
 /// At most this many buffers go into one vectored write.
 const MAX_IO_SLICES: usize = 64;
+/// Messages the session has ready are gathered into one vectored write up to this many bytes
+/// (a larger segment goes alone).
+const WRITE_BATCH: usize = 64 * 1024;
+/// At most this many of the owner's commands are taken at once.
+const COMMANDS_AT_ONCE: usize = 64;
 /// After the session ended: how long to keep writing what is left (a SESS_TERM) and then to wait
 /// for the peer's FIN, so closing with unread data does not reset the connection under our last
 /// message.
@@ -459,12 +464,22 @@ async fn run(
             break;
         }
         let now = d.now();
-        if out.is_empty()
-            && write_open
-            && let Some(parts) = d.session.poll_transmit(now)
-        {
-            out.extend(parts.into_iter().filter(|b| !b.is_empty()));
-            continue;
+        if out.is_empty() && write_open {
+            // Everything the session has ready, up to one write's worth: small segments and
+            // acknowledgements share a system call instead of taking one each. Only what is
+            // already queued is gathered, so nothing waits for company.
+            let (mut bytes, mut took) = (0, false);
+            while bytes < WRITE_BATCH && out.len() < MAX_IO_SLICES {
+                let Some(parts) = d.session.poll_transmit(now) else {
+                    break;
+                };
+                took = true;
+                bytes += parts.iter().map(Bytes::len).sum::<usize>();
+                out.extend(parts.into_iter().filter(|b| !b.is_empty()));
+            }
+            if took {
+                continue;
+            }
         }
         let terminated = d.session.is_terminated();
         if terminated && (out.is_empty() || !write_open) {
@@ -510,7 +525,16 @@ async fn run(
                 }
             },
             c = commands.recv(), if commands_open && !terminated => match c {
-                Some(command) => d.command(command),
+                Some(command) => {
+                    d.command(command);
+                    // The commands already waiting too, so their segments can share a write.
+                    for _ in 1..COMMANDS_AT_ONCE {
+                        match commands.try_recv() {
+                            Ok(command) => d.command(command),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 None => {
                     // Every handle is gone: nobody can send or close any more, so close now.
                     commands_open = false;
