@@ -79,6 +79,8 @@ pub enum TcpclEvent {
     },
     /// A whole bundle arrived.
     Received {
+        /// The peer's transfer id (for [`SessionHandle::confirm`]).
+        transfer_id: u64,
         /// Its bytes.
         bundle: Bytes,
     },
@@ -140,6 +142,12 @@ pub enum TcpclCommand {
         /// The transfer id from [`TcpclEvent::Incoming`].
         transfer_id: u64,
     },
+    /// The owner has a received bundle safely: send its final XFER_ACK (with
+    /// [`crate::tcpcl::SessionConfig::confirm_received`]).
+    Confirm {
+        /// The transfer id from [`TcpclEvent::Received`].
+        transfer_id: u64,
+    },
     /// End the session in an orderly way (SESS_TERM, transfers in progress finish).
     Close,
 }
@@ -164,6 +172,12 @@ impl SessionHandle {
     /// Refuses an incoming transfer. False if the session task is gone.
     pub fn refuse(&self, transfer_id: u64) -> bool {
         self.command(TcpclCommand::Refuse { transfer_id })
+    }
+
+    /// Confirms a received bundle (see [`TcpclCommand::Confirm`]). False if the session task is
+    /// gone.
+    pub fn confirm(&self, transfer_id: u64) -> bool {
+        self.command(TcpclCommand::Confirm { transfer_id })
     }
 
     /// Closes the session. False if the session task is gone.
@@ -271,6 +285,7 @@ impl Driver {
             TcpclCommand::Refuse { transfer_id } => self
                 .session
                 .refuse(transfer_id, XferRefuseReason::Completed),
+            TcpclCommand::Confirm { transfer_id } => self.session.confirm(transfer_id),
             TcpclCommand::Close => self.session.close(now, SessTermReason::Unknown),
         }
     }
@@ -299,7 +314,13 @@ impl Driver {
                     first_data,
                     total_length,
                 },
-                SessionEvent::Received { bundle, .. } => TcpclEvent::Received { bundle },
+                SessionEvent::Received {
+                    transfer_id,
+                    bundle,
+                } => TcpclEvent::Received {
+                    transfer_id,
+                    bundle,
+                },
                 SessionEvent::Progress {
                     transfer_id,
                     acknowledged,

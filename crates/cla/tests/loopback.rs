@@ -86,7 +86,7 @@ fn received(events: &[TcpclEvent]) -> Vec<Bytes> {
     events
         .iter()
         .filter_map(|e| match e {
-            TcpclEvent::Received { bundle } => Some(bundle.clone()),
+            TcpclEvent::Received { bundle, .. } => Some(bundle.clone()),
             _ => None,
         })
         .collect()

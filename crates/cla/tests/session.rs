@@ -95,6 +95,54 @@ proptest! {
 }
 
 #[test]
+fn with_confirm_received_the_last_ack_waits_for_the_owner() {
+    let mut p = Pair::established(
+        SessionConfig {
+            max_segment: 100_000,
+            ..config("a")
+        },
+        SessionConfig {
+            confirm_received: true,
+            ..config("b")
+        },
+    );
+    p.a.session.send(encoded(250_000, 1), false).unwrap();
+    p.a.session.send(encoded(10, 2), false).unwrap();
+    p.run();
+    // Both arrived, every segment but each transfer's last was acknowledged, nothing is Sent.
+    assert_eq!(p.b.received().len(), 2);
+    assert!(p.a.sent_ids().is_empty(), "{:?}", p.a.events);
+    let acks =
+        p.b.sent
+            .iter()
+            .filter(|m| matches!(m, Message::XferAck(_)))
+            .count();
+    assert_eq!(acks, 2, "the two non-final segments of the big bundle");
+    // Confirmations release them, in any order; a repeated or unknown one changes nothing.
+    p.b.session.confirm(1);
+    p.b.session.confirm(1);
+    p.b.session.confirm(77);
+    p.run();
+    assert_eq!(p.a.sent_ids(), [1]);
+    p.b.session.confirm(0);
+    p.run();
+    assert_eq!(p.a.sent_ids(), [1, 0]);
+    // An orderly close waits for confirmations still held.
+    p.a.session.send(encoded(10, 3), false).unwrap();
+    p.run();
+    p.b.session.close(p.now, SessTermReason::Unknown);
+    p.run();
+    assert!(
+        p.b.terminated().is_none(),
+        "ended with an unconfirmed bundle"
+    );
+    p.b.session.confirm(2);
+    p.run();
+    assert_eq!(p.a.sent_ids(), [1, 0, 2]);
+    assert!(p.b.terminated().is_some() && p.a.terminated().is_some());
+}
+
+#[test]
 fn progress_is_reported_per_acknowledged_segment() {
     let mut p = Pair::established(
         SessionConfig {

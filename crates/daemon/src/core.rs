@@ -171,6 +171,9 @@ pub(crate) struct Daemon {
         oneshot::Sender<Result<SendReply, ApiError>>,
         Result<SendReply, ApiError>,
     )>,
+    /// Received bundles whose last XFER_ACK waits for the next successful flush (link, the
+    /// peer's transfer id). After a failed flush they stay unconfirmed: the sender keeps them.
+    confirm_after_flush: Vec<(LinkId, u64)>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
     broadcast_round: std::collections::BTreeSet<(BundleId, u16)>,
     reports: std::collections::VecDeque<ReportInfo>,
@@ -227,6 +230,8 @@ impl Daemon {
             node_id: config.node_id.to_string(),
             keepalive_interval_s: config.keepalive.as_secs().min(u64::from(u16::MAX)) as u16,
             ignore_peer_transfer_mru: config.ignore_peer_transfer_mru,
+            // A bundle's last XFER_ACK goes out after the flush that made it durable here.
+            confirm_received: true,
             ..SessionConfig::default()
         };
         let announcer = config
@@ -254,6 +259,7 @@ impl Daemon {
             delivered_unflushed: false,
             broadcast_round: Default::default(),
             replies_after_flush: Vec::new(),
+            confirm_after_flush: Vec::new(),
             reports: Default::default(),
             next_link: 1,
             next_tag: 1,
@@ -514,10 +520,16 @@ impl Daemon {
                     }
                 }
             }
-            TcpclEvent::Received { bundle } => {
+            TcpclEvent::Received {
+                transfer_id,
+                bundle,
+            } => {
                 if self.links.get(&link).is_some_and(|l| l.announced) {
                     self.node.handle_bundle_bytes(now, link, bundle);
                 }
+                // Whatever the node made of it (kept, delivered, dropped), the sender may let
+                // it go once that decision is durable.
+                self.confirm_after_flush.push((link, transfer_id));
             }
             TcpclEvent::Progress { .. } => {}
             TcpclEvent::Sent { tag } => self.finish(tag, TransferResult::Complete),
@@ -762,10 +774,18 @@ impl Daemon {
                     for (reply, result) in replies {
                         let _ = reply.send(result);
                     }
+                    for (link, transfer_id) in std::mem::take(&mut self.confirm_after_flush) {
+                        if let Some(l) = self.links.get(&link) {
+                            l.handle.confirm(transfer_id);
+                        }
+                    }
                 }
                 Err(e) => {
                     self.metrics.store_errors += 1;
                     tracing::error!("store flush failed: {e}");
+                    // The batch was rolled back: those bundles are not ours to confirm. Their
+                    // senders keep them and send them again later.
+                    self.confirm_after_flush.clear();
                     for (reply, result) in replies {
                         let _ = reply.send(result.and(Err(ApiError::new(
                             "internal",

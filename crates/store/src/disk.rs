@@ -1026,8 +1026,11 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     // whenever a new value is bound to a parameter its plan could depend on (the lookup by key
     // with its LEFT JOIN was re-prepared on every call: 19 % of the CPU of sending small
     // bundles). Our queries have one sensible plan each.
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-        .map_err(|e| err(context, e))?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(|e| err(context, e))?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(|e| err(context, e))?;

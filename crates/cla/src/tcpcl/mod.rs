@@ -59,6 +59,11 @@ pub struct SessionConfig {
     /// fragments (it marks its own bundles "must not fragment"), so a node exchanging larger
     /// bundles with it needs this.
     pub ignore_peer_transfer_mru: bool,
+    /// Hold back the final XFER_ACK of each received bundle until the owner calls
+    /// [`Session::confirm`] (after storing it durably). The sender treats that acknowledgement
+    /// as the bundle having arrived and may delete its copy, so a receiver that crashed between
+    /// the acknowledgement and its store's commit would lose the bundle. Off by default.
+    pub confirm_received: bool,
 }
 
 impl Default for SessionConfig {
@@ -71,6 +76,7 @@ impl Default for SessionConfig {
             max_segment: 256 << 10,
             contact_timeout_ms: 10_000,
             ignore_peer_transfer_mru: false,
+            confirm_received: false,
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct Session {
     events: VecDeque<SessionEvent>,
     outgoing: Outgoing,
     incoming: Incoming,
+    /// Final acknowledgements of received bundles the owner has not confirmed yet (with
+    /// [`SessionConfig::confirm_received`]), by transfer id.
+    held_acks: std::collections::BTreeMap<u64, wire::tcpcl::XferAck>,
     created_ms: u64,
     last_sent_ms: u64,
     last_received_ms: u64,
@@ -95,6 +98,7 @@ impl Session {
             events: VecDeque::new(),
             outgoing: Outgoing::default(),
             incoming: Incoming::default(),
+            held_acks: Default::default(),
             created_ms: now_ms,
             last_sent_ms: now_ms,
             last_received_ms: now_ms,
@@ -310,6 +314,19 @@ impl Session {
         self.check_ended();
     }
 
+    /// With [`SessionConfig::confirm_received`]: the owner has the bundle of `transfer_id`
+    /// (from [`SessionEvent::Received`]) safely, so its final XFER_ACK goes out. Unknown or
+    /// already confirmed ids are ignored.
+    pub fn confirm(&mut self, transfer_id: u64) {
+        if self.phase == Phase::Terminated {
+            return;
+        }
+        if let Some(ack) = self.held_acks.remove(&transfer_id) {
+            self.push_message(&Message::XferAck(ack));
+            self.check_ended();
+        }
+    }
+
     /// Orderly shutdown: SESS_TERM, finish the transfers in progress (bundles not started are
     /// reported as unfinished), wait for the peer's SESS_TERM reply, then terminate. Before the
     /// session is established, it ends at once.
@@ -491,7 +508,12 @@ impl Session {
         let Some(e) = &self.ending else {
             return;
         };
-        if e.sent && e.received && !self.outgoing.in_progress() && !self.incoming.in_progress() {
+        if e.sent
+            && e.received
+            && !self.outgoing.in_progress()
+            && !self.incoming.in_progress()
+            && self.held_acks.is_empty()
+        {
             let (reason, by_peer) = (e.reason.clone(), e.by_peer);
             self.terminate(reason, by_peer);
         }
@@ -644,7 +666,13 @@ impl Session {
                 started,
                 complete,
             } => {
-                self.push_message(&Message::XferAck(ack));
+                if complete.is_some() && self.config.confirm_received {
+                    // The last acknowledgement tells the sender it may let the bundle go: it
+                    // waits until the owner has the bundle safely (`confirm`).
+                    self.held_acks.insert(ack.transfer_id, ack);
+                } else {
+                    self.push_message(&Message::XferAck(ack));
+                }
                 if let Some((first_data, total_length)) = started {
                     self.events.push_back(SessionEvent::IncomingStarted {
                         transfer_id: ack.transfer_id,
