@@ -175,7 +175,10 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         clock.now(),
     );
 
-    let (tcpcl_tx, tcpcl) = mpsc::channel(1024);
+    // Session events may each hold a whole received bundle; a full channel stops the sessions'
+    // reading, and TCP's flow control reaches the peers. 128 is one pump's worth of small
+    // bundles, and bounds what waits here to 128 bundles however large they are.
+    let (tcpcl_tx, tcpcl) = mpsc::channel(128);
     let (connected_tx, connected) = mpsc::channel(64);
     let daemon = core::Daemon::new(
         node,
