@@ -49,6 +49,10 @@ use daemon::{Config, Running};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::task::JoinSet;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::{TempDir, free_port};
+
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
 /// Send requests outstanding at once.
@@ -292,13 +296,6 @@ async fn tcp_blast(bytes: u64, time: Duration) -> Result<f64, String> {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("find a free port on 127.0.0.1")
-}
-
 // ----- the daemons -----
 
 /// Two daemons, `dtn://a/` and `dtn://b/`, with a TCPCLv4 session between them.
@@ -310,7 +307,10 @@ struct Pair {
 
 impl Pair {
     async fn start(base: &Path) -> Self {
-        let dirs = (TempDir::new(base, "a"), TempDir::new(base, "b"));
+        let dirs = (
+            TempDir::new_in(base, "link-bench-a"),
+            TempDir::new_in(base, "link-bench-b"),
+        );
         let a = daemon::start(config("a", dirs.0.path(), None))
             .await
             .expect("start daemon a");
@@ -374,14 +374,10 @@ fn send_request(destination: &str, source: Option<&str>, size: usize) -> SendReq
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
     SendRequest {
-        destination: destination.into(),
         source: source.map(Into::into),
         payload: Some(payload),
-        payload_base64: None,
         lifetime: Some("1h".into()),
-        class: None,
-        report: false,
-        priority: None,
+        ..SendRequest::to(destination)
     }
 }
 
@@ -776,32 +772,4 @@ fn today() -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}")
-}
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(base: &Path, name: &str) -> Self {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = base.join(format!(
-            "ferry-link-bench-{}-{}-{name}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a store directory");
-        Self(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -191,14 +191,12 @@ async fn send_raw(
         return Err(too_large(payload.len(), api.max_payload));
     }
     let req = SendRequest {
-        destination: q.destination,
         source: q.source,
-        payload: None,
-        payload_base64: None,
         lifetime: q.lifetime,
         class: q.class,
         report: q.report,
         priority: q.priority,
+        ..SendRequest::to(q.destination)
     };
     send(&api, req, payload).await
 }

@@ -262,7 +262,7 @@ pub struct BundleInfo {
 }
 
 /// `POST /v1/bundles` (JSON; payload as UTF-8 text or base64).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SendRequest {
     /// Destination endpoint, e.g. `dtn://bravo/inbox`.
     pub destination: String,
@@ -287,6 +287,17 @@ pub struct SendRequest {
     /// Eviction priority, 0 bulk, 1 normal (default), 2 expedited.
     #[serde(default)]
     pub priority: Option<u8>,
+}
+
+impl SendRequest {
+    /// A request for `destination` with every option at its default (no payload, lifetime 1 h,
+    /// class dtn, no reports, normal priority); set the others with struct update syntax.
+    pub fn to(destination: impl Into<String>) -> Self {
+        Self {
+            destination: destination.into(),
+            ..Self::default()
+        }
+    }
 }
 
 /// The answer to a send.

@@ -12,6 +12,9 @@ use std::time::Duration;
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
 
+mod common;
+use common::TempDir;
+
 const SPEC: &str = include_str!("../openapi.yaml");
 const ROUTER_SOURCE: &str = include_str!("../src/api.rs");
 
@@ -242,7 +245,7 @@ fn start() -> (
         .enable_all()
         .build()
         .unwrap();
-    let running = rt.block_on(daemon::start(config(&dir.0))).unwrap();
+    let running = rt.block_on(daemon::start(config(dir.path()))).unwrap();
     let addr = running.api_addr.expect("the API listens");
     (rt, running, addr, dir)
 }
@@ -593,28 +596,6 @@ fn a_websocket_subscriber_gets_waiting_and_new_bundles_and_removes_only_what_it_
         String::from_utf8_lossy(&refused.body)
     );
     rt.block_on(running.shut_down());
-}
-
-/// A temporary directory removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "ferry-{tag}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]

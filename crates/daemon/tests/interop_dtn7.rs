@@ -17,6 +17,9 @@ use base64::Engine as _;
 use daemon::Config;
 use daemon::control::{Request, SendRequest};
 
+mod common;
+use common::free_port;
+
 fn dtn7_bin() -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(dir) = std::env::var_os("FERRY_DTN7_BIN") {
@@ -29,14 +32,6 @@ fn dtn7_bin() -> Option<PathBuf> {
         candidates.extend(std::env::split_paths(&path));
     }
     candidates.into_iter().find(|d| d.join("dtnd").is_file())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `dtnd`, killed when dropped.
@@ -209,14 +204,9 @@ async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
     // Ferry → dtnd.
     for payload in [b"hello from ferry".to_vec(), big.clone()] {
         let req = SendRequest {
-            destination: "dtn://d7/incoming".into(),
-            source: None,
-            payload: None,
             payload_base64: Some(base64::engine::general_purpose::STANDARD.encode(&payload)),
             lifetime: Some("10m".into()),
-            class: None,
-            report: false,
-            priority: None,
+            ..SendRequest::to("dtn://d7/incoming")
         };
         ferry
             .control

@@ -12,13 +12,8 @@ use base64::Engine as _;
 use daemon::control::{Received, Request, SendReply, SendRequest};
 use daemon::{Config, Running};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::{TempDir, free_port};
 
 fn config(name: &str, dir: &Path, port: u16, peers: &[SocketAddr]) -> Config {
     let text = format!(
@@ -45,14 +40,9 @@ listen = ""
 
 async fn send(node: &Running, destination: &str, payload: &[u8]) -> SendReply {
     let req = SendRequest {
-        destination: destination.into(),
-        source: None,
-        payload: None,
         payload_base64: Some(base64::engine::general_purpose::STANDARD.encode(payload)),
         lifetime: Some("10m".into()),
-        class: None,
-        report: false,
-        priority: None,
+        ..SendRequest::to(destination)
     };
     node.control
         .ask(|reply| Request::Send(req, reply))
@@ -105,7 +95,7 @@ async fn wait_for_peers(node: &Running, n: usize, within: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_exchange_text_and_a_mebibyte_both_ways() {
-    let dirs = (tempdir(), tempdir());
+    let dirs = (TempDir::new("daemon-test"), TempDir::new("daemon-test"));
     let (pa, pb) = (free_port(), free_port());
     let b_addr: SocketAddr = format!("127.0.0.1:{pb}").parse().unwrap();
     let b = daemon::start(config("bravo", dirs.1.path(), pb, &[]))
@@ -135,14 +125,10 @@ async fn two_nodes_exchange_text_and_a_mebibyte_both_ways() {
 
     // The echo service answers with the same payload to the source endpoint.
     let req = SendRequest {
-        destination: "dtn://bravo/echo".into(),
         source: Some("pong".into()),
         payload: Some("ping 1".into()),
-        payload_base64: None,
         lifetime: Some("1m".into()),
-        class: None,
-        report: false,
-        priority: None,
+        ..SendRequest::to("dtn://bravo/echo")
     };
     a.control
         .ask(|reply| Request::Send(req, reply))
@@ -159,7 +145,7 @@ async fn two_nodes_exchange_text_and_a_mebibyte_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bundles_wait_for_a_peer_that_is_down_and_inboxes_survive_a_restart() {
-    let dirs = (tempdir(), tempdir());
+    let dirs = (TempDir::new("daemon-test"), TempDir::new("daemon-test"));
     let (pa, pb) = (free_port(), free_port());
     let b_addr: SocketAddr = format!("127.0.0.1:{pb}").parse().unwrap();
     // Alpha starts alone, with bravo as a static peer that is not there yet.
@@ -220,19 +206,13 @@ async fn bundles_wait_for_a_peer_that_is_down_and_inboxes_survive_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_errors_are_clear() {
-    let dir = tempdir();
+    let dir = TempDir::new("daemon-test");
     let a = daemon::start(config("alpha", dir.path(), free_port(), &[]))
         .await
         .unwrap();
     let mut req = SendRequest {
-        destination: "not an eid".into(),
-        source: None,
         payload: Some("x".into()),
-        payload_base64: None,
-        lifetime: None,
-        class: None,
-        report: false,
-        priority: None,
+        ..SendRequest::to("not an eid")
     };
     let err = a
         .control
@@ -277,32 +257,4 @@ async fn api_errors_are_clear() {
     assert_eq!(err.code, "bad_request");
     assert!(err.message.contains("priority"), "{err}");
     a.shut_down().await;
-}
-
-/// A temporary directory removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempdir() -> TempDir {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "ferry-daemon-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    TempDir(dir)
 }

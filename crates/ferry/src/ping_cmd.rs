@@ -96,9 +96,7 @@ pub(crate) fn run(args: PingArgs) -> Result<()> {
         if next_seq <= args.count && now >= next_send {
             let sent_us = unix_micros();
             let request = SendRequest {
-                destination: echo.clone(),
                 source: Some(source.clone()),
-                payload: None,
                 payload_base64: Some(
                     base64::engine::general_purpose::STANDARD.encode(ping_payload(
                         next_seq,
@@ -109,8 +107,7 @@ pub(crate) fn run(args: PingArgs) -> Result<()> {
                 // A ping nobody waits for any more is of no use to anyone: let it expire.
                 lifetime: Some(api_duration(args.timeout.max(Duration::from_secs(1)))),
                 class: Some(ClassArg::from(args.class).as_str().to_owned()),
-                report: false,
-                priority: None,
+                ..SendRequest::to(echo.clone())
             };
             stats.transmitted += 1;
             // The round trip counts from before the request: an answer can be back before the

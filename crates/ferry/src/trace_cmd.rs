@@ -42,14 +42,11 @@ pub(crate) struct TraceArgs {
 pub(crate) fn run(args: TraceArgs) -> Result<()> {
     let client = Client::new(&args.api.api);
     let request = SendRequest {
-        destination: args.destination.clone(),
-        source: None,
         payload: Some("ferry trace".into()),
-        payload_base64: None,
         lifetime: Some(api_duration(args.lifetime)),
         class: Some(args.class.as_str().to_owned()),
         report: true,
-        priority: None,
+        ..SendRequest::to(args.destination.clone())
     };
     let sent_ms = dtn_now_ms();
     let reply: SendReply = serde_json::from_value(client.post_json("/v1/bundles", &request)?)
