@@ -1,6 +1,7 @@
 //! Two real daemons on loopback, talking TCPCLv4: bundles both ways, a 1 MiB file byte-identical,
-//! bundles that wait for a peer that is down, an inbox that survives a restart, and the echo
-//! service. Every wait is bounded.
+//! bundles that wait for a peer that is down, an inbox that survives a restart, the echo service,
+//! and a session cut mid-transfer whose remainder alone crosses after reconnecting (reactive
+//! fragmentation, both ends). Every wait is bounded.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -257,4 +258,110 @@ async fn api_errors_are_clear() {
     assert_eq!(err.code, "bad_request");
     assert!(err.message.contains("priority"), "{err}");
     a.shut_down().await;
+}
+
+/// A TCP proxy to `target`: the first connection carries `cut_after` bytes from the client and is
+/// then torn down in both directions (a link that dies mid-transfer); later connections pass
+/// everything. Returns its address and a count of the client's bytes that later connections
+/// carried.
+async fn cutting_proxy(
+    target: SocketAddr,
+    cut_after: usize,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let later = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = later.clone();
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                continue;
+            };
+            let (limit, count) = if std::mem::take(&mut first) {
+                (cut_after, None)
+            } else {
+                (usize::MAX, Some(counter.clone()))
+            };
+            tokio::spawn(async move {
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let mut passed = 0;
+                    while passed < limit {
+                        let n = match cr.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n.min(limit - passed),
+                        };
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                        passed += n;
+                        if let Some(c) = &count {
+                            c.fetch_add(n, Ordering::Relaxed);
+                        }
+                    }
+                };
+                let down = async move {
+                    let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                };
+                // Whichever direction ends first ends both: dropping the halves closes them.
+                tokio::select! {
+                    _ = up => {}
+                    _ = down => {}
+                }
+            });
+        }
+    });
+    (addr, later)
+}
+
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_that_dies_mid_transfer_sends_only_the_remainder_after_reconnecting() {
+    let dirs = (TempDir::new("daemon-test"), TempDir::new("daemon-test"));
+    let (pa, pb) = (free_port(), free_port());
+    let b = daemon::start(config("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    const SIZE: usize = 4 << 20;
+    // The first session dies about half-way through the bundle.
+    let (proxy, resent) = cutting_proxy(format!("127.0.0.1:{pb}").parse().unwrap(), SIZE / 2).await;
+    let a = daemon::start(config("alpha", dirs.0.path(), pa, &[proxy]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1, Duration::from_secs(10)).await;
+
+    let big: Vec<u8> = (0..SIZE as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    send(&a, "dtn://bravo/files", &big).await;
+    // alpha redials (backoff starts at 1 s); the second session carries the rest.
+    let got = receive(&b, "files", 1, Duration::from_secs(30)).await;
+    assert!(payload(&got[0]) == big, "the reassembled bundle differs");
+
+    let at_b = b.control.ask(Request::Metrics).await.unwrap();
+    assert_eq!(
+        metric(&at_b, "ferry_reactive_fragments_received_total"),
+        1,
+        "bravo kept the prefix of the cut transfer"
+    );
+    // What crossed the second session: the remainder after what bravo had acknowledged, not
+    // the whole bundle again.
+    let resent = resent.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        resent < SIZE,
+        "the reconnected session carried {resent} bytes for a {SIZE}-byte bundle cut half-way"
+    );
+    a.shut_down().await;
+    b.shut_down().await;
 }
