@@ -30,8 +30,11 @@
 //! **How to drive it.** After any `handle_*` input or command, drain [`Node::poll_transmit`] and
 //! [`Node::poll_event`], then ask [`Node::poll_timeout`] when to call [`Node::handle_timeout`].
 //! Report the fate of every transmitted bundle with [`Node::handle_transfer`] (complete, cut after
-//! so many payload bytes, or failed); the node uses it for reactive fragmentation and to know what
-//! its neighbours hold.
+//! so many payload bytes, refused, or failed); the node uses it for reactive fragmentation, to know
+//! what its neighbours hold, and to release its window: store-carry-forward bundles for one link
+//! are handed over only while their encoded bytes in flight stay within
+//! [`NodeConfig::link_window_bytes`], and the rest follow as transfers finish (real-time traffic is
+//! never held back).
 
 #![forbid(unsafe_code)]
 
@@ -46,7 +49,10 @@ use bytes::Bytes;
 use wire::{Bundle, BundleId, DtnTime, Eid, StatusReason};
 
 pub use classes::{BROADCAST_NODE_NAME, Class, is_broadcast};
-pub use node::{CONTROL_DEMUX, Node, NodeConfig, NodeStats, Outgoing, SendError};
+pub use node::{
+    CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, LinkLoad, Node, NodeConfig, NodeStats, Outgoing,
+    SendError,
+};
 pub use strategy::{Direct, Epidemic, SprayAndWait, Strategy, StrategyKind};
 
 /// Identifies a link: one adjacency the shell maintains (a TCPCL session, a simulated edge).

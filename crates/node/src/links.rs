@@ -12,6 +12,8 @@ pub(crate) struct InFlight {
     /// Payload range of the held bundle this transmission carries.
     pub start: u64,
     pub end: u64,
+    /// Encoded size of the transmission (headers, payload, CRC): what it occupies of the window.
+    pub bytes: u64,
     /// Spray-and-wait copies handed over with it.
     pub give: Option<u64>,
 }
@@ -32,12 +34,36 @@ pub(crate) struct Link {
     pub beacon_liveness: bool,
     pub next_beacon: DtnTime,
     pub next_summary: Option<DtnTime>,
-    /// Payload bytes queued but not yet reported, to estimate what a contact can still carry.
-    pub queued_bytes: u64,
-    pub in_flight: BTreeMap<BundleId, InFlight>,
+    /// Store-carry-forward pieces handed to the shell and not yet reported, and what they occupy.
+    pub flights: Flights,
+    /// Held bundles offered to the peer that wait for room in the window, first come first served.
+    pub backlog: Backlog,
 }
 
 impl Link {
+    /// A link that has just come up, with nothing in flight.
+    pub(crate) fn new(
+        mtu: Option<u64>,
+        bandwidth_bps: u64,
+        contact_end: Option<DtnTime>,
+        now: DtnTime,
+        peer_period_ms: u64,
+    ) -> Self {
+        Self {
+            peer: None,
+            mtu,
+            bandwidth_bps,
+            contact_end,
+            last_heard: now,
+            peer_period_ms,
+            beacon_liveness: false,
+            next_beacon: now,
+            next_summary: None,
+            flights: Flights::default(),
+            backlog: Backlog::default(),
+        }
+    }
+
     /// When the neighbour counts as gone if no beacon arrives.
     pub(crate) fn expiry(&self, missed_periods: u64) -> Option<DtnTime> {
         (self.beacon_liveness && self.peer.is_some()).then(|| {
@@ -58,7 +84,120 @@ impl Link {
         Some(
             u64::try_from(bytes)
                 .unwrap_or(u64::MAX)
-                .saturating_sub(self.queued_bytes),
+                .saturating_sub(self.flights.queued_payload),
         )
+    }
+}
+
+/// The in-flight table of one link, indexed both ways: by the id of the piece as transmitted (what
+/// the shell reports) and by the held bundle it was cut from (what `offer` asks about).
+#[derive(Debug, Default)]
+pub(crate) struct Flights {
+    by_piece: BTreeMap<BundleId, InFlight>,
+    /// How many pieces of each held bundle are in flight.
+    by_held: BTreeMap<BundleId, usize>,
+    /// Encoded bytes of every piece in flight: what the window bounds.
+    pub bytes: u64,
+    /// Payload bytes in flight, to estimate what a contact can still carry.
+    pub queued_payload: u64,
+}
+
+impl Flights {
+    /// Records a piece handed to the shell.
+    pub(crate) fn insert(&mut self, piece: BundleId, flight: InFlight) {
+        // The same piece twice (it cannot happen while `offer` skips held bundles in flight)
+        // must not count twice.
+        self.remove(&piece);
+        self.bytes += flight.bytes;
+        self.queued_payload += flight.end - flight.start;
+        *self.by_held.entry(flight.held.clone()).or_default() += 1;
+        self.by_piece.insert(piece, flight);
+    }
+
+    /// Takes a piece the shell reported on.
+    pub(crate) fn remove(&mut self, piece: &BundleId) -> Option<InFlight> {
+        let flight = self.by_piece.remove(piece)?;
+        self.bytes = self.bytes.saturating_sub(flight.bytes);
+        self.queued_payload = self
+            .queued_payload
+            .saturating_sub(flight.end.saturating_sub(flight.start));
+        if let Some(count) = self.by_held.get_mut(&flight.held) {
+            *count -= 1;
+            if *count == 0 {
+                self.by_held.remove(&flight.held);
+            }
+        }
+        Some(flight)
+    }
+
+    /// Whether pieces of this held bundle are in flight.
+    pub(crate) fn carries(&self, held: &BundleId) -> bool {
+        self.by_held.contains_key(held)
+    }
+
+    /// Pieces in flight.
+    pub(crate) fn pieces(&self) -> usize {
+        self.by_piece.len()
+    }
+
+    /// Held bundles with pieces in flight.
+    pub(crate) fn bundles(&self) -> usize {
+        self.by_held.len()
+    }
+
+    /// Whether an offer of `bytes` more fits in a window of `window` bytes. Something always fits
+    /// an empty window, so a bundle larger than the window still moves, alone.
+    pub(crate) fn has_room(&self, bytes: u64, window: u64) -> bool {
+        self.by_piece.is_empty() || self.bytes.saturating_add(bytes) <= window
+    }
+
+    /// Forgets everything in flight (the neighbour is gone: the shell will not report it).
+    pub(crate) fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// Held bundles waiting for room in a link's window, in the order they were first offered. A
+/// bundle is in it at most once; an offer of one already waiting keeps its place.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    queue: BTreeMap<u64, BundleId>,
+    position: BTreeMap<BundleId, u64>,
+    next: u64,
+}
+
+impl Backlog {
+    /// Adds a bundle at the end, unless it is already waiting.
+    pub(crate) fn push(&mut self, id: &BundleId) {
+        if self.position.contains_key(id) {
+            return;
+        }
+        self.queue.insert(self.next, id.clone());
+        self.position.insert(id.clone(), self.next);
+        self.next += 1;
+    }
+
+    /// The bundle that has waited longest.
+    pub(crate) fn first(&self) -> Option<&BundleId> {
+        self.queue.values().next()
+    }
+
+    /// Takes a bundle out wherever it is (sent, or no longer held).
+    pub(crate) fn remove(&mut self, id: &BundleId) {
+        if let Some(at) = self.position.remove(id) {
+            self.queue.remove(&at);
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        *self = Self::default();
     }
 }

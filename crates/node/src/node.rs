@@ -27,6 +27,14 @@ pub const CONTROL_DEMUX: &str = "~ferry";
 /// How long a control or stream bundle lives: they are only useful while the path is.
 const REAL_TIME_LIFETIME_MS: u64 = 60_000;
 
+/// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window must cover what a link sends
+/// while a completion comes back, and a completion waits for the receiver's last TCPCL XFER_ACK,
+/// which a Ferry daemon sends only once the bundle is durable (a flush, an fsync): 16 MiB is
+/// 130 ms at 1 Gbit/s. On loopback between two daemons with disk stores, 1 MiB bundles move as
+/// fast with 16 MiB as without a window, and 30-50 % slower with 2-4 MiB. Yet it is small enough
+/// that a phone with a few neighbours keeps tens of MiB in flight, not its whole store.
+pub const DEFAULT_LINK_WINDOW_BYTES: u64 = 16 << 20;
+
 /// A node's configuration. `NodeConfig::new` gives the defaults.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -55,6 +63,16 @@ pub struct NodeConfig {
     pub max_bundle_piece: Option<u64>,
     /// Smallest payload piece worth sending into a contact that cannot take the whole bundle.
     pub min_piece: u64,
+    /// Encoded bytes of store-carry-forward bundles in flight on one link (handed to the shell
+    /// and not yet reported by `handle_transfer`); more wait in the node, which hands them over
+    /// as transfers finish. A shell holds every byte in flight in memory (read from the store,
+    /// queued on the convergence layer), so this bounds the memory a backlog for one neighbour
+    /// costs. An offer always goes when nothing is in flight on its link, so a bundle larger than
+    /// the window still moves, alone; the pieces a bundle is cut into for the link go together
+    /// (they share one payload buffer, so holding some back would save no memory). Real-time
+    /// traffic (beacons, control, datagram and stream bundles) is never held back. `u64::MAX`
+    /// turns the window off.
+    pub link_window_bytes: u64,
     /// What the node's beacons announce.
     pub capabilities: Capabilities,
     /// Convergence layers the node's beacons announce.
@@ -81,6 +99,7 @@ impl NodeConfig {
             max_seen: 65_536,
             max_bundle_piece: None,
             min_piece: 4_096,
+            link_window_bytes: DEFAULT_LINK_WINDOW_BYTES,
             capabilities: Capabilities(Capabilities::DTN_RELAY | Capabilities::MESH_ROUTING),
             cla_endpoints: Vec::new(),
             mesh: MeshConfig::default(),
@@ -108,6 +127,19 @@ pub struct NodeStats {
     pub dropped: u64,
     /// Fragments this node cut (reactively or proactively).
     pub fragments_sent: u64,
+}
+
+/// Store-carry-forward traffic on one link (see [`NodeConfig::link_window_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkLoad {
+    /// Transmissions handed to the shell whose result `handle_transfer` has not reported yet.
+    pub pieces: usize,
+    /// Held bundles those pieces were cut from.
+    pub bundles: usize,
+    /// Their encoded bytes: at most the window, unless they are the pieces of one bundle.
+    pub bytes: u64,
+    /// Held bundles offered to the neighbour that wait for room in the window.
+    pub waiting: usize,
 }
 
 /// A bundle for the node to send.
@@ -314,6 +346,17 @@ impl Node {
         self.held.iter().map(|(id, h)| (id, h.expiry))
     }
 
+    /// What a link carries for store-carry-forward routing now, if the link is up: for a shell's
+    /// metrics, and for tests of the window.
+    pub fn link_load(&self, link: LinkId) -> Option<LinkLoad> {
+        self.links.get(&link).map(|l| LinkLoad {
+            pieces: l.flights.pieces(),
+            bundles: l.flights.bundles(),
+            bytes: l.flights.bytes,
+            waiting: l.backlog.len(),
+        })
+    }
+
     /// Payload bytes of a held bundle (of the piece, for a fragment).
     pub fn held_payload_len(&self, id: &BundleId) -> Option<u64> {
         self.held.get(id).map(|h| h.payload_len)
@@ -398,19 +441,13 @@ impl Node {
                 }
                 self.links.insert(
                     link,
-                    Link {
-                        peer: None,
+                    Link::new(
                         mtu,
                         bandwidth_bps,
-                        contact_end: contact_ms.map(|ms| now.saturating_add(ms)),
-                        last_heard: now,
-                        peer_period_ms: self.config.beacon_period_ms,
-                        beacon_liveness: false,
-                        next_beacon: now,
-                        next_summary: None,
-                        queued_bytes: 0,
-                        in_flight: BTreeMap::new(),
-                    },
+                        contact_ms.map(|ms| now.saturating_add(ms)),
+                        now,
+                        self.config.beacon_period_ms,
+                    ),
                 );
                 // Announce ourselves at once so the peer learns who we are.
                 self.send_beacon(now, link);
@@ -479,12 +516,9 @@ impl Node {
         let Some(l) = self.links.get_mut(&link) else {
             return;
         };
-        let Some(flight) = l.in_flight.remove(id) else {
+        let Some(flight) = l.flights.remove(id) else {
             return;
         };
-        l.queued_bytes = l
-            .queued_bytes
-            .saturating_sub(flight.end.saturating_sub(flight.start));
         let Some(peer) = l.peer.clone() else {
             return;
         };
@@ -498,6 +532,8 @@ impl Node {
             }
             TransferResult::Failed | TransferResult::Refused => {}
         }
+        // Whatever the result, the piece left the window: bundles waiting for room go now.
+        self.fill_window(now, link);
         self.pump(now);
     }
 
@@ -672,6 +708,11 @@ impl Node {
         if let Some(old) = self.links.get(&link).and_then(|l| l.peer.clone()) {
             self.forget_neighbour(now, link, &old);
         }
+        // Offers waiting on this link were for the previous peer; the new one's summary vector
+        // brings its own.
+        if let Some(l) = self.links.get_mut(&link) {
+            l.backlog.clear();
+        }
         if let Some(&other) = self.neighbours.get(&peer) {
             // The same neighbour on a second link: keep using the first.
             if other != link && self.links.contains_key(&other) {
@@ -717,8 +758,10 @@ impl Node {
         let Some(peer) = l.peer.take() else {
             return;
         };
-        l.in_flight.clear();
-        l.queued_bytes = 0;
+        // The shell will not report what was in flight to a neighbour it no longer has: the window
+        // is free again, and what waited for it is offered afresh when the neighbour returns.
+        l.flights.clear();
+        l.backlog.clear();
         l.next_summary = None;
         l.beacon_liveness = false;
         self.forget_neighbour(now, link, &peer);
@@ -969,7 +1012,7 @@ impl Node {
         if let Some(&link) = self.neighbours.get(peer) {
             let ids: Vec<BundleId> = self.held.keys().cloned().collect();
             for id in ids {
-                self.offer(now, &id, peer, link);
+                self.offer(now, &id, peer, link, None);
             }
         }
     }
@@ -1001,6 +1044,9 @@ impl Node {
             retention,
             received_at: now,
         };
+        // Offered straight from here rather than read back from the store and decoded again (a
+        // clone shares the payload). Later offers read the store.
+        let fresh = (!self.neighbours.is_empty()).then(|| bundle.clone());
         match self.store.insert(now, StoredBundle { meta, bundle }) {
             Ok(inserted) => {
                 for victim in inserted.evicted {
@@ -1036,7 +1082,7 @@ impl Node {
             .map(|(p, l)| (p.clone(), *l))
             .collect();
         for (peer, link) in peers {
-            self.offer(now, &id, &peer, link);
+            self.offer(now, &id, &peer, link, fresh.as_ref());
         }
         Ok(())
     }
@@ -1077,6 +1123,9 @@ impl Node {
             }
         }
         self.partial.retain(|(b, _), _| b != id);
+        for l in self.links.values_mut() {
+            l.backlog.remove(id);
+        }
         Some(held)
     }
 
@@ -1117,11 +1166,84 @@ impl Node {
         dest_node == peer || self.mesh.next_hop(dest_node) == Some(peer)
     }
 
-    /// Offers one held bundle to one neighbour: sends it (or the part the neighbour lacks) if the
-    /// neighbour does not hold it, it is not already on its way, and the strategy agrees.
-    fn offer(&mut self, now: DtnTime, id: &BundleId, peer: &Eid, link: LinkId) {
-        let Some(held) = self.held.get(id) else {
+    /// Offers one held bundle to one neighbour. It goes now if the neighbour wants it (see
+    /// `wanted`) and the link's window has room; if the window is full, or earlier offers are
+    /// already waiting for room, it joins the link's backlog, which `fill_window` works through
+    /// as transfers finish. `fresh` is the bundle itself when the caller has it in hand (it was
+    /// just stored), so that the first offer does not read it back from the store.
+    fn offer(
+        &mut self,
+        now: DtnTime,
+        id: &BundleId,
+        peer: &Eid,
+        link: LinkId,
+        fresh: Option<&Bundle>,
+    ) {
+        if !self.wanted(id, peer, link) {
             return;
+        }
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        // First come, first served: a later offer never overtakes one waiting for room, so a
+        // bundle larger than what is free is not starved by a stream of small ones.
+        if !l.backlog.is_empty() {
+            l.backlog.push(id);
+            return;
+        }
+        if self.send_held(now, id, peer, link, fresh) == Offered::Blocked
+            && let Some(l) = self.links.get_mut(&link)
+        {
+            l.backlog.push(id);
+        }
+    }
+
+    /// Sends what waits in a link's backlog, oldest first, until the window is full again.
+    fn fill_window(&mut self, now: DtnTime, link: LinkId) {
+        loop {
+            let Some(l) = self.links.get_mut(&link) else {
+                return;
+            };
+            let Some(peer) = l.peer.clone() else {
+                l.backlog.clear();
+                return;
+            };
+            let Some(id) = l.backlog.first().cloned() else {
+                return;
+            };
+            if self.neighbours.get(&peer) != Some(&link) {
+                // The peer is reached on another link now; offers follow its summary vector there.
+                l.backlog.clear();
+                return;
+            }
+            // What changed while it waited (the peer's summary, a delivery elsewhere, the
+            // strategy's copies) is judged again now.
+            let offered = if self.wanted(&id, &peer, link) {
+                self.send_held(now, &id, &peer, link, None)
+            } else {
+                Offered::Done
+            };
+            if offered == Offered::Blocked {
+                // Only something in flight blocks, and its report calls this again: nothing
+                // waits for a completion that will never come.
+                debug_assert!(
+                    self.links
+                        .get(&link)
+                        .is_some_and(|l| l.flights.pieces() > 0)
+                );
+                return;
+            }
+            if let Some(l) = self.links.get_mut(&link) {
+                l.backlog.remove(&id);
+            }
+        }
+    }
+
+    /// Whether `peer`, on `link`, still lacks a held bundle that is not already on its way there:
+    /// the checks that need neither the strategy nor the store.
+    fn wanted(&self, id: &BundleId, peer: &Eid, link: LinkId) -> bool {
+        let Some(held) = self.held.get(id) else {
+            return false;
         };
         // The neighbour holds this bundle, or the whole bundle this fragment is part of.
         if self
@@ -1129,23 +1251,39 @@ impl Node {
             .get(peer)
             .is_some_and(|k| k.contains(&held.key) || k.contains(&held.adu_key))
         {
-            return;
-        }
-        let Some(l) = self.links.get(&link) else {
-            return;
-        };
-        if l.in_flight.values().any(|f| &f.held == id) {
-            return;
+            return false;
         }
         // Pieces of a bundle for this node wait here for reassembly; broadcast bundles do not
         // go back to where they are addressed.
         if held.dest_node == self.me || (held.broadcast && held.dest_node == *peer) {
-            return;
+            return false;
         }
+        self.links
+            .get(&link)
+            .is_some_and(|l| !l.flights.carries(id))
+    }
+
+    /// Sends a held bundle (or the part the neighbour lacks, in as many pieces as the link and
+    /// the contact need) if the strategy agrees and the window has room for all of it.
+    /// `Blocked` means it should wait for room; `Done` that it went or should not go at all.
+    fn send_held(
+        &mut self,
+        now: DtnTime,
+        id: &BundleId,
+        peer: &Eid,
+        link: LinkId,
+        fresh: Option<&Bundle>,
+    ) -> Offered {
+        let Some(held) = self.held.get(id) else {
+            return Offered::Done;
+        };
+        let Some(l) = self.links.get(&link) else {
+            return Offered::Done;
+        };
         let toward = !held.broadcast && self.toward_destination(&held.dest_node, peer);
         let decision = self.strategy.decide(held.copies, toward);
         let give = match decision {
-            Decision::Skip => return,
+            Decision::Skip => return Offered::Done,
             Decision::Replicate => held.copies.map(|_| 1).filter(|_| toward),
             Decision::Hand { give } => Some(give),
         };
@@ -1154,22 +1292,39 @@ impl Node {
             .get(&(id.clone(), peer.clone()))
             .copied()
             .unwrap_or(0);
-        let Ok(Some(stored)) = self.store.get(id) else {
-            return;
+        // About what the transfer will occupy: the payload still to send (headers come on top),
+        // or what the contact can still take when the rest is to be cut to fit it. If not even
+        // that fits, wait without reading the store; what was read is checked exactly below.
+        let window = self.config.link_window_bytes;
+        let mut estimate = held.payload_len.saturating_sub(start);
+        if l.mtu.is_none()
+            && self.config.max_bundle_piece.is_none()
+            && let Some(capacity) = l.remaining_capacity(now)
+        {
+            estimate = estimate.min(capacity);
+        }
+        if !l.flights.has_room(estimate, window) {
+            return Offered::Blocked;
+        }
+        let mut bundle = match fresh {
+            Some(bundle) => bundle.clone(),
+            None => match self.store.get(id) {
+                Ok(Some(stored)) => stored.bundle,
+                _ => return Offered::Done,
+            },
         };
-        let mut bundle = stored.bundle;
         if let Some(give) = give {
             set_copies(&mut bundle, give);
         }
         set_previous_node(&mut bundle, &self.me);
         if !count_hop(&mut bundle) {
-            return;
+            return Offered::Done;
         }
         let len = bundle.payload.data.len() as u64;
         if start > 0 && start < len {
             match bundle.split_at(start as usize) {
                 Ok((_, rest)) => bundle = rest,
-                Err(_) => return,
+                Err(_) => return Offered::Done,
             }
         }
         // How much of the rest to send as one piece: the link's MTU, the contact's remaining
@@ -1179,7 +1334,7 @@ impl Node {
         if let Some(capacity) = l.remaining_capacity(now) {
             let fits = capacity.saturating_sub(header_overhead(&bundle));
             if fits < rest_len && fits < self.config.min_piece {
-                return; // not worth starting in what is left of this contact
+                return Offered::Done; // not worth starting in what is left of this contact
             }
             limit = fits;
         }
@@ -1202,8 +1357,12 @@ impl Node {
         } else {
             vec![bundle]
         };
+        let sizes: Vec<u64> = pieces.iter().map(encoded_len).collect();
+        if !l.flights.has_room(sizes.iter().sum(), window) {
+            return Offered::Blocked;
+        }
         let mut offset = start;
-        for piece in pieces {
+        for (piece, bytes) in pieces.into_iter().zip(sizes) {
             let piece_len = piece.payload.data.len() as u64;
             let piece_id = piece.id();
             if piece.primary.fragment.is_some() && rest_len > piece_len {
@@ -1213,11 +1372,13 @@ impl Node {
                 held: id.clone(),
                 start: offset,
                 end: offset + piece_len,
+                bytes,
                 give,
             };
             offset += piece_len;
             self.transmit_bundle(link, piece, false, Some((piece_id, flight)));
         }
+        Offered::Done
     }
 
     /// A neighbour now holds payload up to `end` of a held bundle.
@@ -1237,7 +1398,7 @@ impl Node {
             // The next piece goes at once if the contact is still up.
             if let Some(&link) = self.neighbours.get(peer) {
                 let id = flight.held.clone();
-                self.offer(now, &id, peer, link);
+                self.offer(now, &id, peer, link, None);
             }
             return;
         }
@@ -1362,11 +1523,9 @@ impl Node {
             return;
         };
         self.stats.bundles_sent += 1;
-        let (head, payload, tail) = bundle.encoded_sizes();
-        self.stats.bytes_sent += (head + payload + tail) as u64;
+        self.stats.bytes_sent += encoded_len(&bundle);
         if let Some((id, flight)) = flight {
-            l.queued_bytes += flight.end - flight.start;
-            l.in_flight.insert(id, flight);
+            l.flights.insert(id, flight);
         }
         self.transmits.push_back(Transmit {
             link,
@@ -1450,7 +1609,7 @@ impl Node {
             .map(|(id, _)| id.clone())
             .collect();
         for id in ids {
-            self.offer(now, &id, &hop, link);
+            self.offer(now, &id, &hop, link, None);
         }
     }
 
@@ -1582,6 +1741,15 @@ impl Node {
     }
 }
 
+/// What became of an offer that passed the cheap checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    /// Sent, or not to be sent (the strategy declined, the contact is too short, the store failed).
+    Done,
+    /// The link's window has no room for it now.
+    Blocked,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Report {
     Received,
@@ -1618,6 +1786,12 @@ fn adu_key(id: &BundleId) -> u64 {
         fragment: None,
         ..id.clone()
     })
+}
+
+/// Encoded size of a bundle: what it occupies of a link's window.
+fn encoded_len(bundle: &Bundle) -> u64 {
+    let (head, payload, tail) = bundle.encoded_sizes();
+    (head + payload + tail) as u64
 }
 
 /// Encoded size of everything but the payload, plus room for fragment fields.

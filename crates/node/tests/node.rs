@@ -1,7 +1,7 @@
 //! The node driven by hand, with explicit time: each test reads like a trace of what nodes say to
 //! each other and what they decide.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use node::{
@@ -9,7 +9,7 @@ use node::{
     TransferResult,
 };
 use store::MemoryStore;
-use wire::{BundleFlags, Eid, StatusReason};
+use wire::{Bundle, BundleFlags, BundleId, Eid, StatusReason};
 
 const T0: u64 = 800_000_000_000;
 
@@ -34,6 +34,11 @@ struct Net {
     mute_beacons: bool,
     /// When set, bundle transfers from this node are cut after so many payload bytes.
     cut_after: Option<(usize, u64)>,
+    /// When set, store-carry-forward transfers wait in `pending`, as in a shell's queue, until the
+    /// test completes them (`complete_next`); real-time frames still cross at once.
+    hold_transfers: bool,
+    /// Held transfers in the order the nodes handed them over: (from, to, bundle).
+    pending: VecDeque<(usize, usize, Bundle)>,
     now: u64,
 }
 
@@ -57,6 +62,8 @@ impl Net {
             events: vec![Vec::new(); n],
             mute_beacons: false,
             cut_after: None,
+            hold_transfers: false,
+            pending: VecDeque::new(),
             now: T0,
         }
     }
@@ -90,7 +97,31 @@ impl Net {
                 },
             );
         }
+        // Transfers queued on the link die with it; the shell's late reports change nothing.
+        let (lost, kept) = self
+            .pending
+            .drain(..)
+            .partition(|&(i, j, _)| (i, j) == (a, b) || (i, j) == (b, a));
+        self.pending = kept;
+        for (i, j, bundle) in lost {
+            self.nodes[i].handle_transfer(
+                self.now,
+                LinkId(j as u64),
+                &bundle.id(),
+                TransferResult::Failed,
+            );
+        }
         self.settle();
+    }
+
+    /// Completes the oldest held transfer: the bundle arrives and its sender hears so.
+    fn complete_next(&mut self) -> BundleId {
+        let (i, j, bundle) = self.pending.pop_front().expect("a transfer in flight");
+        let id = bundle.id();
+        self.nodes[j].handle_bundle(self.now, LinkId(i as u64), bundle);
+        self.nodes[i].handle_transfer(self.now, LinkId(j as u64), &id, TransferResult::Complete);
+        self.settle();
+        id
     }
 
     /// Delivers every transmit at once until the network is quiet.
@@ -109,6 +140,9 @@ impl Net {
                             if !self.mute_beacons {
                                 self.nodes[j].handle_beacon(self.now, LinkId(i as u64), b);
                             }
+                        }
+                        Frame::Bundle(b) if self.hold_transfers && !t.urgent => {
+                            self.pending.push_back((i, j, b));
                         }
                         Frame::Bundle(b) => {
                             let id = b.id();
@@ -491,4 +525,270 @@ fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
     );
     // Stream segments are never stored on the way.
     assert_eq!(net.nodes[1].held_bundles().count(), 0);
+}
+
+fn delivered_ids(net: &Net, i: usize) -> Vec<BundleId> {
+    net.deliveries(i).iter().map(|d| d.id.clone()).collect()
+}
+
+#[test]
+fn a_full_window_holds_bundles_back_and_each_completion_releases_the_next() {
+    // 10 kB bundles in a 25 kB window: two at a time.
+    let mut net = Net::new(2, |c| c.link_window_bytes = 25_000);
+    net.hold_transfers = true;
+    let ids: Vec<BundleId> = (0..6)
+        .map(|_| net.send(0, Outgoing::new(app(0), app(1), payload(10_000))))
+        .collect();
+    net.link(0, 1, None);
+    // The neighbour's summary vector asks for all six: two go to the shell, four wait in the node.
+    assert_eq!(net.pending.len(), 2);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.pieces, load.bundles, load.waiting), (2, 2, 4));
+    assert!(load.bytes > 20_000 && load.bytes <= 25_000, "{load:?}");
+    for (k, id) in ids.iter().enumerate() {
+        // First come, first served, and every completion hands over the next one.
+        assert_eq!(&net.complete_next(), id);
+        let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+        assert!(load.bytes <= 25_000, "{load:?}");
+        assert_eq!(net.pending.len(), (ids.len() - k - 1).min(2));
+        assert_eq!(load.waiting, (ids.len() - k - 1).saturating_sub(2));
+    }
+    assert_eq!(delivered_ids(&net, 1), ids);
+    assert_eq!(net.nodes[0].held_bundles().count(), 0);
+    assert_eq!(
+        net.nodes[0].link_load(LinkId(1)),
+        Some(node::LinkLoad::default())
+    );
+}
+
+#[test]
+fn a_bundle_larger_than_the_window_goes_alone_and_is_not_overtaken() {
+    let mut net = Net::new(2, |c| c.link_window_bytes = 4_000);
+    net.hold_transfers = true;
+    net.link(0, 1, None);
+    let small = net.send(0, Outgoing::new(app(0), app(1), payload(1_000)));
+    let big = net.send(0, Outgoing::new(app(0), app(1), payload(50_000)));
+    let later = net.send(0, Outgoing::new(app(0), app(1), payload(1_000)));
+    // `later` would fit beside `small`, but it waits behind `big`, which waits for room.
+    assert_eq!(net.pending.len(), 1);
+    assert_eq!(net.nodes[0].link_load(LinkId(1)).unwrap().waiting, 2);
+    assert_eq!(net.complete_next(), small);
+    // Nothing else in flight: the big one goes although it is twelve times the window.
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.pieces, load.waiting), (1, 1));
+    assert!(load.bytes > 50_000, "{load:?}");
+    assert_eq!(net.complete_next(), big);
+    assert_eq!(net.complete_next(), later);
+    assert_eq!(delivered_ids(&net, 1), vec![small, big, later]);
+    assert!(net.pending.is_empty());
+}
+
+#[test]
+fn the_pieces_of_one_bundle_go_together_and_the_next_bundle_waits() {
+    // A 1 500-byte MTU cuts a 10 kB bundle into seven pieces: one offer, sharing one payload
+    // buffer, so they go together even past the window.
+    let mut net = Net::new(2, |c| c.link_window_bytes = 4_000);
+    net.hold_transfers = true;
+    let data = payload(10_000);
+    let first = net.send(0, Outgoing::new(app(0), app(1), data.clone()));
+    let second = net.send(0, Outgoing::new(app(0), app(1), payload(500)));
+    net.link(0, 1, Some(1_500));
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.bundles, load.waiting), (1, 1), "{load:?}");
+    assert!(load.pieces >= 7 && load.bytes > 10_000, "{load:?}");
+    // The second goes as soon as the pieces still out leave room for it, not before.
+    let mut completed = Vec::new();
+    let mut waited_at = Vec::new();
+    let mut second_size = None;
+    while !net.pending.is_empty() {
+        completed.push(net.complete_next());
+        let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+        assert!(load.bundles <= 1 || load.bytes <= 4_000, "{load:?}");
+        if load.waiting == 1 {
+            waited_at.push(load.bytes);
+        }
+        if let Some((_, _, b)) = net.pending.iter().find(|(_, _, b)| b.id() == second) {
+            let (head, payload, tail) = b.encoded_sizes();
+            second_size = Some((head + payload + tail) as u64);
+        }
+    }
+    let second_size = second_size.unwrap();
+    assert!(!waited_at.is_empty());
+    assert!(
+        waited_at.iter().all(|bytes| bytes + second_size > 4_000),
+        "{waited_at:?} + {second_size}"
+    );
+    assert!(completed.iter().position(|id| *id == second).unwrap() > 1);
+    assert_eq!(delivered_ids(&net, 1), vec![first, second]);
+    assert_eq!(net.deliveries(1)[0].payload, data);
+}
+
+#[test]
+fn real_time_traffic_is_not_held_back_by_a_full_window() {
+    let mut net = Net::new(2, |c| c.link_window_bytes = 4_000);
+    net.hold_transfers = true;
+    net.link(0, 1, None);
+    net.send(0, Outgoing::new(app(0), app(1), payload(50_000)));
+    net.send(0, Outgoing::new(app(0), app(1), payload(1_000)));
+    assert_eq!(net.nodes[0].link_load(LinkId(1)).unwrap().waiting, 1);
+    // A datagram crosses at once.
+    let mut out = Outgoing::new(app(0), app(1), payload(100));
+    out.class = Class::Datagram;
+    net.send(0, out);
+    assert_eq!(net.deliveries(1).len(), 1);
+    assert_eq!(net.deliveries(1)[0].class, Class::Datagram);
+    // So do beacons, link-state advertisements and summary vectors, period after period.
+    let control = net.nodes[0].stats().control_sent;
+    net.advance_to(T0 + 35_000);
+    assert!(net.nodes[0].stats().control_sent > control);
+    assert!(
+        !net.events[0]
+            .iter()
+            .any(|e| matches!(e, Event::NeighbourDown { .. }))
+    );
+    assert_eq!(net.nodes[0].reachable(&node_id(1)), Some(1));
+    // And a stream too.
+    let id = net.nodes[0]
+        .stream_open(net.now, app(0), app(1))
+        .expect("open");
+    net.nodes[0]
+        .stream_send(net.now, id, payload(3_000))
+        .unwrap();
+    net.settle();
+    let streamed: usize = net.events[1]
+        .iter()
+        .map(|e| match e {
+            Event::Stream(node::stream::StreamEvent::Data { data, .. }) => data.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(streamed, 3_000);
+    // Meanwhile the store-carry-forward bundles are where they were.
+    assert_eq!(net.pending.len(), 1);
+    assert_eq!(net.nodes[0].link_load(LinkId(1)).unwrap().waiting, 1);
+}
+
+#[test]
+fn a_link_going_down_returns_the_window() {
+    let mut net = Net::new(2, |c| c.link_window_bytes = 15_000);
+    net.hold_transfers = true;
+    let ids: Vec<BundleId> = (0..3)
+        .map(|_| net.send(0, Outgoing::new(app(0), app(1), payload(10_000))))
+        .collect();
+    net.link(0, 1, None);
+    assert_eq!(net.pending.len(), 1);
+    assert_eq!(net.nodes[0].link_load(LinkId(1)).unwrap().waiting, 2);
+    // The link dies with a transfer in flight (reported failed after the fact) and two waiting.
+    net.unlink(0, 1);
+    assert_eq!(net.nodes[0].link_load(LinkId(1)), None);
+    assert!(net.deliveries(1).is_empty());
+    // A new contact starts with an empty window: one goes at once, nothing is stuck.
+    net.link(0, 1, None);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.pieces, load.waiting), (1, 2), "{load:?}");
+    // The neighbour falls silent with one in flight: its window is returned too, and the
+    // bundles are offered afresh when it is heard again.
+    net.mute_beacons = true;
+    net.advance_to(net.now + 5_000);
+    assert!(net.events[0].contains(&Event::NeighbourDown { node: node_id(1) }));
+    assert_eq!(
+        net.nodes[0].link_load(LinkId(1)),
+        Some(node::LinkLoad::default())
+    );
+    net.pending.clear(); // the shell gave up on it
+    net.mute_beacons = false;
+    net.advance_to(net.now + 2_000);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.pieces, load.waiting), (1, 2), "{load:?}");
+    while !net.pending.is_empty() {
+        net.complete_next();
+    }
+    assert_eq!(delivered_ids(&net, 1), ids);
+}
+
+/// What a shell may do next with the store-carry-forward transfers it holds.
+#[derive(Debug, Clone, Copy)]
+enum ShellStep {
+    /// Report the `n`th held transfer (modulo how many there are) as done.
+    Complete(usize),
+    /// Report it failed, or refused: nothing reached the peer.
+    Fail(usize),
+    Refuse(usize),
+    /// The link goes down and comes back.
+    Bounce,
+}
+
+fn shell_step() -> impl proptest::strategy::Strategy<Value = ShellStep> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => any::<usize>().prop_map(ShellStep::Complete),
+        1 => any::<usize>().prop_map(ShellStep::Fail),
+        1 => any::<usize>().prop_map(ShellStep::Refuse),
+        1 => Just(ShellStep::Bounce),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever the shell reports, in whatever order: more than one bundle is in flight only
+    /// within the window, and every bundle arrives exactly once in the end.
+    #[test]
+    fn the_window_holds_whatever_the_shell_reports(
+        window in 500u64..40_000,
+        sizes in proptest::collection::vec(100usize..20_000, 1..12),
+        steps in proptest::collection::vec(shell_step(), 0..40),
+    ) {
+        let mut net = Net::new(2, |c| c.link_window_bytes = window);
+        net.hold_transfers = true;
+        net.link(0, 1, None);
+        let ids: BTreeSet<BundleId> = sizes
+            .iter()
+            .map(|&n| net.send(0, Outgoing::new(app(0), app(1), payload(n))))
+            .collect();
+        let check = |net: &Net| {
+            if let Some(load) = net.nodes[0].link_load(LinkId(1)) {
+                assert!(load.bundles <= 1 || load.bytes <= window, "{load:?}, window {window}");
+            }
+        };
+        check(&net);
+        for step in steps {
+            match step {
+                ShellStep::Bounce => {
+                    net.unlink(0, 1);
+                    net.link(0, 1, None);
+                }
+                ShellStep::Complete(n) | ShellStep::Fail(n) | ShellStep::Refuse(n) => {
+                    if net.pending.is_empty() {
+                        continue;
+                    }
+                    let (i, j, bundle) = net.pending.remove(n % net.pending.len()).unwrap();
+                    let id = bundle.id();
+                    let result = match step {
+                        ShellStep::Complete(_) => {
+                            net.nodes[j].handle_bundle(net.now, LinkId(i as u64), bundle);
+                            TransferResult::Complete
+                        }
+                        ShellStep::Fail(_) => TransferResult::Failed,
+                        _ => TransferResult::Refused,
+                    };
+                    net.nodes[i].handle_transfer(net.now, LinkId(j as u64), &id, result);
+                    net.settle();
+                }
+            }
+            check(&net);
+        }
+        // From here the shell completes everything; what failed is offered again with the next
+        // summary vector.
+        for _ in 0..(2 * sizes.len() + 2) {
+            while !net.pending.is_empty() {
+                net.complete_next();
+                check(&net);
+            }
+            net.advance_to(net.now + 10_001);
+        }
+        let delivered = delivered_ids(&net, 1);
+        proptest::prop_assert_eq!(delivered.len(), ids.len());
+        proptest::prop_assert_eq!(delivered.into_iter().collect::<BTreeSet<_>>(), ids);
+    }
 }
