@@ -304,6 +304,11 @@ async fn cutting_proxy(
                             c.fetch_add(n, Ordering::Relaxed);
                         }
                     }
+                    // The link fails here: nothing more goes forward, while the receiver's
+                    // acknowledgements of what did arrive still come back for a moment (without
+                    // this the cut could beat every acknowledgement, and the sender would rightly
+                    // resend it all).
+                    tokio::time::sleep(Duration::from_millis(300)).await;
                 };
                 let down = async move {
                     let _ = tokio::io::copy(&mut sr, &mut cw).await;
