@@ -29,7 +29,7 @@ use crate::control::{
     SendRequest, Status,
 };
 use crate::discovery::{Announcer, Heard};
-use crate::inbox::{Inboxes, Letter};
+use crate::inbox::{Inboxes, Letter, LetterMeta, Waiting};
 use crate::udp::Datagram;
 
 /// Most status reports kept for `ferry trace`.
@@ -882,29 +882,29 @@ impl Daemon {
     fn on_node_event(&mut self, event: Event) {
         match event {
             Event::Delivered(d) => {
-                let letter = Letter {
-                    id: d.id.to_string(),
-                    source: d.id.source.to_string(),
-                    destination: d.destination.to_string(),
-                    created_ms: d.created,
-                    expiry_ms: d.expiry,
-                    payload: d.payload.clone(),
-                };
                 if let Eid::Dtn(dtn) = &d.destination
                     && dtn.demux() == ECHO_SERVICE
                 {
                     self.echo(&d);
                     return;
                 }
-                match self.inboxes.put(self.node.store_mut(), &letter) {
+                let letter = Letter {
+                    meta: LetterMeta {
+                        id: d.id.to_string(),
+                        source: d.id.source.to_string(),
+                        destination: d.destination.to_string(),
+                        created_ms: d.created,
+                        expiry_ms: d.expiry,
+                        size: d.payload.len() as u64,
+                    },
+                    payload: d.payload,
+                };
+                let (id, destination) = (letter.meta.id.clone(), letter.meta.destination.clone());
+                match self.inboxes.put(self.node.store_mut(), letter) {
                     Ok(()) => self.delivered_unflushed = true,
                     Err(e) => {
                         self.metrics.store_errors += 1;
-                        tracing::error!(
-                            "cannot keep bundle {} for {}: {e}",
-                            letter.id,
-                            letter.destination
-                        );
+                        tracing::error!("cannot keep bundle {id} for {destination}: {e}");
                     }
                 }
             }
@@ -1018,14 +1018,11 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.endpoint(&endpoint).and_then(|ep| {
-                    let letters = self
+                    let waiting = self
                         .inboxes
-                        .peek(self.node.store(), &ep, max, after)
+                        .peek(self.node.store(), &ep, max, after, with_payload)
                         .map_err(internal)?;
-                    Ok(letters
-                        .into_iter()
-                        .map(|(seq, l)| received(seq, l, with_payload))
-                        .collect())
+                    Ok(waiting.into_iter().map(received).collect())
                 });
                 let _ = reply.send(result);
             }
@@ -1036,9 +1033,8 @@ impl Daemon {
             } => {
                 let result = self.endpoint(&endpoint).and_then(|ep| {
                     self.inboxes
-                        .get(self.node.store(), &ep, seq)
+                        .payload(self.node.store(), &ep, seq)
                         .map_err(internal)?
-                        .map(|l| l.payload)
                         .ok_or_else(|| not_waiting(&ep, seq))
                 });
                 let _ = reply.send(result);
@@ -1419,17 +1415,18 @@ impl Daemon {
     }
 }
 
-fn received(seq: u64, letter: Letter, with_payload: bool) -> crate::control::Received {
+fn received(w: Waiting) -> crate::control::Received {
     crate::control::Received {
-        seq,
-        id: letter.id,
-        source: letter.source,
-        destination: letter.destination,
-        created_ms: letter.created_ms,
-        expiry_ms: letter.expiry_ms,
-        size: letter.payload.len() as u64,
-        payload_base64: with_payload
-            .then(|| base64::engine::general_purpose::STANDARD.encode(&letter.payload)),
+        seq: w.seq,
+        id: w.meta.id,
+        source: w.meta.source,
+        destination: w.meta.destination,
+        created_ms: w.meta.created_ms,
+        expiry_ms: w.meta.expiry_ms,
+        size: w.meta.size,
+        payload_base64: w
+            .payload
+            .map(|p| base64::engine::general_purpose::STANDARD.encode(&p)),
     }
 }
 

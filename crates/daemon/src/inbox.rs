@@ -1,23 +1,34 @@
-//! Inboxes: bundles delivered to a local endpoint wait here, in the store's inbox table, until an
-//! application takes them (`ferry recv`, the API) or a subscriber is attached. They survive a
-//! restart of the daemon: a delivery is never lost because no application was listening.
+//! Inboxes: bundles delivered to a local endpoint wait here, in the store, until an application
+//! takes them (`ferry recv`, the API). They survive a restart of the daemon: a delivery is never
+//! lost because no application was listening.
 //!
 //! A bundle whose lifetime ends while it waits is removed, as the network would have dropped it:
 //! an inbox nobody reads (the echoes that reach a `ferry ping` that gave up) does not grow
 //! without bound.
 //!
-//! Key: endpoint, a zero byte, then an 8-byte big-endian arrival number (so a table scan returns
-//! each endpoint's bundles in arrival order). Value: id, source, creation time, expiry and
-//! payload.
+//! Each waiting bundle is two rows under the same key (endpoint, a zero byte, then an 8-byte
+//! big-endian arrival number, so a table scan returns each endpoint's bundles in arrival order):
+//! its description (id, source, creation time, expiry, size) in [`RpcTable::Inbox`] and its
+//! payload in [`RpcTable::InboxPayload`]. Descriptions are small and held in memory too, so
+//! starting the daemon and listing an inbox never read a payload; only fetching one does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use store::{RpcTable, Store, StoreError};
 
-/// One waiting bundle.
+/// A bundle delivered to a local endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Letter {
+    /// Its description.
+    pub meta: LetterMeta,
+    /// The payload.
+    pub payload: Bytes,
+}
+
+/// What describes a waiting bundle, without its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LetterMeta {
     /// Bundle id (display form).
     pub id: String,
     /// Source endpoint.
@@ -28,40 +39,53 @@ pub struct Letter {
     pub created_ms: u64,
     /// When the bundle's lifetime ends, DTN ms.
     pub expiry_ms: u64,
-    /// The payload.
-    pub payload: Bytes,
+    /// Payload bytes.
+    pub size: u64,
 }
 
-/// The in-memory index of the store's inbox table.
+/// A waiting bundle as [`Inboxes::peek`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// Its arrival number in the endpoint's inbox.
+    pub seq: u64,
+    /// Its description.
+    pub meta: LetterMeta,
+    /// The payload, when asked for.
+    pub payload: Option<Bytes>,
+}
+
+/// The in-memory index of the store's inbox tables.
 #[derive(Debug, Default)]
 pub struct Inboxes {
-    /// Endpoint → arrival numbers waiting → their expiry.
-    waiting: BTreeMap<String, BTreeMap<u64, u64>>,
+    /// Endpoint → arrival number → description.
+    waiting: BTreeMap<String, BTreeMap<u64, LetterMeta>>,
     /// (expiry, endpoint, arrival number) of every waiting bundle, soonest first.
     expiries: BTreeSet<(u64, String, u64)>,
     next: u64,
 }
 
 impl Inboxes {
-    /// Loads the index from the store.
+    /// Loads the index from the store (descriptions only).
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let mut inboxes = Self::default();
         for (key, value) in store.rpc_scan(RpcTable::Inbox)? {
             if let Some((endpoint, n)) = split_key(&key)
-                && let Some(letter) = decode(value, &endpoint)
+                && let Some(meta) = decode(value, &endpoint)
             {
-                inboxes
-                    .expiries
-                    .insert((letter.expiry_ms, endpoint.clone(), n));
-                inboxes
-                    .waiting
-                    .entry(endpoint)
-                    .or_default()
-                    .insert(n, letter.expiry_ms);
                 inboxes.next = inboxes.next.max(n + 1);
+                inboxes.index(n, meta);
             }
         }
         Ok(inboxes)
+    }
+
+    fn index(&mut self, n: u64, meta: LetterMeta) {
+        self.expiries
+            .insert((meta.expiry_ms, meta.destination.clone(), n));
+        self.waiting
+            .entry(meta.destination.clone())
+            .or_default()
+            .insert(n, meta);
     }
 
     /// Bundles waiting, over all endpoints.
@@ -80,20 +104,13 @@ impl Inboxes {
     }
 
     /// Puts a delivered bundle in its endpoint's inbox (durable at the store's next flush).
-    pub fn put(&mut self, store: &mut dyn Store, letter: &Letter) -> Result<(), StoreError> {
+    pub fn put(&mut self, store: &mut dyn Store, letter: Letter) -> Result<(), StoreError> {
         let n = self.next;
-        store.rpc_put(
-            RpcTable::Inbox,
-            &key(&letter.destination, n),
-            &encode(letter),
-        )?;
+        let k = key(&letter.meta.destination, n);
+        store.rpc_put(RpcTable::InboxPayload, &k, &letter.payload)?;
+        store.rpc_put(RpcTable::Inbox, &k, &encode(&letter.meta))?;
         self.next += 1;
-        self.waiting
-            .entry(letter.destination.clone())
-            .or_default()
-            .insert(n, letter.expiry_ms);
-        self.expiries
-            .insert((letter.expiry_ms, letter.destination.clone(), n));
+        self.index(n, letter.meta);
         Ok(())
     }
 
@@ -117,37 +134,48 @@ impl Inboxes {
         Ok(purged)
     }
 
-    /// Up to `max` bundles waiting for `endpoint` with a sequence number above `after` (all
-    /// when `None`), oldest first, with their sequence numbers. Nothing leaves the inbox: an
-    /// application [`Inboxes::remove`]s a bundle once it has it safely, so a client that dies
-    /// mid-download loses nothing.
+    /// Up to `max` bundles waiting for `endpoint` with an arrival number above `after` (all
+    /// when `None`), oldest first, with their payloads if `with_payload`. Nothing leaves the
+    /// inbox: an application [`Inboxes::remove`]s a bundle once it has it safely, so a client
+    /// that dies mid-download loses nothing.
     pub fn peek(
         &self,
         store: &dyn Store,
         endpoint: &str,
         max: usize,
         after: Option<u64>,
-    ) -> Result<Vec<(u64, Letter)>, StoreError> {
+        with_payload: bool,
+    ) -> Result<Vec<Waiting>, StoreError> {
         let Some(set) = self.waiting.get(endpoint) else {
             return Ok(Vec::new());
         };
         let from = after.map_or(0, |a| a.saturating_add(1));
         let mut out = Vec::new();
-        for &n in set.range(from..).map(|(n, _)| n).take(max) {
-            if let Some(letter) = self.get(store, endpoint, n)? {
-                out.push((n, letter));
-            }
+        for (&seq, meta) in set.range(from..).take(max) {
+            let payload = if with_payload {
+                match self.payload(store, endpoint, seq)? {
+                    Some(p) => Some(p),
+                    None => continue,
+                }
+            } else {
+                None
+            };
+            out.push(Waiting {
+                seq,
+                meta: meta.clone(),
+                payload,
+            });
         }
         Ok(out)
     }
 
-    /// The bundle with sequence number `seq` waiting for `endpoint`, if it still waits.
-    pub fn get(
+    /// The payload of bundle `seq` waiting for `endpoint`, if it still waits.
+    pub fn payload(
         &self,
         store: &dyn Store,
         endpoint: &str,
         seq: u64,
-    ) -> Result<Option<Letter>, StoreError> {
+    ) -> Result<Option<Bytes>, StoreError> {
         if !self
             .waiting
             .get(endpoint)
@@ -155,9 +183,7 @@ impl Inboxes {
         {
             return Ok(None);
         }
-        Ok(store
-            .rpc_get(RpcTable::Inbox, &key(endpoint, seq))?
-            .and_then(|value| decode(value, endpoint)))
+        store.rpc_get(RpcTable::InboxPayload, &key(endpoint, seq))
     }
 
     /// Removes a bundle an application has taken (durable at the store's next flush). False if
@@ -171,14 +197,17 @@ impl Inboxes {
         let Some(set) = self.waiting.get_mut(endpoint) else {
             return Ok(false);
         };
-        let Some(expiry) = set.remove(&seq) else {
+        let Some(meta) = set.remove(&seq) else {
             return Ok(false);
         };
         if set.is_empty() {
             self.waiting.remove(endpoint);
         }
-        self.expiries.remove(&(expiry, endpoint.to_owned(), seq));
-        store.rpc_remove(RpcTable::Inbox, &key(endpoint, seq))?;
+        self.expiries
+            .remove(&(meta.expiry_ms, endpoint.to_owned(), seq));
+        let k = key(endpoint, seq);
+        store.rpc_remove(RpcTable::Inbox, &k)?;
+        store.rpc_remove(RpcTable::InboxPayload, &k)?;
         Ok(true)
     }
 }
@@ -203,19 +232,19 @@ fn split_key(key: &[u8]) -> Option<(String, u64)> {
     ))
 }
 
-fn encode(letter: &Letter) -> Vec<u8> {
-    let mut out = BytesMut::with_capacity(letter.payload.len() + 64);
-    for text in [&letter.id, &letter.source] {
+fn encode(meta: &LetterMeta) -> Vec<u8> {
+    let mut out = BytesMut::with_capacity(meta.id.len() + meta.source.len() + 32);
+    for text in [&meta.id, &meta.source] {
         out.put_u32(text.len() as u32);
         out.put_slice(text.as_bytes());
     }
-    out.put_u64(letter.created_ms);
-    out.put_u64(letter.expiry_ms);
-    out.put_slice(&letter.payload);
+    out.put_u64(meta.created_ms);
+    out.put_u64(meta.expiry_ms);
+    out.put_u64(meta.size);
     out.to_vec()
 }
 
-fn decode(mut value: Bytes, destination: &str) -> Option<Letter> {
+fn decode(mut value: Bytes, destination: &str) -> Option<LetterMeta> {
     let text = |value: &mut Bytes| -> Option<String> {
         if value.remaining() < 4 {
             return None;
@@ -228,18 +257,16 @@ fn decode(mut value: Bytes, destination: &str) -> Option<Letter> {
     };
     let id = text(&mut value)?;
     let source = text(&mut value)?;
-    if value.remaining() < 16 {
+    if value.remaining() != 24 {
         return None;
     }
-    let created_ms = value.get_u64();
-    let expiry_ms = value.get_u64();
-    Some(Letter {
+    Some(LetterMeta {
         id,
         source,
         destination: destination.to_owned(),
-        created_ms,
-        expiry_ms,
-        payload: value,
+        created_ms: value.get_u64(),
+        expiry_ms: value.get_u64(),
+        size: value.get_u64(),
     })
 }
 
@@ -249,13 +276,25 @@ mod tests {
     use store::MemoryStore;
 
     fn letter(dest: &str, n: u8) -> Letter {
+        let payload = Bytes::from(vec![n; usize::from(n) * 10]);
         Letter {
-            id: format!("dtn://a/-{n}-0"),
-            source: "dtn://a/".into(),
-            destination: dest.into(),
-            created_ms: u64::from(n),
-            expiry_ms: 1000 + u64::from(n),
-            payload: Bytes::from(vec![n; usize::from(n) * 10]),
+            meta: LetterMeta {
+                id: format!("dtn://a/-{n}-0"),
+                source: "dtn://a/".into(),
+                destination: dest.into(),
+                created_ms: u64::from(n),
+                expiry_ms: 1000 + u64::from(n),
+                size: payload.len() as u64,
+            },
+            payload,
+        }
+    }
+
+    fn waiting(seq: u64, l: Letter, with_payload: bool) -> Waiting {
+        Waiting {
+            seq,
+            meta: l.meta,
+            payload: with_payload.then_some(l.payload),
         }
     }
 
@@ -264,30 +303,39 @@ mod tests {
         let mut store = MemoryStore::new(1 << 20);
         let mut inboxes = Inboxes::default();
         for (dest, n) in [("dtn://me/x", 1), ("dtn://me/y", 2), ("dtn://me/x", 3)] {
-            inboxes.put(&mut store, &letter(dest, n)).unwrap();
+            inboxes.put(&mut store, letter(dest, n)).unwrap();
         }
         assert_eq!(inboxes.len(), 3);
         let mut reloaded = Inboxes::load(&store).unwrap();
         assert_eq!(reloaded.len(), 3);
-        let x = reloaded.peek(&store, "dtn://me/x", 10, None).unwrap();
+        let x = reloaded.peek(&store, "dtn://me/x", 10, None, true).unwrap();
         assert_eq!(
             x,
-            vec![(0, letter("dtn://me/x", 1)), (2, letter("dtn://me/x", 3))]
+            vec![
+                waiting(0, letter("dtn://me/x", 1), true),
+                waiting(2, letter("dtn://me/x", 3), true)
+            ]
         );
+        // Descriptions alone, without reading payloads.
+        let described = reloaded
+            .peek(&store, "dtn://me/x", 10, None, false)
+            .unwrap();
+        assert_eq!(described[1], waiting(2, letter("dtn://me/x", 3), false));
+        assert_eq!(described[1].meta.size, 30);
         // Peeking takes nothing; `after` skips what a subscriber was already given.
         assert_eq!(
             reloaded
-                .peek(&store, "dtn://me/x", 10, Some(0))
+                .peek(&store, "dtn://me/x", 10, Some(0), false)
                 .unwrap()
                 .len(),
             1
         );
         assert_eq!(
-            reloaded.get(&store, "dtn://me/x", 2).unwrap(),
-            Some(letter("dtn://me/x", 3))
+            reloaded.payload(&store, "dtn://me/x", 2).unwrap(),
+            Some(letter("dtn://me/x", 3).payload)
         );
         assert_eq!(
-            reloaded.get(&store, "dtn://me/y", 2).unwrap(),
+            reloaded.payload(&store, "dtn://me/y", 2).unwrap(),
             None,
             "seq of another endpoint"
         );
@@ -298,11 +346,12 @@ mod tests {
         );
         assert!(reloaded.remove(&mut store, "dtn://me/x", 2).unwrap());
         assert!(!reloaded.has("dtn://me/x"));
-        reloaded.put(&mut store, &letter("dtn://me/y", 4)).unwrap();
-        let y = reloaded.peek(&store, "dtn://me/y", 1, None).unwrap();
-        assert_eq!(y, vec![(1, letter("dtn://me/y", 2))]);
+        reloaded.put(&mut store, letter("dtn://me/y", 4)).unwrap();
+        let y = reloaded.peek(&store, "dtn://me/y", 1, None, true).unwrap();
+        assert_eq!(y, vec![waiting(1, letter("dtn://me/y", 2), true)]);
         assert_eq!(reloaded.len(), 2);
         assert_eq!(store.rpc_scan(RpcTable::Inbox).unwrap().len(), 2);
+        assert_eq!(store.rpc_scan(RpcTable::InboxPayload).unwrap().len(), 2);
         // A reload continues numbering after the highest waiting seq.
         let again = Inboxes::load(&store).unwrap();
         assert_eq!(again.next, 4);
@@ -313,7 +362,7 @@ mod tests {
         let mut store = MemoryStore::new(1 << 20);
         let mut inboxes = Inboxes::default();
         for (dest, n) in [("dtn://me/x", 5), ("dtn://me/y", 2), ("dtn://me/x", 9)] {
-            inboxes.put(&mut store, &letter(dest, n)).unwrap();
+            inboxes.put(&mut store, letter(dest, n)).unwrap();
         }
         assert_eq!(inboxes.next_expiry(), Some(1002));
         // Taken letters no longer count.
@@ -325,11 +374,12 @@ mod tests {
         assert_eq!(reloaded.purge_expired(&mut store, 1005).unwrap(), 1);
         assert_eq!(reloaded.len(), 1);
         assert_eq!(
-            reloaded.peek(&store, "dtn://me/x", 10, None).unwrap(),
-            vec![(2, letter("dtn://me/x", 9))]
+            reloaded.peek(&store, "dtn://me/x", 10, None, true).unwrap(),
+            vec![waiting(2, letter("dtn://me/x", 9), true)]
         );
         assert_eq!(reloaded.purge_expired(&mut store, u64::MAX).unwrap(), 1);
         assert!(reloaded.is_empty() && reloaded.next_expiry().is_none());
         assert!(store.rpc_scan(RpcTable::Inbox).unwrap().is_empty());
+        assert!(store.rpc_scan(RpcTable::InboxPayload).unwrap().is_empty());
     }
 }

@@ -167,17 +167,20 @@ pub enum RpcTable {
     /// Results waiting to be (re)sent until their deadline.
     Outbox,
     /// Bundles delivered to a local endpoint that no application has taken yet (the daemon's
-    /// inboxes), so a delivery survives a restart of the daemon.
+    /// inboxes), so a delivery survives a restart of the daemon: their descriptions.
     Inbox,
+    /// The payloads of those bundles, under the same keys as their descriptions.
+    InboxPayload,
 }
 
 impl RpcTable {
     /// Every table, in a fixed order.
-    pub const ALL: [RpcTable; 4] = [
+    pub const ALL: [RpcTable; 5] = [
         RpcTable::Dedup,
         RpcTable::Pending,
         RpcTable::Outbox,
         RpcTable::Inbox,
+        RpcTable::InboxPayload,
     ];
 
     /// A stable name, used by persistent stores.
@@ -187,6 +190,7 @@ impl RpcTable {
             Self::Pending => "pending",
             Self::Outbox => "outbox",
             Self::Inbox => "inbox",
+            Self::InboxPayload => "inbox_payload",
         }
     }
 }
