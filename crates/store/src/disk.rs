@@ -1,28 +1,39 @@
 //! The persistent store: SQLite (WAL, `synchronous=FULL`) for metadata, indexes, small bundles and
-//! the RPC tables; one file per large bundle.
+//! small RPC values; one file per large bundle or large RPC value.
 //!
 //! ```text
 //!   <dir>/store.db, store.db-wal   bundles (metadata + indexes), bodies (inline bundles),
-//!                                  sent (bundle × peer), rpc (table, key, value)
-//!   <dir>/payloads/<rid>           encoded bundles of at least PAYLOAD_FILE_MIN bytes
+//!                                  sent (bundle × peer), rpc (table, key, inline value or the
+//!                                  id and length of its file), rpc_file_ids (file id sequence)
+//!   <dir>/payloads/<rid>           encoded bundles of at least payload_file_min bytes
+//!   <dir>/payloads/rpc-<fid>       RPC values of at least payload_file_min bytes
 //!   <dir>/reserve                  256 KiB held back for removals on a full disk
 //! ```
 //!
+//! (`<rid>` and `<fid>` are 16 lowercase hex digits; `payload_file_min` is [`PAYLOAD_FILE_MIN`]
+//! unless [`DiskOptions`] lowers it.) Large RPC values leave the database for the same reasons as
+//! large bundles: the daemon keeps every delivered bundle in [`RpcTable::Inbox`] until an
+//! application takes it, and a blob would be copied through the WAL twice (commit, checkpoint)
+//! and could not exceed SQLite's maximum length of 10⁹ bytes.
+//!
 //! **Commit protocol.** Every mutation joins one open SQLite transaction. A large bundle is written
-//! to `payloads/<rid>` at insert time (not synced). [`Store::flush`] then: syncs the data of every
-//! payload file written in the batch, syncs the `payloads` directory (their names), and commits
-//! the transaction, whose WAL fsync makes the whole batch durable at once. A payload file is
-//! therefore reachable only through a committed row, and a committed row only ever names a file
-//! whose bytes and name were durable before the commit: a half-written file is never visible, so
-//! no temporary name and rename are needed (the row is the rename). Files of removed bundles are
-//! unlinked only after the removal committed, so a rolled-back or crashed batch never lost one.
-//! Row ids come from `AUTOINCREMENT` and are never reused once committed, so a file name never
-//! refers to two bundles.
+//! to `payloads/<rid>` at insert time, a large RPC value to `payloads/rpc-<fid>` at put time (not
+//! synced). [`Store::flush`] then: syncs the data of every payload file written in the batch,
+//! syncs the `payloads` directory (their names), and commits the transaction, whose WAL fsync
+//! makes the whole batch durable at once. A payload file is therefore reachable only through a
+//! committed row, and a committed row only ever names a file whose bytes and name were durable
+//! before the commit: a half-written file is never visible, so no temporary name and rename are
+//! needed (the row is the rename). Files of removed bundles and of removed or replaced RPC values
+//! are unlinked only after the change committed, so a rolled-back or crashed batch never lost
+//! one. Bundle row ids and RPC file ids come from `AUTOINCREMENT` and are never reused once
+//! committed, so a file name never refers to two values, and a pending unlink never hits a newer
+//! file.
 //!
 //! **Recovery** at [`DiskStore::open`]: SQLite replays its WAL (an uncommitted batch vanishes);
 //! then every file in `payloads` that no committed row names (a crashed batch's files, files whose
 //! unlink did not happen) is removed, and every row whose file is missing or has the wrong length
-//! is dropped and reported in [`Recovery`] so the node can send "deleted" status reports.
+//! is dropped and reported in [`Recovery`] so the node can send "deleted" status reports (and the
+//! owner of an RPC table learns which entries are gone).
 //!
 //! **Failures.** A failed mutation or flush rolls the open batch back (the store then holds what
 //! the last successful flush made durable) and the next `flush` fails too, so a caller never
@@ -31,7 +42,8 @@
 //!
 //! **A full disk** must not lock the store: removing bundles needs a few WAL pages before it
 //! frees anything. A reserve file of 256 KiB stands in the store directory; when the disk fills
-//! it is deleted, so removals can commit, and written again after the next successful flush.
+//! it is deleted, so removals can commit, and written again after a later successful flush once
+//! as much again is free beside it.
 //!
 //! **Single writer.** The database is opened with `locking_mode=EXCLUSIVE`: a second process
 //! opening the same directory gets an error instead of racing the recovery scan.
@@ -57,8 +69,8 @@ use crate::{
     Usage, plan_eviction,
 };
 
-/// Bundles whose encoded length is at least this many bytes are kept in a payload file of their
-/// own; smaller ones inline in the database. 64 KiB: below it SQLite's blob storage is as fast
+/// Bundles whose encoded length, and RPC values whose length, is at least this many bytes are kept
+/// in a payload file of their own; smaller ones inline in the database. 64 KiB: below it SQLite's blob storage is as fast
 /// as a file and needs no extra sync; above it a file avoids copying the payload through the WAL
 /// and then again into the database at checkpoint.
 pub const PAYLOAD_FILE_MIN: u64 = 64 * 1024;
@@ -69,6 +81,10 @@ pub const DB_FILE: &str = "store.db";
 /// The directory of payload files inside the store directory.
 pub const PAYLOAD_DIR: &str = "payloads";
 
+/// The prefix of the names of RPC value files in the payload directory (`rpc-<fid>`); bundle
+/// files are named by their row id alone.
+pub const RPC_FILE_PREFIX: &str = "rpc-";
+
 /// The name of the reserve file inside the store directory.
 pub const RESERVE_FILE: &str = "reserve";
 
@@ -77,8 +93,10 @@ pub const RESERVE_FILE: &str = "reserve";
 /// file). Deleted when the disk fills, written again after the next successful flush.
 const RESERVE_BYTES: usize = 256 * 1024;
 
-/// The schema version this code writes (SQLite `user_version`).
-const SCHEMA_VERSION: i64 = 1;
+/// The schema version this code writes (SQLite `user_version`). Version 2 added RPC value files;
+/// the bump also keeps a version-1 build, which would take `rpc-*` files for orphans and delete
+/// them, from opening a store that has them.
+const SCHEMA_VERSION: i64 = 2;
 
 /// Payload files written but not yet synced are synced early once this many are open, so that a
 /// batch of many large bundles does not hold one descriptor per bundle.
@@ -108,9 +126,26 @@ CREATE TABLE IF NOT EXISTS sent (
 CREATE TABLE IF NOT EXISTS rpc (
     tbl TEXT NOT NULL,
     k BLOB NOT NULL,
-    v BLOB NOT NULL,
+    v BLOB NOT NULL,                -- the value, or empty if it is in a file
+    file INTEGER,                   -- NULL: inline in v; else payloads/rpc-<file>
+    size INTEGER,                   -- the file's length (NULL when inline)
     PRIMARY KEY (tbl, k)
 ) WITHOUT ROWID;
+-- Rows are inserted only to draw an id from AUTOINCREMENT, then deleted: sqlite_sequence keeps
+-- the highest id ever committed, so a file id is never reused.
+CREATE TABLE IF NOT EXISTS rpc_file_ids (fid INTEGER PRIMARY KEY AUTOINCREMENT);
+";
+
+/// Schema version 1 to 2: RPC values may live in files.
+const MIGRATE_1_TO_2: &str = "
+ALTER TABLE rpc ADD COLUMN file INTEGER;
+ALTER TABLE rpc ADD COLUMN size INTEGER;
+";
+
+/// After any migration, since it indexes the columns the migration adds. Unique: two rows never
+/// share a file. Partial: only the few file-backed rows are indexed (recovery lists them).
+const SCHEMA_INDEXES: &str = "
+CREATE UNIQUE INDEX IF NOT EXISTS rpc_files ON rpc (file) WHERE file IS NOT NULL;
 ";
 
 /// How to open a [`DiskStore`].
@@ -139,9 +174,46 @@ pub struct Recovery {
     /// Bundles whose payload file was missing or had the wrong length: they were dropped from the
     /// store, and the node should report them deleted. Ascending by id.
     pub dropped: Vec<BundleMeta>,
-    /// Files in the payload directory that no stored bundle named (left by a crash before a
-    /// commit, or after a removal's commit and before its unlink), now removed.
+    /// Files in the payload directory that no stored bundle or RPC value named (left by a crash
+    /// before a commit, or after a removal's commit and before its unlink), now removed.
     pub orphans_removed: u64,
+    /// RPC entries (table, key) whose value file was missing or had the wrong length: they were
+    /// dropped from their table. Ascending by table, then key.
+    pub rpc_dropped: Vec<(RpcTable, Bytes)>,
+}
+
+/// A file in the payload directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum FileName {
+    /// `<rid>`: the encoded bundle of row `rid` of `bundles`.
+    Bundle(i64),
+    /// `rpc-<fid>`: the value of the `rpc` row whose `file` is `fid`.
+    Rpc(i64),
+}
+
+impl FileName {
+    fn to_name(self) -> String {
+        match self {
+            Self::Bundle(rid) => format!("{rid:016x}"),
+            Self::Rpc(fid) => format!("{RPC_FILE_PREFIX}{fid:016x}"),
+        }
+    }
+
+    /// The inverse of `to_name`; `None` for a name the store never writes.
+    fn parse(name: &str) -> Option<Self> {
+        let hex = |digits: &str| {
+            (digits.len() == 16
+                && digits
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then(|| i64::from_str_radix(digits, 16).ok())
+            .flatten()
+        };
+        match name.strip_prefix(RPC_FILE_PREFIX) {
+            Some(digits) => hex(digits).map(Self::Rpc),
+            None => hex(name).map(Self::Bundle),
+        }
+    }
 }
 
 /// Payload files and unlinks of the open (not yet flushed) batch.
@@ -149,14 +221,14 @@ pub struct Recovery {
 struct Batch {
     /// Whether any mutation joined the open transaction.
     dirty: bool,
-    /// Row ids whose payload file this batch created: removed again if the batch rolls back.
-    created: Vec<i64>,
+    /// Payload files this batch created: removed again if the batch rolls back.
+    created: Vec<FileName>,
     /// Created files whose data is not yet synced.
     unsynced: Vec<File>,
     /// Whether a created file's name must still be synced into the payload directory.
     dir_unsynced: bool,
-    /// Row ids whose file to unlink once the batch committed.
-    unlink: Vec<i64>,
+    /// Files to unlink once the batch committed.
+    unlink: Vec<FileName>,
 }
 
 /// Why the last batch was rolled back, reported by the next `flush`.
@@ -246,13 +318,13 @@ impl DiskStore {
         self.options
     }
 
-    fn payload_path(&self, rid: i64) -> PathBuf {
-        self.payload_dir.join(format!("{rid:016x}"))
+    fn payload_path(&self, name: FileName) -> PathBuf {
+        self.payload_dir.join(name.to_name())
     }
 
     /// Reconciles payload files with committed rows (see the module documentation).
     fn recover(&mut self) -> Result<Recovery> {
-        let mut files: BTreeMap<i64, (BundleMeta, u64)> = BTreeMap::new();
+        let mut bundle_files: BTreeMap<i64, (BundleMeta, u64)> = BTreeMap::new();
         {
             let mut stmt = self
                 .conn
@@ -272,7 +344,25 @@ impl DiskStore {
                 let key: Vec<u8> = row.get(1).map_err(|e| db_err("listing payload files", e))?;
                 let meta = meta_from_row(&key, row, 2)?;
                 let size = size_from_sql(row.get(7).map_err(|e| db_err("listing sizes", e))?)?;
-                files.insert(rid, (meta, size));
+                bundle_files.insert(rid, (meta, size));
+            }
+        }
+        let mut rpc_files: BTreeMap<i64, ((RpcTable, Bytes), u64)> = BTreeMap::new();
+        {
+            let context = "listing rpc value files";
+            let mut stmt = self
+                .conn
+                .prepare("SELECT file, tbl, k, size FROM rpc WHERE file IS NOT NULL")
+                .map_err(|e| db_err(context, e))?;
+            let mut rows = stmt.query([]).map_err(|e| db_err(context, e))?;
+            while let Some(row) = rows.next().map_err(|e| db_err(context, e))? {
+                let fid: i64 = row.get(0).map_err(|e| db_err(context, e))?;
+                let name: String = row.get(1).map_err(|e| db_err(context, e))?;
+                let table = RpcTable::from_name(&name)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown rpc table {name:?}")))?;
+                let key: Vec<u8> = row.get(2).map_err(|e| db_err(context, e))?;
+                let size = size_from_sql(row.get(3).map_err(|e| db_err(context, e))?)?;
+                rpc_files.insert(fid, ((table, Bytes::from(key)), size));
             }
         }
         let mut recovery = Recovery::default();
@@ -284,13 +374,12 @@ impl DiskStore {
             let entry =
                 entry.map_err(|e| io_err(format!("scanning {}", self.payload_dir.display()), e))?;
             let path = entry.path();
-            let rid = entry
-                .file_name()
-                .to_str()
-                .filter(|name| name.len() == 16)
-                .and_then(|name| i64::from_str_radix(name, 16).ok());
-            let expected = rid.and_then(|rid| files.get(&rid).map(|(_, size)| (rid, *size)));
-            let Some((rid, size)) = expected else {
+            let named = entry.file_name().to_str().and_then(FileName::parse);
+            let expected = named.and_then(|name| match name {
+                FileName::Bundle(rid) => bundle_files.get(&rid).map(|(_, size)| (name, *size)),
+                FileName::Rpc(fid) => rpc_files.get(&fid).map(|(_, size)| (name, *size)),
+            });
+            let Some((name, size)) = expected else {
                 remove_orphan(&path)?;
                 recovery.orphans_removed += 1;
                 continue;
@@ -300,17 +389,22 @@ impl DiskStore {
                 .map_err(|e| io_err(format!("checking {}", path.display()), e))?
                 .len();
             if len == size {
-                intact.insert(rid);
+                intact.insert(name);
             } else {
-                bad_length.insert(rid);
+                bad_length.insert(name);
             }
         }
-        let broken: Vec<i64> = files
+        let broken: Vec<i64> = bundle_files
             .keys()
             .copied()
-            .filter(|rid| !intact.contains(rid))
+            .filter(|rid| !intact.contains(&FileName::Bundle(*rid)))
             .collect();
-        if broken.is_empty() && recovery.orphans_removed == 0 {
+        let broken_rpc: Vec<i64> = rpc_files
+            .keys()
+            .copied()
+            .filter(|fid| !intact.contains(&FileName::Rpc(*fid)))
+            .collect();
+        if broken.is_empty() && broken_rpc.is_empty() && recovery.orphans_removed == 0 {
             return Ok(recovery);
         }
         self.begin()?;
@@ -318,22 +412,34 @@ impl DiskStore {
             self.delete_rows(*rid)
                 .map_err(|e| db_err("dropping bundles with missing payloads", e))?;
         }
+        for fid in &broken_rpc {
+            self.conn
+                .prepare_cached("DELETE FROM rpc WHERE file = ?1")
+                .and_then(|mut stmt| stmt.execute([fid]))
+                .map_err(|e| db_err("dropping rpc values with missing files", e))?;
+        }
         self.conn
             .execute_batch("COMMIT")
             .map_err(|e| db_err("committing the recovery", e))?;
         // The rows are gone for good; now their wrong-length files can go too.
-        for rid in &bad_length {
-            remove_orphan(&self.payload_path(*rid))?;
+        for name in &bad_length {
+            remove_orphan(&self.payload_path(*name))?;
         }
         self.payload_dir_handle
             .sync_all()
             .map_err(|e| io_err("syncing the payload directory after recovery", e))?;
         let mut dropped: Vec<BundleMeta> = broken
             .iter()
-            .filter_map(|rid| files.remove(rid).map(|(meta, _)| meta))
+            .filter_map(|rid| bundle_files.remove(rid).map(|(meta, _)| meta))
             .collect();
         dropped.sort_by(|a, b| a.id.cmp(&b.id));
         recovery.dropped = dropped;
+        let mut rpc_dropped: Vec<(RpcTable, Bytes)> = broken_rpc
+            .iter()
+            .filter_map(|fid| rpc_files.remove(fid).map(|(entry, _)| entry))
+            .collect();
+        rpc_dropped.sort();
+        recovery.rpc_dropped = rpc_dropped;
         Ok(recovery)
     }
 
@@ -343,9 +449,16 @@ impl DiskStore {
         if self.reserve_present {
             return;
         }
-        // Real zeros, not `set_len`: a sparse file would hold back nothing.
-        let written =
-            File::create(&self.reserve).and_then(|mut file| file.write_all(&[0u8; RESERVE_BYTES]));
+        // Real zeros, not `set_len`: a sparse file would hold back nothing. Twice the reserve is
+        // written and the second half given back, so the reserve only returns where as much
+        // again stays free beside it: removing inline bundles frees database pages but no disk
+        // space (the WAL keeps its size until a checkpoint), and a reserve refilled right after
+        // such a removal would take the very space the next commit needs.
+        let written = File::create(&self.reserve).and_then(|mut file| {
+            file.write_all(&[0u8; RESERVE_BYTES])?;
+            file.write_all(&[0u8; RESERVE_BYTES])?;
+            file.set_len(RESERVE_BYTES as u64)
+        });
         match written {
             Ok(()) => self.reserve_present = true,
             Err(_) => {
@@ -413,9 +526,9 @@ impl DiskStore {
         }
         let batch = std::mem::take(&mut self.batch);
         drop(batch.unsynced);
-        for rid in batch.created {
+        for name in batch.created {
             // A file left behind is an orphan that the next open removes.
-            let _ = fs::remove_file(self.payload_path(rid));
+            let _ = fs::remove_file(self.payload_path(name));
         }
         let recount = self.recount();
         let (disk_full, message) = match &err {
@@ -487,6 +600,33 @@ impl DiskStore {
             self.batch.dir_unsynced = false;
         }
         Ok(())
+    }
+
+    /// An RPC value from its row's `v, file, size` columns: inline, or read from its file.
+    fn rpc_value(
+        &self,
+        table: RpcTable,
+        inline: Vec<u8>,
+        file: Option<i64>,
+        size: Option<i64>,
+    ) -> Result<Bytes> {
+        let Some(fid) = file else {
+            return Ok(Bytes::from(inline));
+        };
+        let path = self.payload_path(FileName::Rpc(fid));
+        let value =
+            fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))?;
+        let size = size_from_sql(size.ok_or_else(|| {
+            StoreError::Corrupt(format!("an rpc {} value file has no length", table.name()))
+        })?)?;
+        if value.len() as u64 != size {
+            return Err(StoreError::Corrupt(format!(
+                "an rpc {} value has {} stored bytes, expected {size}",
+                table.name(),
+                value.len()
+            )));
+        }
+        Ok(Bytes::from(value))
     }
 
     fn exists(&self, key: &[u8]) -> Result<bool> {
@@ -596,24 +736,7 @@ impl DiskStore {
         };
         let encoded = stored.bundle.encode();
         if in_file {
-            let path = self.payload_path(rid);
-            // Recorded before the first byte is written, so a failed write is cleaned up too.
-            self.batch.created.push(rid);
-            self.batch.dir_unsynced = true;
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .map_err(|e| io_err(format!("creating {}", path.display()), e))?;
-            for part in encoded.parts() {
-                file.write_all(part)
-                    .map_err(|e| io_err(format!("writing {}", path.display()), e))?;
-            }
-            self.batch.unsynced.push(file);
-            if self.batch.unsynced.len() >= MAX_UNSYNCED_FILES {
-                self.sync_payloads()?;
-            }
+            self.write_file(FileName::Bundle(rid), encoded.parts().map(|part| &part[..]))?;
         } else {
             let mut stmt = self
                 .conn
@@ -625,6 +748,55 @@ impl DiskStore {
         self.bundles += 1;
         self.used += size;
         Ok(())
+    }
+
+    /// Creates a payload file holding `parts`; it is synced (with its name) at the batch's flush,
+    /// before the commit. Part of a batch.
+    fn write_file<'a>(
+        &mut self,
+        name: FileName,
+        parts: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<()> {
+        let path = self.payload_path(name);
+        // Recorded before the first byte is written, so a failed write is cleaned up too.
+        self.batch.created.push(name);
+        self.batch.dir_unsynced = true;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| io_err(format!("creating {}", path.display()), e))?;
+        for part in parts {
+            file.write_all(part)
+                .map_err(|e| io_err(format!("writing {}", path.display()), e))?;
+        }
+        self.batch.unsynced.push(file);
+        if self.batch.unsynced.len() >= MAX_UNSYNCED_FILES {
+            self.sync_payloads()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the row under (table, key), if any; its value's file, if it has one, is unlinked
+    /// after the batch commits. Returns whether there was a row. Part of a batch.
+    fn rpc_delete(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
+        let context = || format!("removing from the rpc {} table", table.name());
+        let found: Option<Option<i64>> = self
+            .conn
+            .prepare_cached("DELETE FROM rpc WHERE tbl = ?1 AND k = ?2 RETURNING file")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![table.name(), key], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(|e| db_err(context(), e))?;
+        let Some(file) = found else {
+            return Ok(false);
+        };
+        if let Some(fid) = file {
+            self.batch.unlink.push(FileName::Rpc(fid));
+        }
+        Ok(true)
     }
 
     /// Removes a bundle's rows; its payload file is unlinked after the batch commits. Part of a
@@ -646,7 +818,7 @@ impl DiskStore {
         self.delete_dependents(rid)
             .map_err(|e| db_err(context, e))?;
         if in_file {
-            self.batch.unlink.push(rid);
+            self.batch.unlink.push(FileName::Bundle(rid));
         }
         self.bundles = self.bundles.saturating_sub(1);
         self.used = self.used.saturating_sub(size_from_sql(size)?);
@@ -775,7 +947,7 @@ impl Store for DiskStore {
         };
         let size = size_from_sql(size)?;
         let bytes = if in_file {
-            let path = self.payload_path(rid);
+            let path = self.payload_path(FileName::Bundle(rid));
             fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))?
         } else {
             body.ok_or_else(|| StoreError::Corrupt(format!("bundle {id} has no stored bytes")))?
@@ -893,57 +1065,98 @@ impl Store for DiskStore {
     }
 
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
+        let context = || format!("writing the rpc {} table", table.name());
+        let size = value.len() as u64;
+        let in_file = size >= self.options.payload_file_min;
+        let sql_size = size_to_sql(size)?;
         self.mutate(|store| {
+            // Delete, then insert (what REPLACE does), so that a replaced value's file is known
+            // and unlinked after the commit.
+            store.rpc_delete(table, key)?;
+            if !in_file {
+                return store
+                    .conn
+                    .prepare_cached("INSERT INTO rpc (tbl, k, v) VALUES (?1, ?2, ?3)")
+                    .and_then(|mut stmt| stmt.execute(params![table.name(), key, value]))
+                    .map(drop)
+                    .map_err(|e| db_err(context(), e));
+            }
+            let fid = store
+                .conn
+                .prepare_cached("INSERT INTO rpc_file_ids DEFAULT VALUES")
+                .and_then(|mut stmt| stmt.insert([]))
+                .and_then(|fid| {
+                    // Only the sequence is wanted; see the schema.
+                    store
+                        .conn
+                        .prepare_cached("DELETE FROM rpc_file_ids WHERE fid = ?1")?
+                        .execute([fid])?;
+                    Ok(fid)
+                })
+                .map_err(|e| db_err(context(), e))?;
+            store.write_file(FileName::Rpc(fid), [value])?;
             store
                 .conn
-                .prepare_cached("INSERT OR REPLACE INTO rpc (tbl, k, v) VALUES (?1, ?2, ?3)")
-                .and_then(|mut stmt| stmt.execute(params![table.name(), key, value]))
-                .map_err(|e| db_err(format!("writing the rpc {} table", table.name()), e))?;
-            Ok(())
+                .prepare_cached(
+                    "INSERT INTO rpc (tbl, k, v, file, size) VALUES (?1, ?2, X'', ?3, ?4)",
+                )
+                .and_then(|mut stmt| stmt.execute(params![table.name(), key, fid, sql_size]))
+                .map(drop)
+                .map_err(|e| db_err(context(), e))
         })
     }
 
     fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
-        self.conn
-            .prepare_cached("SELECT v FROM rpc WHERE tbl = ?1 AND k = ?2")
+        let context = || format!("reading the rpc {} table", table.name());
+        let row = self
+            .conn
+            .prepare_cached("SELECT v, file, size FROM rpc WHERE tbl = ?1 AND k = ?2")
             .and_then(|mut stmt| {
-                stmt.query_row(params![table.name(), key], |row| row.get::<_, Vec<u8>>(0))
-                    .optional()
+                stmt.query_row(params![table.name(), key], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()
             })
-            .map(|value| value.map(Bytes::from))
-            .map_err(|e| db_err(format!("reading the rpc {} table", table.name()), e))
+            .map_err(|e| db_err(context(), e))?;
+        row.map(|(inline, file, size)| self.rpc_value(table, inline, file, size))
+            .transpose()
     }
 
     fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
-        if self.rpc_get(table, key)?.is_none() {
+        // Checked first so that removing an absent key does not open (or dirty) a batch.
+        let exists = self
+            .conn
+            .prepare_cached("SELECT 1 FROM rpc WHERE tbl = ?1 AND k = ?2")
+            .and_then(|mut stmt| stmt.exists(params![table.name(), key]))
+            .map_err(|e| db_err(format!("reading the rpc {} table", table.name()), e))?;
+        if !exists {
             return Ok(false);
         }
-        self.mutate(|store| {
-            store
-                .conn
-                .prepare_cached("DELETE FROM rpc WHERE tbl = ?1 AND k = ?2")
-                .and_then(|mut stmt| stmt.execute(params![table.name(), key]))
-                .map(|n| n > 0)
-                .map_err(|e| db_err(format!("removing from the rpc {} table", table.name()), e))
-        })
+        self.mutate(|store| store.rpc_delete(table, key))
     }
 
     fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
         let context = format!("scanning the rpc {} table", table.name());
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT k, v FROM rpc WHERE tbl = ?1 ORDER BY k")
+            .prepare_cached("SELECT k, v, file, size FROM rpc WHERE tbl = ?1 ORDER BY k")
             .map_err(|e| db_err(&context, e))?;
         let rows = stmt
             .query_map([table.name()], |row| {
                 Ok((
-                    Bytes::from(row.get::<_, Vec<u8>>(0)?),
-                    Bytes::from(row.get::<_, Vec<u8>>(1)?),
+                    row.get::<_, Vec<u8>>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                    row.get::<_, Option<i64>>(3)?,
                 ))
             })
             .map_err(|e| db_err(&context, e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| db_err(&context, e))
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, inline, file, size) = row.map_err(|e| db_err(&context, e))?;
+            out.push((Bytes::from(key), self.rpc_value(table, inline, file, size)?));
+        }
+        Ok(out)
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -960,10 +1173,10 @@ impl Store for DiskStore {
                 return Err(err);
             }
             let batch = std::mem::take(&mut self.batch);
-            for rid in batch.unlink {
+            for name in batch.unlink {
                 // The removal is durable; a file whose unlink fails is an orphan the next open
                 // removes, so the flush still succeeded.
-                let _ = fs::remove_file(self.payload_path(rid));
+                let _ = fs::remove_file(self.payload_path(name));
             }
             self.refill_reserve();
         }
@@ -993,8 +1206,8 @@ impl Drop for DiskStore {
         // payload files do not outlive them until the next open.
         if !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
-            for rid in std::mem::take(&mut self.batch.created) {
-                let _ = fs::remove_file(self.payload_path(rid));
+            for name in std::mem::take(&mut self.batch.created) {
+                let _ = fs::remove_file(self.payload_path(name));
             }
         }
     }
@@ -1064,8 +1277,20 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
             dir.display()
         )));
     }
+    // Version 0 is a new database: SCHEMA creates the current tables. Version 1 has the tables
+    // already (so SCHEMA leaves `rpc` as it is) and needs the columns added.
     conn.execute_batch(SCHEMA)
-        .and_then(|()| conn.pragma_update(None, "user_version", SCHEMA_VERSION))
+        .and_then(|()| match version {
+            1 => conn.execute_batch(MIGRATE_1_TO_2),
+            _ => Ok(()),
+        })
+        .and_then(|()| conn.execute_batch(SCHEMA_INDEXES))
+        // Only when it changes: a store that is up to date opens without writing a page, so it
+        // opens on a full disk too (the transaction still takes the exclusive lock).
+        .and_then(|()| match version {
+            SCHEMA_VERSION => Ok(()),
+            _ => conn.pragma_update(None, "user_version", SCHEMA_VERSION),
+        })
         .and_then(|()| conn.execute_batch("COMMIT"))
         .map_err(|e| err("creating the schema", e))
 }
@@ -1145,3 +1370,85 @@ const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<DiskStore>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema of version 1, before RPC value files.
+    const SCHEMA_V1_RPC: &str = "
+        CREATE TABLE rpc (
+            tbl TEXT NOT NULL,
+            k BLOB NOT NULL,
+            v BLOB NOT NULL,
+            PRIMARY KEY (tbl, k)
+        ) WITHOUT ROWID;
+        INSERT INTO rpc (tbl, k, v) VALUES ('inbox_payload', X'01', X'0a0b0c');
+        PRAGMA user_version = 1;
+    ";
+
+    #[test]
+    fn a_version_1_store_keeps_its_rpc_values_and_gains_value_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let conn = Connection::open(dir.path().join(DB_FILE)).expect("create");
+            conn.execute_batch(SCHEMA_V1_RPC).expect("version 1 schema");
+        }
+        let options = DiskOptions {
+            quota: u64::MAX,
+            payload_file_min: 4,
+        };
+        let (mut store, recovery) = DiskStore::open_with(dir.path(), options).expect("migrate");
+        assert_eq!(recovery, Recovery::default());
+        let table = RpcTable::InboxPayload;
+        assert_eq!(
+            store.rpc_get(table, &[1]).expect("get"),
+            Some(Bytes::from_static(&[10, 11, 12]))
+        );
+        store.rpc_put(table, &[2], b"in a file").expect("put");
+        store.flush().expect("flush");
+        drop(store);
+        let (store, recovery) = DiskStore::open_with(dir.path(), options).expect("reopen");
+        assert_eq!(recovery, Recovery::default());
+        let version: i64 = store
+            .conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(
+            store.rpc_scan(table).expect("scan"),
+            vec![
+                (Bytes::from_static(&[1]), Bytes::from_static(&[10, 11, 12])),
+                (Bytes::from_static(&[2]), Bytes::from_static(b"in a file")),
+            ]
+        );
+        let files: Vec<_> = fs::read_dir(dir.path().join(PAYLOAD_DIR))
+            .expect("payload dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(
+            files,
+            vec![std::ffi::OsString::from(FileName::Rpc(1).to_name())]
+        );
+    }
+
+    #[test]
+    fn file_names_round_trip_and_foreign_names_are_refused() {
+        for name in [
+            FileName::Bundle(0),
+            FileName::Bundle(0x1f),
+            FileName::Rpc(7),
+        ] {
+            assert_eq!(FileName::parse(&name.to_name()), Some(name));
+        }
+        for foreign in [
+            "x.tmp",
+            "rpc-",
+            "rpc-00000000000000FF",
+            "+000000000000001",
+            "1",
+        ] {
+            assert_eq!(FileName::parse(foreign), None, "{foreign}");
+        }
+    }
+}

@@ -8,9 +8,9 @@
 //!
 //! One trait, [`Store`], with two implementations: [`MemoryStore`] (bounded, for tests, the
 //! simulator and diskless nodes; no I/O) and [`DiskStore`] (crash-safe: SQLite in WAL mode with
-//! `synchronous=FULL` for metadata, indexes, small bundles and the RPC tables, one payload file per
-//! bundle of at least [`PAYLOAD_FILE_MIN`] bytes). Both answer every query identically, in the
-//! same order, with the same evictions (a model-based test holds this).
+//! `synchronous=FULL` for metadata, indexes, small bundles and small RPC values, one payload file
+//! per bundle or RPC value of at least [`PAYLOAD_FILE_MIN`] bytes). Both answer every query
+//! identically, in the same order, with the same evictions (a model-based test holds this).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), store::StoreError> {
@@ -52,7 +52,8 @@ use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
 pub use data_dir::{APP_DIR, default_data_dir};
 pub use disk::{
-    DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Recovery,
+    DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, RPC_FILE_PREFIX,
+    Recovery,
 };
 pub use memory::MemoryStore;
 
@@ -192,6 +193,11 @@ impl RpcTable {
             Self::Inbox => "inbox",
             Self::InboxPayload => "inbox_payload",
         }
+    }
+
+    /// The table with this [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|table| table.name() == name)
     }
 }
 

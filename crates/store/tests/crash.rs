@@ -1,16 +1,23 @@
 //! Crash test: a child process stores bundles and is SIGKILLed at a random moment, 200 times
 //! over the same store; after each kill the store is reopened and must hold every bundle whose
-//! flush the child acknowledged, byte for byte, and nothing partial.
+//! flush the child acknowledged, byte for byte, and nothing partial. Beside most bundles the child
+//! keeps an RPC value (as the daemon keeps a delivered bundle's payload in its inbox), put and
+//! removed in the same batch as the bundle, some large enough for a value file, and re-puts one
+//! such value per batch (a replaced value file), so value files are held to the same standard.
 //!
 //! The child is this test binary run again with `--crash-child` (`harness = false`, so `main`
 //! decides), which keeps writer and checker in one file with one definition of the bundles, and
 //! needs no extra binary target in the library's package. Protocol on the child's stdout, one line
 //! each, written only after the event it reports:
 //!
-//! - `- <seq>`: the child is about to remove bundle `seq` in the current batch (may or may not
-//!   become durable: the bundle may be present or absent after a crash);
-//! - `+ <seq>`: bundle `seq` was inserted and the flush that made it durable returned Ok;
+//! - `- <seq>`: the child is about to remove bundle `seq` (and its RPC value) in the current
+//!   batch (may or may not become durable: the bundle may be present or absent after a crash);
+//! - `+ <seq>`: bundle `seq` (and its RPC value) was inserted and the flush that made it durable
+//!   returned Ok;
 //! - `= <seq>`: the removal of `seq` was flushed: it must be absent from now on.
+//!
+//! A bundle and its value join one batch each time, so after any crash they are present together
+//! or absent together.
 //!
 //! Kill delays come from a seeded generator (`FERRY_CRASH_SEED` overrides the seed; it is
 //! printed on failure); where in its work the child dies then depends on the scheduler.
@@ -27,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use store::{
-    BundleMeta, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Retention, Store,
+    BundleMeta, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Retention, RpcTable, Store,
     StoredBundle,
 };
 use wire::{Bundle, BundleId, CreationTimestamp, Eid, PrimaryBlock};
@@ -144,6 +151,26 @@ fn bundle(seq: u64) -> StoredBundle {
     }
 }
 
+/// The table of the values kept beside bundles.
+const TABLE: RpcTable = RpcTable::InboxPayload;
+
+fn rpc_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+/// The RPC value kept beside bundle `seq`, a function of `seq` like the bundle: none for the
+/// bundles that are in files, at least `PAYLOAD_FILE_MIN` bytes (a value file) for one in three,
+/// 512 bytes (inline) for the others.
+fn rpc_value(seq: u64) -> Option<Vec<u8>> {
+    let mut rng = Rng(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
+    let len = match seq % 3 {
+        0 => return None,
+        1 => PAYLOAD_FILE_MIN as usize + rng.below(16 * 1024) as usize,
+        _ => 512,
+    };
+    Some((0..len).map(|_| rng.next() as u8).collect())
+}
+
 /// The child: inserts and removes bundles in small batches until it is killed.
 fn child(args: &[String]) -> Result<(), String> {
     let [dir, first, seed] = args else {
@@ -162,17 +189,40 @@ fn child(args: &[String]) -> Result<(), String> {
     for _ in 0..100_000 {
         let mut removed = Vec::new();
         let held = store.list().map_err(|e| e.to_string())?;
-        for meta in held.iter().take(held.len().saturating_sub(KEEP as usize)) {
+        let cut = held.len().saturating_sub(KEEP as usize);
+        for meta in &held[..cut] {
             let seq = meta.id.creation.sequence;
             writeln!(out, "- {seq}").map_err(|e| e.to_string())?;
             store.remove(&meta.id).map_err(|e| e.to_string())?;
+            store
+                .rpc_remove(TABLE, &rpc_key(seq))
+                .map_err(|e| e.to_string())?;
             removed.push(seq);
+        }
+        // The same value again under the same key: its file is replaced by a new one, and the
+        // old one unlinked after the commit.
+        let kept: Vec<u64> = held[cut..]
+            .iter()
+            .map(|meta| meta.id.creation.sequence)
+            .filter(|seq| seq % 3 == 1)
+            .collect();
+        if !kept.is_empty() {
+            let again = kept[rng.below(kept.len() as u64) as usize];
+            let value = rpc_value(again).expect("one in three has a large value");
+            store
+                .rpc_put(TABLE, &rpc_key(again), &value)
+                .map_err(|e| e.to_string())?;
         }
         let count = 1 + rng.below(8);
         let batch: Vec<u64> = (seq..seq + count).collect();
         seq += count;
         for &s in &batch {
             store.insert(1, bundle(s)).map_err(|e| e.to_string())?;
+            if let Some(value) = rpc_value(s) {
+                store
+                    .rpc_put(TABLE, &rpc_key(s), &value)
+                    .map_err(|e| e.to_string())?;
+            }
         }
         store.flush().map_err(|e| e.to_string())?;
         for s in batch {
@@ -291,11 +341,11 @@ fn parent(seed: u64) -> Result<String, String> {
 /// Reopens the store and checks it against what was acknowledged. Returns the orphans removed.
 fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
     let (store, recovery) = DiskStore::open(dir, u64::MAX).map_err(|e| format!("reopen: {e}"))?;
-    if !recovery.dropped.is_empty() {
+    if !recovery.dropped.is_empty() || !recovery.rpc_dropped.is_empty() {
         return Err(format!(
-            "recovery dropped committed bundles (their payload file was missing or short): \
-             {:?}",
-            recovery.dropped
+            "recovery dropped committed bundles or rpc values (their file was missing or \
+             short): {:?} {:?}",
+            recovery.dropped, recovery.rpc_dropped
         ));
     }
     let listed = store.list().map_err(|e| e.to_string())?;
@@ -323,7 +373,27 @@ fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
         if want_bytes.len() as u64 >= PAYLOAD_FILE_MIN {
             in_files += 1;
         }
+        let value = store
+            .rpc_get(TABLE, &rpc_key(seq))
+            .map_err(|e| format!("the value of bundle {seq} is unreadable: {e}"))?;
+        if value.as_deref() != rpc_value(seq).as_deref() {
+            return Err(format!(
+                "bundle {seq}: its rpc value is {}",
+                value.map_or("missing".into(), |v| format!("{} other bytes", v.len()))
+            ));
+        }
+        if value.is_some_and(|v| v.len() as u64 >= PAYLOAD_FILE_MIN) {
+            in_files += 1;
+        }
         present.insert(seq);
+    }
+    let values = store.rpc_scan(TABLE).map_err(|e| e.to_string())?;
+    if values.len() != present.iter().filter(|s| rpc_value(**s).is_some()).count() {
+        return Err(format!(
+            "{} rpc values for {} bundles: a value outlived its bundle or came without it",
+            values.len(),
+            present.len()
+        ));
     }
     if let Some(missing) = expected.present.difference(&present).next() {
         return Err(format!("acknowledged bundle {missing} is missing"));
@@ -333,15 +403,16 @@ fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
             "bundle {back} is back after its removal was acknowledged"
         ));
     }
-    // Nothing partial or temporary beside the committed state: one payload file per bundle kept
-    // in a file, and in the store directory only the database, its WAL, the payload directory and
+    // Nothing partial or temporary beside the committed state: one payload file per bundle or
+    // rpc value kept in a file, and in the store directory only the database, its WAL, the payload directory and
     // the reserve file.
     let files = std::fs::read_dir(dir.join(PAYLOAD_DIR))
         .map_err(|e| e.to_string())?
         .count();
     if files != in_files {
         return Err(format!(
-            "{files} payload files for {in_files} bundles kept in files after recovery"
+            "{files} payload files for {in_files} bundles and rpc values kept in files after \
+             recovery"
         ));
     }
     for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {

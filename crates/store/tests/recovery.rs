@@ -7,8 +7,12 @@ mod common;
 
 use std::fs;
 
+use bytes::Bytes;
 use common::{bundle, id};
-use store::{DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, Recovery, Store, StoreError};
+use store::{
+    DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RPC_FILE_PREFIX, Recovery, RpcTable, Store,
+    StoreError,
+};
 
 const LARGE: usize = PAYLOAD_FILE_MIN as usize;
 
@@ -95,6 +99,132 @@ fn missing_or_short_payload_files_are_reported_and_dropped() {
     drop(store);
     let (_, again) = DiskStore::open(dir.path(), u64::MAX).expect("reopen again");
     assert_eq!(again, Recovery::default());
+}
+
+/// RPC value `seed` of `len` bytes.
+fn value(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed ^ (i as u8)).collect()
+}
+
+fn rpc_files(dir: &std::path::Path) -> Vec<String> {
+    payload_files(dir)
+        .into_iter()
+        .filter(|name| name.starts_with(RPC_FILE_PREFIX))
+        .collect()
+}
+
+#[test]
+fn rpc_values_whose_file_is_missing_or_short_are_dropped_and_orphans_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        store.insert(1, bundle(1, LARGE)).expect("insert");
+        let puts: [(RpcTable, &[u8], Vec<u8>); 4] = [
+            (RpcTable::InboxPayload, b"a", value(1, LARGE)),
+            (RpcTable::InboxPayload, b"b", value(2, LARGE + 7)),
+            (RpcTable::InboxPayload, b"c", value(3, 100)),
+            (RpcTable::Dedup, b"a", value(4, LARGE)),
+        ];
+        for (table, key, value) in &puts {
+            store.rpc_put(*table, key, value).expect("put");
+        }
+        store.flush().expect("flush");
+    }
+    // Value files are named by ascending file id: a's, then b's, then Dedup a's.
+    let files = rpc_files(dir.path());
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(payload_files(dir.path()).len(), 4, "and bundle 1's file");
+    let payloads = dir.path().join(PAYLOAD_DIR);
+    fs::remove_file(payloads.join(&files[0])).expect("remove a's file");
+    let short = fs::read(payloads.join(&files[1])).expect("read b's file");
+    fs::write(payloads.join(&files[1]), &short[..short.len() - 1]).expect("truncate");
+    // A value file of a batch that never committed.
+    fs::write(
+        payloads.join(format!("{RPC_FILE_PREFIX}00000000000000ff")),
+        b"partial",
+    )
+    .expect("write");
+
+    let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    assert_eq!(
+        recovery.rpc_dropped,
+        vec![
+            (RpcTable::InboxPayload, Bytes::from_static(b"a")),
+            (RpcTable::InboxPayload, Bytes::from_static(b"b")),
+        ]
+    );
+    assert_eq!(recovery.orphans_removed, 1);
+    assert!(recovery.dropped.is_empty());
+    let scan = store.rpc_scan(RpcTable::InboxPayload).expect("scan");
+    assert_eq!(
+        scan,
+        vec![(Bytes::from_static(b"c"), Bytes::from(value(3, 100)))]
+    );
+    assert_eq!(
+        store.rpc_get(RpcTable::Dedup, b"a").expect("get"),
+        Some(Bytes::from(value(4, LARGE)))
+    );
+    assert_eq!(store.get(&id(1)).expect("get"), Some(bundle(1, LARGE)));
+    // The short file went with its row and the orphan is gone; the repair was committed, so a
+    // second open finds nothing.
+    assert_eq!(rpc_files(dir.path()), vec![files[2].clone()]);
+    drop(store);
+    let (_, again) = DiskStore::open(dir.path(), u64::MAX).expect("reopen again");
+    assert_eq!(again, Recovery::default());
+}
+
+#[test]
+fn replaced_and_removed_rpc_value_files_are_unlinked_only_after_the_flush() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = RpcTable::InboxPayload;
+    {
+        let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        store.rpc_put(table, b"a", &value(1, LARGE)).expect("put");
+        store.rpc_put(table, b"b", &value(2, LARGE)).expect("put");
+        store.flush().expect("flush");
+        assert_eq!(rpc_files(dir.path()).len(), 2);
+        store
+            .rpc_put(table, b"a", &value(3, LARGE + 1))
+            .expect("replace by a file");
+        store
+            .rpc_put(table, b"b", &value(4, 10))
+            .expect("replace inline");
+        // Visible at once; the old files stay until the change is durable.
+        assert_eq!(
+            store.rpc_get(table, b"a").expect("get"),
+            Some(Bytes::from(value(3, LARGE + 1)))
+        );
+        assert_eq!(rpc_files(dir.path()).len(), 3);
+    }
+    let (mut store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    assert_eq!(recovery, Recovery::default());
+    assert_eq!(
+        store.rpc_scan(table).expect("scan"),
+        vec![
+            (Bytes::from_static(b"a"), Bytes::from(value(1, LARGE))),
+            (Bytes::from_static(b"b"), Bytes::from(value(2, LARGE))),
+        ]
+    );
+    let before = rpc_files(dir.path());
+    store
+        .rpc_put(table, b"a", &value(3, LARGE + 1))
+        .expect("replace by a file");
+    assert!(store.rpc_remove(table, b"b").expect("remove"));
+    assert_eq!(rpc_files(dir.path()).len(), 3);
+    store.flush().expect("flush");
+    let after = rpc_files(dir.path());
+    assert_eq!(after.len(), 1);
+    assert!(
+        !before.contains(&after[0]),
+        "a new file id: {before:?} {after:?}"
+    );
+    drop(store);
+    let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    assert_eq!(recovery, Recovery::default());
+    assert_eq!(
+        store.rpc_scan(table).expect("scan"),
+        vec![(Bytes::from_static(b"a"), Bytes::from(value(3, LARGE + 1)))]
+    );
 }
 
 #[test]
