@@ -76,19 +76,35 @@ impl Running {
 /// directory was the problem.
 pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     let clock = core::Clock::new();
-    let (store, recovery) = match &config.data_dir {
+    let (mut store, recovery) = match &config.data_dir {
         Some(dir) => DiskStore::open(dir, config.store_quota)
             .with_context(|| format!("opening the store in {}", dir.display()))?,
         None => DiskStore::open_default(config.store_quota)
             .context("opening the store in the default data directory")?,
     };
-    if !recovery.dropped.is_empty() || recovery.orphans_removed > 0 {
+    if !recovery.dropped.is_empty()
+        || !recovery.rpc_dropped.is_empty()
+        || recovery.orphans_removed > 0
+    {
         tracing::warn!(
-            "store recovery: {} bundles had lost their payload file and were dropped, {} orphan files removed",
+            "store recovery: {} bundles and {} other entries had lost their files and were dropped, {} orphan files removed",
             recovery.dropped.len(),
+            recovery.rpc_dropped.len(),
             recovery.orphans_removed
         );
     }
+    // An inbox bundle whose payload was lost cannot be delivered: drop its description too,
+    // rather than list a bundle no application could fetch.
+    let lost_payloads = recovery
+        .rpc_dropped
+        .iter()
+        .filter(|(table, _)| *table == store::RpcTable::InboxPayload);
+    for (_, key) in lost_payloads {
+        store
+            .rpc_remove(store::RpcTable::Inbox, key)
+            .context("removing an inbox entry whose payload was lost")?;
+    }
+    store.flush().context("flushing the store after recovery")?;
     if config.seed == 0 {
         config.seed = clock.now() ^ u64::from(std::process::id()).rotate_left(32);
     }
@@ -189,7 +205,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         udp,
         tcpcl_tx,
         connected_tx,
-        recovery.dropped.len() as u64,
+        (recovery.dropped.len() + recovery.rpc_dropped.len()) as u64,
         control_ends.deliveries,
     )
     .context("loading the inboxes")?;

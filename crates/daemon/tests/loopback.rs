@@ -370,3 +370,46 @@ async fn a_link_that_dies_mid_transfer_sends_only_the_remainder_after_reconnecti
     a.shut_down().await;
     b.shut_down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_bundle_whose_payload_file_was_lost_is_not_listed_after_a_restart() {
+    let dir = TempDir::new("daemon-test");
+    let port = free_port();
+    let a = daemon::start(config("alpha", dir.path(), port, &[]))
+        .await
+        .unwrap();
+    // Large enough for a payload file of its own (the store keeps small values inline).
+    let big = vec![7u8; 200_000];
+    send(&a, "dtn://alpha/inbox", &big).await;
+    send(&a, "dtn://alpha/inbox", b"small").await;
+    let waiting = a
+        .control
+        .wait_for("inbox", 10, None, false, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(waiting.len(), 2);
+    a.shut_down().await;
+
+    // The disk loses the large payload's file while the node is down.
+    let lost: Vec<_> = std::fs::read_dir(dir.path().join("payloads"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rpc-"))
+        .collect();
+    assert_eq!(lost.len(), 1, "one inbox payload file");
+    std::fs::remove_file(lost[0].path()).unwrap();
+
+    let a = daemon::start(config("alpha", dir.path(), port, &[]))
+        .await
+        .unwrap();
+    let waiting = a
+        .control
+        .wait_for("inbox", 10, None, true, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(payload(&waiting[0]), b"small");
+    let status = a.control.ask(Request::Status).await.unwrap();
+    assert_eq!(status.inbox_bundles, 1);
+    a.shut_down().await;
+}
