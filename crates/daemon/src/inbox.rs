@@ -6,16 +6,21 @@
 //! an inbox nobody reads (the echoes that reach a `ferry ping` that gave up) does not grow
 //! without bound.
 //!
-//! Each waiting bundle is two rows under the same key (endpoint, a zero byte, then an 8-byte
-//! big-endian arrival number, so a table scan returns each endpoint's bundles in arrival order):
-//! its description (id, source, creation time, expiry, size) in [`RpcTable::Inbox`] and its
-//! payload in [`RpcTable::InboxPayload`]. Descriptions are small and held in memory too, so
-//! starting the daemon and listing an inbox never read a payload; only fetching one does.
+//! Each waiting bundle has a description row (id, source, creation time, expiry, size) in
+//! [`RpcTable::Inbox`], keyed by endpoint, a zero byte and an 8-byte big-endian arrival number
+//! (so a table scan returns each endpoint's bundles in arrival order). A payload of up to
+//! [`INLINE_MAX`] bytes rides in that row (one write per delivery); a larger one is a row of its
+//! own in [`RpcTable::InboxPayload`] under the same key, which the store keeps as a file, so
+//! starting the daemon never reads a large payload. Descriptions are held in memory too, so
+//! listing an inbox reads nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use store::{RpcTable, Store, StoreError};
+
+/// Payloads up to this size are kept in their description's row.
+pub const INLINE_MAX: usize = 16 * 1024;
 
 /// A bundle delivered to a local endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,8 +112,16 @@ impl Inboxes {
     pub fn put(&mut self, store: &mut dyn Store, letter: Letter) -> Result<(), StoreError> {
         let n = self.next;
         let k = key(&letter.meta.destination, n);
-        store.rpc_put(RpcTable::InboxPayload, &k, &letter.payload)?;
-        store.rpc_put(RpcTable::Inbox, &k, &encode(&letter.meta))?;
+        if letter.payload.len() <= INLINE_MAX {
+            store.rpc_put(
+                RpcTable::Inbox,
+                &k,
+                &encode(&letter.meta, Some(&letter.payload)),
+            )?;
+        } else {
+            store.rpc_put(RpcTable::InboxPayload, &k, &letter.payload)?;
+            store.rpc_put(RpcTable::Inbox, &k, &encode(&letter.meta, None))?;
+        }
         self.next += 1;
         self.index(n, letter.meta);
         Ok(())
@@ -176,14 +189,15 @@ impl Inboxes {
         endpoint: &str,
         seq: u64,
     ) -> Result<Option<Bytes>, StoreError> {
-        if !self
-            .waiting
-            .get(endpoint)
-            .is_some_and(|s| s.contains_key(&seq))
-        {
+        let Some(meta) = self.waiting.get(endpoint).and_then(|s| s.get(&seq)) else {
             return Ok(None);
+        };
+        let k = key(endpoint, seq);
+        if meta.size as usize <= INLINE_MAX {
+            let row = store.rpc_get(RpcTable::Inbox, &k)?;
+            return Ok(row.and_then(|row| inline_payload(row, meta)));
         }
-        store.rpc_get(RpcTable::InboxPayload, &key(endpoint, seq))
+        store.rpc_get(RpcTable::InboxPayload, &k)
     }
 
     /// Removes a bundle an application has taken (durable at the store's next flush). False if
@@ -207,7 +221,9 @@ impl Inboxes {
             .remove(&(meta.expiry_ms, endpoint.to_owned(), seq));
         let k = key(endpoint, seq);
         store.rpc_remove(RpcTable::Inbox, &k)?;
-        store.rpc_remove(RpcTable::InboxPayload, &k)?;
+        if meta.size as usize > INLINE_MAX {
+            store.rpc_remove(RpcTable::InboxPayload, &k)?;
+        }
         Ok(true)
     }
 }
@@ -232,8 +248,11 @@ fn split_key(key: &[u8]) -> Option<(String, u64)> {
     ))
 }
 
-fn encode(meta: &LetterMeta) -> Vec<u8> {
-    let mut out = BytesMut::with_capacity(meta.id.len() + meta.source.len() + 32);
+/// A description row: id and source (length-prefixed), creation time, expiry, size, then the
+/// payload itself when it is kept inline.
+fn encode(meta: &LetterMeta, inline: Option<&Bytes>) -> Vec<u8> {
+    let payload = inline.map_or(&[][..], |p| &p[..]);
+    let mut out = BytesMut::with_capacity(meta.id.len() + meta.source.len() + 32 + payload.len());
     for text in [&meta.id, &meta.source] {
         out.put_u32(text.len() as u32);
         out.put_slice(text.as_bytes());
@@ -241,7 +260,14 @@ fn encode(meta: &LetterMeta) -> Vec<u8> {
     out.put_u64(meta.created_ms);
     out.put_u64(meta.expiry_ms);
     out.put_u64(meta.size);
+    out.put_slice(payload);
     out.to_vec()
+}
+
+/// The payload kept inline in a description row.
+fn inline_payload(row: Bytes, meta: &LetterMeta) -> Option<Bytes> {
+    let header = 4 + meta.id.len() + 4 + meta.source.len() + 24;
+    (row.len() == header + meta.size as usize).then(|| row.slice(header..))
 }
 
 fn decode(mut value: Bytes, destination: &str) -> Option<LetterMeta> {
@@ -257,17 +283,21 @@ fn decode(mut value: Bytes, destination: &str) -> Option<LetterMeta> {
     };
     let id = text(&mut value)?;
     let source = text(&mut value)?;
-    if value.remaining() != 24 {
+    if value.remaining() < 24 {
         return None;
     }
-    Some(LetterMeta {
+    let meta = LetterMeta {
         id,
         source,
         destination: destination.to_owned(),
         created_ms: value.get_u64(),
         expiry_ms: value.get_u64(),
         size: value.get_u64(),
-    })
+    };
+    // What follows is the inline payload, or nothing when the payload has a row of its own.
+    let inline = meta.size as usize <= INLINE_MAX;
+    let rest = value.remaining() as u64;
+    (if inline { rest == meta.size } else { rest == 0 }).then_some(meta)
 }
 
 #[cfg(test)]
@@ -351,10 +381,40 @@ mod tests {
         assert_eq!(y, vec![waiting(1, letter("dtn://me/y", 2), true)]);
         assert_eq!(reloaded.len(), 2);
         assert_eq!(store.rpc_scan(RpcTable::Inbox).unwrap().len(), 2);
-        assert_eq!(store.rpc_scan(RpcTable::InboxPayload).unwrap().len(), 2);
+        // Small payloads ride in their description's row.
+        assert!(store.rpc_scan(RpcTable::InboxPayload).unwrap().is_empty());
         // A reload continues numbering after the highest waiting seq.
         let again = Inboxes::load(&store).unwrap();
         assert_eq!(again.next, 4);
+    }
+
+    #[test]
+    fn a_large_payload_has_a_row_of_its_own_and_leaves_with_its_description() {
+        let mut store = MemoryStore::new(1 << 22);
+        let mut inboxes = Inboxes::default();
+        let mut big = letter("dtn://me/x", 1);
+        big.payload = Bytes::from(vec![9u8; INLINE_MAX + 1]);
+        big.meta.size = big.payload.len() as u64;
+        let mut edge = letter("dtn://me/x", 2);
+        edge.payload = Bytes::from(vec![8u8; INLINE_MAX]);
+        edge.meta.size = edge.payload.len() as u64;
+        inboxes.put(&mut store, big.clone()).unwrap();
+        inboxes.put(&mut store, edge.clone()).unwrap();
+        assert_eq!(store.rpc_scan(RpcTable::InboxPayload).unwrap().len(), 1);
+        let reloaded = Inboxes::load(&store).unwrap();
+        let got = reloaded.peek(&store, "dtn://me/x", 10, None, true).unwrap();
+        assert_eq!(got, vec![waiting(0, big, true), waiting(1, edge, true)]);
+        let mut reloaded = reloaded;
+        assert!(reloaded.remove(&mut store, "dtn://me/x", 0).unwrap());
+        assert!(store.rpc_scan(RpcTable::InboxPayload).unwrap().is_empty());
+        assert_eq!(store.rpc_scan(RpcTable::Inbox).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_description_row_of_the_wrong_length_is_not_taken_for_a_bundle() {
+        let meta = letter("dtn://me/x", 3).meta;
+        let row = encode(&meta, Some(&Bytes::from_static(b"short")));
+        assert_eq!(decode(Bytes::from(row), "dtn://me/x"), None);
     }
 
     #[test]
