@@ -21,7 +21,6 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use base64::Engine as _;
 use serde::Deserialize;
 
 use crate::control::{ApiError, ControlHandle, Received, Request, SendRequest};
@@ -145,21 +144,7 @@ async fn send_json(
         )
     })?;
     // Decode base64 here rather than on the event loop.
-    let payload = match (req.payload.take(), req.payload_base64.take()) {
-        (Some(text), None) => Bytes::from(text.into_bytes()),
-        (None, Some(b64)) => Bytes::from(
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| ApiError::new("bad_request", format!("payload_base64: {e}")))?,
-        ),
-        (None, None) => Bytes::new(),
-        (Some(_), Some(_)) => {
-            return Err(ApiError::new(
-                "bad_request",
-                "give either payload or payload_base64, not both",
-            ));
-        }
-    };
+    let payload = req.take_payload()?;
     if payload.len() > api.max_payload {
         return Err(too_large(payload.len(), api.max_payload));
     }

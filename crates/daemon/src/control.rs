@@ -290,6 +290,24 @@ pub struct SendRequest {
 }
 
 impl SendRequest {
+    /// Takes the payload out of the request: `payload` as UTF-8 text or `payload_base64`
+    /// decoded (at most one of them; neither is an empty payload).
+    pub fn take_payload(&mut self) -> Result<bytes::Bytes, ApiError> {
+        use base64::Engine as _;
+        let bad = |m: String| ApiError::new("bad_request", m);
+        match (self.payload.take(), self.payload_base64.take()) {
+            (Some(text), None) => Ok(bytes::Bytes::from(text.into_bytes())),
+            (None, Some(b64)) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map(bytes::Bytes::from)
+                .map_err(|e| bad(format!("payload_base64: {e}"))),
+            (None, None) => Ok(bytes::Bytes::new()),
+            (Some(_), Some(_)) => {
+                Err(bad("give either payload or payload_base64, not both".into()))
+            }
+        }
+    }
+
     /// A request for `destination` with every option at its default (no payload, lifetime 1 h,
     /// class dtn, no reports, normal priority); set the others with struct update syntax.
     pub fn to(destination: impl Into<String>) -> Self {

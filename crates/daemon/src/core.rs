@@ -1166,20 +1166,8 @@ impl Daemon {
 
     /// A send whose payload is text or base64 in the request (in-process callers; the HTTP
     /// handlers decode base64 themselves and use [`Request::SendBytes`]).
-    fn api_send_json(&mut self, req: SendRequest) -> Result<SendReply, ApiError> {
-        let bad = |m: String| ApiError::new("bad_request", m);
-        let payload = match (&req.payload, &req.payload_base64) {
-            (Some(text), None) => Bytes::from(text.clone().into_bytes()),
-            (None, Some(b64)) => Bytes::from(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|e| bad(format!("payload_base64: {e}")))?,
-            ),
-            (None, None) => Bytes::new(),
-            (Some(_), Some(_)) => {
-                return Err(bad("give either payload or payload_base64, not both".into()));
-            }
-        };
+    fn api_send_json(&mut self, mut req: SendRequest) -> Result<SendReply, ApiError> {
+        let payload = req.take_payload()?;
         self.api_send(req, payload)
     }
 
