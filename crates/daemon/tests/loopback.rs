@@ -215,30 +215,25 @@ async fn api_errors_are_clear() {
         payload: Some("x".into()),
         ..SendRequest::to("not an eid")
     };
-    let err = a
-        .control
-        .ask(|reply| Request::Send(req.clone(), reply))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let refused = |req: SendRequest| {
+        let control = a.control.clone();
+        async move {
+            control
+                .ask(|reply| Request::Send(req, reply))
+                .await
+                .unwrap()
+                .expect_err("the send should be refused")
+        }
+    };
+    let err = refused(req.clone()).await;
     assert_eq!(err.code, "bad_endpoint");
     req.destination = "dtn://bravo/x".into();
     req.class = Some("datagram".into());
-    let err = a
-        .control
-        .ask(|reply| Request::Send(req.clone(), reply))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let err = refused(req.clone()).await;
     assert_eq!(err.code, "no_route", "{err}");
     req.class = None;
     req.lifetime = Some("soon".into());
-    let err = a
-        .control
-        .ask(|reply| Request::Send(req.clone(), reply))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let err = refused(req.clone()).await;
     assert_eq!(err.code, "bad_request");
     assert!(err.message.contains("lifetime"), "{err}");
     let err = a
@@ -249,12 +244,7 @@ async fn api_errors_are_clear() {
     assert_eq!(err.code, "bad_endpoint");
     req.lifetime = None;
     req.priority = Some(7);
-    let err = a
-        .control
-        .ask(|reply| Request::Send(req.clone(), reply))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let err = refused(req).await;
     assert_eq!(err.code, "bad_request");
     assert!(err.message.contains("priority"), "{err}");
     a.shut_down().await;
