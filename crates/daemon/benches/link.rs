@@ -51,7 +51,7 @@ use tokio::task::JoinSet;
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::{TempDir, free_port};
+use common::{TempDir, free_port, loopback_config};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
@@ -340,23 +340,8 @@ impl Pair {
 }
 
 fn config(name: &str, dir: &Path, peer: Option<SocketAddr>) -> Config {
-    let text = format!(
-        r#"
-node_id = "dtn://{name}/"
-data_dir = "{}"
-store_quota = "20GB"
-[tcpcl]
-listen = ["127.0.0.1:0"]
-[udp]
-listen = ""
-[discovery]
-enabled = false
-[api]
-listen = ""
-"#,
-        dir.display()
-    );
-    let mut c = Config::from_toml(&text, "link bench").expect("the bench's configuration parses");
+    let mut c = loopback_config(name, dir, 0);
+    c.store_quota = 20_000_000_000;
     c.peers = peer.into_iter().collect();
     c
 }

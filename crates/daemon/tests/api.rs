@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
 
 mod common;
-use common::TempDir;
+use common::{TempDir, loopback_config};
 
 const SPEC: &str = include_str!("../openapi.yaml");
 const ROUTER_SOURCE: &str = include_str!("../src/api.rs");
@@ -210,27 +210,11 @@ impl Server {
 }
 
 fn config(dir: &std::path::Path) -> daemon::Config {
-    daemon::Config::from_toml(
-        &format!(
-            r#"
-node_id = "dtn://alpha/"
-data_dir = "{}"
-store_quota = "64MB"
-[tcpcl]
-listen = ["127.0.0.1:0"]
-[udp]
-listen = ""
-[discovery]
-enabled = false
-[api]
-listen = "127.0.0.1:0"
-max_payload = "2MiB"
-"#,
-            dir.display()
-        ),
-        "test",
-    )
-    .unwrap()
+    let mut c = loopback_config("alpha", dir, 0);
+    c.store_quota = 64_000_000;
+    c.api_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    c.api_max_payload = 2 << 20;
+    c
 }
 
 fn start() -> (

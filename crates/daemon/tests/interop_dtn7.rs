@@ -18,7 +18,7 @@ use daemon::Config;
 use daemon::control::{Request, SendRequest};
 
 mod common;
-use common::free_port;
+use common::{free_port, loopback_config};
 
 fn dtn7_bin() -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
@@ -133,30 +133,11 @@ impl Dtnd {
 fn ferry_config(dir: &Path, port: u16, dtnd_port: u16) -> Config {
     // Both sides name the other as a static peer: dtnd dials only when it has a bundle to
     // forward, Ferry keeps a session up (and redials with backoff until dtnd listens).
-    Config::from_toml(
-        &format!(
-            r#"
-node_id = "dtn://ferry/"
-data_dir = "{}"
-store_quota = "1GB"
-[tcpcl]
-listen = ["127.0.0.1:{port}"]
-# dtnd announces a 64000-byte transfer MRU but takes any size and cannot reassemble fragments.
-ignore_peer_transfer_mru = true
-[udp]
-listen = ""
-[discovery]
-enabled = false
-[api]
-listen = ""
-[[peers]]
-address = "127.0.0.1:{dtnd_port}"
-"#,
-            dir.display()
-        ),
-        "test",
-    )
-    .unwrap()
+    let mut c = loopback_config("ferry", dir, port);
+    // dtnd announces a 64000-byte transfer MRU but takes any size and cannot reassemble fragments.
+    c.ignore_peer_transfer_mru = true;
+    c.peers = vec![std::net::SocketAddr::from(([127, 0, 0, 1], dtnd_port))];
+    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

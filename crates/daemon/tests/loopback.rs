@@ -14,27 +14,12 @@ use daemon::control::{Received, Request, SendReply, SendRequest};
 use daemon::{Config, Running};
 
 mod common;
-use common::{TempDir, free_port};
+use common::{TempDir, free_port, loopback_config};
 
 fn config(name: &str, dir: &Path, port: u16, peers: &[SocketAddr]) -> Config {
-    let text = format!(
-        r#"
-node_id = "dtn://{name}/"
-data_dir = "{}"
-store_quota = "1GB"
-[tcpcl]
-listen = ["127.0.0.1:{port}"]
-keepalive = "2s"
-[udp]
-listen = "127.0.0.1:0"
-[discovery]
-enabled = false
-[api]
-listen = ""
-"#,
-        dir.display()
-    );
-    let mut c = Config::from_toml(&text, "test").unwrap();
+    let mut c = loopback_config(name, dir, port);
+    c.keepalive = Duration::from_secs(2);
+    c.udp_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     c.peers = peers.to_vec();
     c
 }

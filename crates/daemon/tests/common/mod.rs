@@ -1,10 +1,25 @@
-//! Scaffolding shared by the daemon's tests and its benchmark: free ports and temporary
-//! directories.
+//! Scaffolding shared by the daemon's tests and its benchmark: free ports, temporary
+//! directories, and a node configuration that stays on loopback.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A node `dtn://<name>/` with its store in `dir` and TCPCL on 127.0.0.1:`tcpcl_port` (0: any),
+/// and nothing else: no UDP, no discovery (nothing leaves loopback), no API, a 1 GB quota. Tests
+/// set the fields they need beside.
+pub(crate) fn loopback_config(name: &str, dir: &Path, tcpcl_port: u16) -> daemon::Config {
+    let mut c = daemon::Config::defaults("test");
+    c.node_id = daemon::config::parse_node_id(&format!("dtn://{name}/")).expect("a node id");
+    c.data_dir = Some(dir.to_owned());
+    c.store_quota = 1_000_000_000;
+    c.tcpcl_listen = vec![std::net::SocketAddr::from(([127, 0, 0, 1], tcpcl_port))];
+    c.udp_listen = None;
+    c.discovery.enabled = false;
+    c.api_listen = None;
+    c
+}
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub(crate) fn free_port() -> u16 {
