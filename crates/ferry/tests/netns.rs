@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 fn ip(args: &[&str]) {
@@ -107,18 +109,9 @@ impl Daemon {
     }
 
     fn stop(mut self) {
-        // SIGTERM, as an init system would: the daemon flushes and exits.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if common::terminate(&mut self.child).is_none() {
+            panic!("ferry node did not stop on SIGTERM; log:\n{}", self.log());
         }
-        panic!("ferry node did not stop on SIGTERM; log:\n{}", self.log());
     }
 }
 

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 fn free_port() -> u16 {
@@ -66,21 +68,12 @@ impl Node {
     }
 
     fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(
-                    status.success(),
-                    "ferry node exited with {status} on SIGTERM"
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("ferry node did not stop on SIGTERM");
+        let status =
+            common::terminate(&mut self.child).expect("ferry node did not stop on SIGTERM");
+        assert!(
+            status.success(),
+            "ferry node exited with {status} on SIGTERM"
+        );
     }
 }
 

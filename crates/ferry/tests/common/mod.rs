@@ -1,0 +1,20 @@
+//! Scaffolding shared by the tests that run `ferry node` processes.
+
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// Sends SIGTERM, as an init system would (the daemon flushes its store and exits), and waits up
+/// to 10 s for the process to end. `None` if it did not.
+pub(crate) fn terminate(child: &mut Child) -> Option<ExitStatus> {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
