@@ -26,6 +26,9 @@ pub mod config;
 pub mod control;
 pub mod core;
 pub mod discovery;
+pub mod exec;
+pub mod facts;
+pub mod identity;
 pub mod inbox;
 pub mod udp;
 

@@ -172,16 +172,22 @@ pub enum RpcTable {
     Inbox,
     /// The payloads of those bundles, under the same keys as their descriptions.
     InboxPayload,
+    /// The RPC data channel's files (parameters and results), keyed by content hash.
+    Files,
+    /// Public keys the RPC layer learnt or was given for other nodes, keyed by node id.
+    Keys,
 }
 
 impl RpcTable {
     /// Every table, in a fixed order.
-    pub const ALL: [RpcTable; 5] = [
+    pub const ALL: [RpcTable; 7] = [
         RpcTable::Dedup,
         RpcTable::Pending,
         RpcTable::Outbox,
         RpcTable::Inbox,
         RpcTable::InboxPayload,
+        RpcTable::Files,
+        RpcTable::Keys,
     ];
 
     /// A stable name, used by persistent stores.
@@ -192,6 +198,8 @@ impl RpcTable {
             Self::Outbox => "outbox",
             Self::Inbox => "inbox",
             Self::InboxPayload => "inbox_payload",
+            Self::Files => "files",
+            Self::Keys => "keys",
         }
     }
 

@@ -39,6 +39,7 @@ mod eid;
 mod error;
 mod fragment;
 mod primary;
+pub mod rpc;
 pub mod tcpcl;
 
 pub use admin::{AdminRecord, RECORD_STATUS_REPORT, StatusAssertion, StatusReason, StatusReport};

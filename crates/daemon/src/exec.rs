@@ -1,0 +1,1 @@
+//! Running a procedure: argv (never a shell), a clean environment, a fresh working directory.

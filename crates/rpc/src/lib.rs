@@ -1,0 +1,5 @@
+//! Ferry's DTN-RPC engine, sans-IO.
+
+#![forbid(unsafe_code)]
+
+pub mod require;
