@@ -386,6 +386,16 @@ impl Node {
         self.store.as_mut()
     }
 
+    /// Gives the store back (a shell restarting the node in-process, as the simulator does).
+    pub fn into_store(self) -> Box<dyn Store + Send> {
+        self.store
+    }
+
+    /// The configuration the node was made with.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
     /// The strategy's name.
     pub fn strategy_name(&self) -> &'static str {
         self.strategy.name()

@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod rng;
+pub mod rpc;
 mod topology;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -238,6 +239,15 @@ enum Ev {
     Link(LinkEvent),
     Inject(usize),
     Check,
+    AppTimer {
+        node: usize,
+        generation: u64,
+    },
+    Action {
+        node: usize,
+        action: u64,
+    },
+    Restart(usize),
 }
 
 impl Ev {
@@ -256,6 +266,9 @@ impl Ev {
             Ev::Link(e) => 5 + ((e.a as u64) << 8) + ((e.b as u64) << 32) + u64::from(e.up),
             Ev::Inject(i) => 6 + ((*i as u64) << 8),
             Ev::Check => 7,
+            Ev::AppTimer { node, .. } => 8 + ((*node as u64) << 8),
+            Ev::Action { node, action } => 9 + ((*node as u64) << 8) + (action << 32),
+            Ev::Restart(node) => 10 + ((*node as u64) << 8),
         }
     }
 }
@@ -372,8 +385,42 @@ impl Ledger {
     }
 }
 
+/// An application layer above every node (the RPC engines, in Ferry's RPC scenarios): it sees
+/// every node event that is not a delivery to the ledger's application endpoint, has timers of its
+/// own, and gets scripted actions and restarts. Whatever it asks of a node (sends, streams) the
+/// simulator carries like any other traffic.
+pub trait App {
+    /// A node emitted an event.
+    fn event(&mut self, now: DtnTime, i: usize, node: &mut Node, event: &Event);
+    /// The app's timer for node `i` fired.
+    fn timeout(&mut self, now: DtnTime, i: usize, node: &mut Node);
+    /// When the app next wants [`App::timeout`] for node `i`.
+    fn next_timeout(&self, i: usize) -> Option<DtnTime>;
+    /// A scripted action ([`Sim::schedule_action`]) is due at node `i`.
+    fn action(&mut self, now: DtnTime, i: usize, node: &mut Node, action: u64);
+    /// Node `i` was restarted from its store ([`Sim::schedule_restart`]): whatever the app kept
+    /// in memory for it is gone, and it should start again from the store.
+    fn restarted(&mut self, now: DtnTime, i: usize, node: &mut Node);
+}
+
+/// No application layer: the workload's bundles are all there is.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoApp;
+
+impl App for NoApp {
+    fn event(&mut self, _: DtnTime, _: usize, _: &mut Node, _: &Event) {}
+    fn timeout(&mut self, _: DtnTime, _: usize, _: &mut Node) {}
+    fn next_timeout(&self, _: usize) -> Option<DtnTime> {
+        None
+    }
+    fn action(&mut self, _: DtnTime, _: usize, _: &mut Node, _: u64) {}
+    fn restarted(&mut self, _: DtnTime, _: usize, _: &mut Node) {}
+}
+
 /// A simulation in progress.
-pub struct Sim {
+pub struct Sim<A: App = NoApp> {
+    app: A,
+    app_timers: Vec<(u64, Option<DtnTime>)>,
     scenario: Scenario,
     now: DtnTime,
     seq: u64,
@@ -404,9 +451,16 @@ pub fn app_endpoint(i: usize) -> Eid {
     Eid::dtn(&format!("n{i}"), "app").unwrap_or(Eid::Null)
 }
 
-impl Sim {
+impl Sim<NoApp> {
     /// Builds the network of a scenario (no event processed yet).
     pub fn new(scenario: Scenario) -> Self {
+        Sim::with_app(scenario, NoApp)
+    }
+}
+
+impl<A: App> Sim<A> {
+    /// Builds the network of a scenario with an application layer above every node.
+    pub fn with_app(scenario: Scenario, app: A) -> Self {
         let mut rng = Rng::new(scenario.seed);
         let count = scenario.topology.nodes();
         let nodes = (0..count)
@@ -429,6 +483,8 @@ impl Sim {
             })
             .collect();
         let mut sim = Self {
+            app,
+            app_timers: vec![(0, None); count],
             now: SIM_EPOCH,
             seq: 0,
             queue: BTreeMap::new(),
@@ -509,6 +565,43 @@ impl Sim {
 
     /// Runs to the end of the scenario (or until everything was delivered, if asked).
     pub fn run(mut self) -> Result<Report, Violation> {
+        self.run_in_place()
+    }
+
+    /// The application layer.
+    pub fn app(&self) -> &A {
+        &self.app
+    }
+
+    /// The application layer and a node, mutably (to inspect or poke between runs).
+    pub fn app_and_node(&mut self, i: usize) -> (&mut A, &mut Node) {
+        (&mut self.app, &mut self.nodes[i].node)
+    }
+
+    /// Schedules a scripted action for the app at node `i`, `at_ms` after the start.
+    pub fn schedule_action(&mut self, at_ms: u64, i: usize, action: u64) {
+        self.schedule(SIM_EPOCH + at_ms, Ev::Action { node: i, action });
+    }
+
+    /// Restarts node `i` at `at_ms`: its sessions drop, the node and the app's state for it are
+    /// rebuilt from its store, and its links come back up.
+    pub fn schedule_restart(&mut self, at_ms: u64, i: usize) {
+        self.schedule(SIM_EPOCH + at_ms, Ev::Restart(i));
+    }
+
+    /// Takes the link between `a` and `b` up or down at `at_ms` (beside the topology's schedule).
+    pub fn schedule_link(&mut self, at_ms: u64, a: usize, b: usize, up: bool) {
+        let e = LinkEvent {
+            at: at_ms,
+            a,
+            b,
+            up,
+        };
+        self.schedule(SIM_EPOCH + at_ms, Ev::Link(e));
+    }
+
+    /// Runs to the end of the scenario, keeping the simulation (and its app) for inspection.
+    pub fn run_in_place(&mut self) -> Result<Report, Violation> {
         let end = SIM_EPOCH + self.scenario.duration_ms;
         while let Some((&(at, _), _)) = self.queue.first_key_value() {
             if at > end {
@@ -627,6 +720,20 @@ impl Sim {
                 }
             }
             Ev::Inject(i) => self.inject(i)?,
+            Ev::AppTimer { node, generation } => {
+                if self.app_timers[node].0 != generation {
+                    return Ok(()); // superseded
+                }
+                self.app_timers[node].1 = None;
+                self.app.timeout(now, node, &mut self.nodes[node].node);
+                self.drain_checked(node)?;
+            }
+            Ev::Action { node, action } => {
+                self.app
+                    .action(now, node, &mut self.nodes[node].node, action);
+                self.drain_checked(node)?;
+            }
+            Ev::Restart(node) => self.restart(node)?,
             Ev::Check => {
                 self.check_scans()?;
                 let next = now + self.scenario.check_every_ms.max(1);
@@ -939,8 +1046,58 @@ impl Sim {
     }
 
     fn drain_checked(&mut self, i: usize) -> Result<(), Violation> {
-        self.drain(i);
-        self.check_events(i)
+        // The app may send in answer to an event, which may produce more events: until quiet.
+        loop {
+            self.drain(i);
+            if !self.check_events(i)? {
+                break;
+            }
+        }
+        let next = self.app.next_timeout(i);
+        let (generation, at) = &mut self.app_timers[i];
+        if next != *at {
+            *generation += 1;
+            *at = next;
+            if let Some(when) = next {
+                let ev = Ev::AppTimer {
+                    node: i,
+                    generation: *generation,
+                };
+                self.schedule(when.max(self.now), ev);
+            }
+        }
+        Ok(())
+    }
+
+    fn restart(&mut self, i: usize) -> Result<(), Violation> {
+        let up: Vec<(usize, usize)> = self
+            .links
+            .iter()
+            .filter(|((a, b), l)| l.up && (*a == i || *b == i))
+            .map(|(k, _)| *k)
+            .collect();
+        for (a, b) in &up {
+            self.link_down(*a, *b)?;
+        }
+        let config = self.nodes[i].node.config().clone();
+        let fresh = Node::new(config, Box::new(MemoryStore::new(0)), self.now);
+        let old = std::mem::replace(&mut self.nodes[i].node, fresh);
+        let store = old.into_store();
+        self.nodes[i].node = Node::new(self.nodes[i].node.config().clone(), store, self.now);
+        self.nodes[i].timer_generation += 1;
+        self.nodes[i].timer_at = None;
+        self.app.restarted(self.now, i, &mut self.nodes[i].node);
+        self.drain_checked(i)?;
+        for (a, b) in up {
+            let e = LinkEvent {
+                at: self.now - SIM_EPOCH,
+                a,
+                b,
+                up: true,
+            };
+            self.link_up(e)?;
+        }
+        Ok(())
     }
 
     /// Moves a node's transmits onto links and re-arms its timer.
@@ -998,21 +1155,25 @@ impl Sim {
         }
     }
 
-    fn check_events(&mut self, i: usize) -> Result<(), Violation> {
+    /// Checks a node's deliveries against the ledger and hands its other events to the app;
+    /// returns whether the app saw any (it may have sent something).
+    fn check_events(&mut self, i: usize) -> Result<bool, Violation> {
+        let mut app = false;
         while let Some(event) = self.nodes[i].node.poll_event() {
-            let Event::Delivered(d) = event else {
-                continue;
-            };
-            if d.destination != app_endpoint(i) {
+            if let Event::Delivered(d) = &event
+                && d.destination == app_endpoint(i)
+            {
+                let now = self.now;
+                match self.ledger.delivered(i, &d.id, &d.payload, now) {
+                    Ok(()) => self.delivered_count += 1,
+                    Err(what) => return Err(self.violation(i, what)),
+                }
                 continue;
             }
-            let now = self.now;
-            match self.ledger.delivered(i, &d.id, &d.payload, now) {
-                Ok(()) => self.delivered_count += 1,
-                Err(what) => return Err(self.violation(i, what)),
-            }
+            self.app.event(self.now, i, &mut self.nodes[i].node, &event);
+            app = true;
         }
-        Ok(())
+        Ok(app)
     }
 
     /// The invariants that need a scan of every node.
@@ -1086,7 +1247,7 @@ impl fmt::Display for Report {
     }
 }
 
-impl fmt::Debug for Sim {
+impl<A: App> fmt::Debug for Sim<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sim")
             .field("seed", &self.scenario.seed)

@@ -1,0 +1,115 @@
+//! What an engine is configured with: the paper's timers and the procedures this node offers.
+
+use std::collections::BTreeSet;
+
+use seal::PublicKey;
+
+use crate::ParamType;
+use crate::require::Requirement;
+
+/// The timers of one call (the DTN-RPC paper's defaults), all bounded by the call's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// How long a real-time call (datagram or stream) waits for an acknowledgement or a result
+    /// before it falls back to dtn: 30 s.
+    pub ack_ms: u64,
+    /// How long a call waits for its result after an acknowledgement before it also goes by dtn:
+    /// 90 s.
+    pub result_ms: u64,
+    /// How long a call waits on dtn before it gives up: 90 s more.
+    pub dtn_ms: u64,
+    /// How often a datagram call is resent until acknowledged: 1 s.
+    pub resend_ms: u64,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Self {
+            ack_ms: 30_000,
+            result_ms: 90_000,
+            dtn_ms: 90_000,
+            resend_ms: 1_000,
+        }
+    }
+}
+
+impl Timers {
+    /// The deadline a call gets when its caller names none: every phase at its full length.
+    pub fn default_span_ms(&self) -> u64 {
+        self.ack_ms
+            .saturating_add(self.result_ms)
+            .saturating_add(self.dtn_ms)
+    }
+}
+
+/// A procedure this node offers, as far as the engine needs to know it: name, types, who may
+/// call it, when, and how many at once. How it runs (executable, argv, caps) is the shell's.
+#[derive(Debug, Clone)]
+pub struct ProcedureSpec {
+    /// The name calls use (matched exactly).
+    pub name: String,
+    /// The declared parameter types, in order.
+    pub params: Vec<ParamType>,
+    /// Callers allowed to call it; `None` allows everyone.
+    pub allow: Option<BTreeSet<PublicKey>>,
+    /// The procedure's own predicate, checked after the server-wide one.
+    pub require: Requirement,
+    /// At most this many executions at once; more calls are refused (predicate failed).
+    pub max_concurrent: u32,
+}
+
+impl ProcedureSpec {
+    /// A procedure open to everyone, without predicates, one execution at a time.
+    pub fn new(name: &str, params: Vec<ParamType>) -> Self {
+        Self {
+            name: name.to_string(),
+            params,
+            allow: None,
+            require: Requirement::always(),
+            max_concurrent: 1,
+        }
+    }
+}
+
+/// An engine's configuration.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// Timers for calls whose caller sets none.
+    pub timers: Timers,
+    /// A server that has a result this soon after the call arrived answers with the result alone;
+    /// otherwise it acknowledges the call first (real-time transports only).
+    pub ack_delay_ms: u64,
+    /// How often results that could not be handed to the node are retried, and acknowledged
+    /// datagram calls re-asked.
+    pub retry_ms: u64,
+    /// How long a server remembers a call after its deadline (duplicates still get the stored
+    /// answer meanwhile), and a client a finished call nobody removed.
+    pub retention_ms: u64,
+    /// The server-wide predicate, checked before a procedure's own.
+    pub accept: Requirement,
+    /// The procedures this node offers.
+    pub procedures: Vec<ProcedureSpec>,
+    /// Keys known in advance for other nodes (node id → key), preferred over learnt ones.
+    pub pinned_keys: Vec<(wire::Eid, PublicKey)>,
+    /// Data-channel files kept at once (bytes); more are refused.
+    pub max_file_bytes: u64,
+    /// Largest `bytes` parameter or result value sent inside the control message; larger ones
+    /// go on the data channel as a file.
+    pub inline_limit: usize,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self {
+            timers: Timers::default(),
+            ack_delay_ms: 300,
+            retry_ms: 5_000,
+            retention_ms: 3_600_000,
+            accept: Requirement::always(),
+            procedures: Vec::new(),
+            pinned_keys: Vec::new(),
+            max_file_bytes: 1 << 30,
+            inline_limit: 4 * 1024,
+        }
+    }
+}

@@ -1,0 +1,1057 @@
+//! The engine: one [`Rpc`] per node, beside its [`Node`]. Client and server halves share it
+//! because a node is usually both (and a procedure may itself call out).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use node::stream::{StreamEvent, StreamId};
+use node::{Class, Event, Node, Outgoing, SendError};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use seal::{Identity, PublicKey};
+use store::{RpcTable, StoreError};
+use wire::rpc::{
+    Ack, Call, CallId, CallResult, Cancel, EncodeError, FileRef, Message, Mode, Notice, Reject,
+    RejectCode, Transport, Value,
+};
+use wire::{DtnTime, Eid};
+
+use crate::ParamType;
+use crate::config::{RpcConfig, Timers};
+use crate::record::{Reader, RecordError, Writer};
+use crate::require::{Facts, ParseError, Requirement, Verdict};
+
+/// The endpoint demux of RPC control messages (`dtn://<node>/~rpc`).
+pub const RPC_DEMUX: &str = "~rpc";
+/// The endpoint demux of the data channel (`dtn://<node>/~rpc-data`).
+pub const DATA_DEMUX: &str = "~rpc-data";
+
+/// A stream frame longer than this is a protocol error (a control message and its envelope).
+const MAX_FRAME: usize = wire::rpc::MAX_CONTROL_LEN + 1024;
+/// Real-time bundles live at most this long: a datagram nobody took by then is stale.
+const MAX_DATAGRAM_LIFETIME_MS: u64 = 30_000;
+/// Any-mode notices from other servers are remembered this long at most.
+const NOTICE_MEMORY_MS: u64 = 24 * 3_600_000;
+/// Priority of RPC bundles in the store (expedited).
+const PRIORITY: u8 = 2;
+
+/// Who a call is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One named node (explicit mode).
+    Node(Eid),
+    /// Any node that offers the procedure: the first result wins.
+    Any,
+    /// Every node that offers it: all results until the deadline.
+    All,
+}
+
+impl Target {
+    fn mode(&self) -> Mode {
+        match self {
+            Target::Node(_) => Mode::Explicit,
+            Target::Any => Mode::Any,
+            Target::All => Mode::All,
+        }
+    }
+}
+
+/// A parameter as the caller gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// A value sent inside the call (a `bytes` value over the inline limit goes as a file).
+    Value(Value),
+    /// A file, sent on the data channel.
+    File {
+        /// Its name for the server's convenience.
+        name: String,
+        /// Its content.
+        content: Bytes,
+    },
+}
+
+/// What a client asks for.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    /// Explicit, any or all.
+    pub target: Target,
+    /// The procedure's name.
+    pub procedure: String,
+    /// The parameters, in order.
+    pub params: Vec<Param>,
+    /// Requirements the server must meet (empty: none).
+    pub requirements: String,
+    /// How the call travels.
+    pub transport: Transport,
+    /// When the call stops mattering; `None`: now plus the timers' full span.
+    pub deadline: Option<DtnTime>,
+    /// The call's timers; `None`: the engine's.
+    pub timers: Option<Timers>,
+}
+
+impl CallRequest {
+    /// A call with default transport (auto), no requirements and the default deadline.
+    pub fn new(target: Target, procedure: &str, params: Vec<Param>) -> Self {
+        Self {
+            target,
+            procedure: procedure.to_string(),
+            params,
+            requirements: String::new(),
+            transport: Transport::Auto,
+            deadline: None,
+            timers: None,
+        }
+    }
+}
+
+/// Why a call could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The requirements do not parse.
+    #[error("requirements: {0}")]
+    Requirements(ParseError),
+    /// The stream transport needs one named server.
+    #[error("the stream transport needs an explicit server")]
+    StreamNeedsServer,
+    /// A real-time transport was forced but the server is not reachable now.
+    #[error("{0} is not reachable now (try --transport auto or dtn)")]
+    NotReachable(Eid),
+    /// The deadline is not in the future.
+    #[error("the deadline has already passed")]
+    DeadlinePassed,
+    /// The call does not fit one control message.
+    #[error(transparent)]
+    TooLarge(#[from] EncodeError),
+    /// A node id that cannot carry RPC endpoints.
+    #[error("{0} is not a dtn node id")]
+    BadTarget(Eid),
+    /// The node refused to send (its store is full, …).
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No such call.
+    #[error("no such call")]
+    UnknownCall,
+}
+
+/// Identifies one execution the engine asked the shell to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobId(pub u64);
+
+/// An execution for the shell to run: the call passed every check and its files are here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Report the outcome with this id.
+    pub id: JobId,
+    /// The call.
+    pub call: CallId,
+    /// The caller's node.
+    pub caller: Eid,
+    /// The caller's key.
+    pub caller_key: PublicKey,
+    /// The procedure.
+    pub procedure: String,
+    /// The parameters, in order, checked against the declaration.
+    pub params: Vec<Value>,
+    /// The content of every file parameter, verified against its hash.
+    pub files: Vec<(FileRef, Bytes)>,
+    /// The call's deadline.
+    pub deadline: DtnTime,
+}
+
+/// How an execution ended, as the shell reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The procedure succeeded.
+    Success {
+        /// Its output (stdout).
+        value: Bytes,
+        /// Files it produced (name, content).
+        files: Vec<(String, Bytes)>,
+        /// How long it ran.
+        run_ms: u64,
+    },
+    /// It failed (or could not run).
+    Failure {
+        /// Why.
+        code: RejectCode,
+        /// Detail for the caller.
+        detail: String,
+        /// Its exit status, if it exited.
+        exit_status: Option<i64>,
+        /// The end of its stderr.
+        stderr_tail: Bytes,
+    },
+}
+
+/// How a message reached this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Via {
+    /// A real-time datagram.
+    Datagram,
+    /// A stream.
+    Stream(StreamId),
+    /// A store-carry-forward bundle.
+    Dtn,
+    /// This node called itself.
+    Local,
+}
+
+impl Via {
+    fn name(self) -> &'static str {
+        match self {
+            Via::Datagram => "datagram",
+            Via::Stream(_) => "stream",
+            Via::Dtn => "dtn",
+            Via::Local => "local",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Via::Datagram => 0,
+            Via::Stream(_) => 1,
+            Via::Dtn => 2,
+            Via::Local => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Via {
+        match code {
+            0 => Via::Datagram,
+            3 => Via::Local,
+            // A stream does not survive a restart: what came by stream is answered by dtn.
+            _ => Via::Dtn,
+        }
+    }
+}
+
+/// What the engine tells its shell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RpcEvent {
+    /// Run this procedure and report with [`Rpc::finished`].
+    Execute(Job),
+    /// Stop this execution if it still runs; its outcome no longer matters.
+    Abort {
+        /// The execution.
+        job: JobId,
+        /// Why (for logs).
+        reason: &'static str,
+    },
+    /// Something happened to a call this node made (an ack, a reply, a phase change).
+    CallChanged(CallId),
+    /// A call this node made is over (see [`Rpc::call_view`]).
+    CallFinished(CallId),
+}
+
+/// Where a call this node made stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CallState {
+    /// Waiting for replies.
+    Waiting,
+    /// It has its result (explicit, any) or results (all, at the deadline).
+    Succeeded,
+    /// It was refused or failed (the replies say why).
+    Failed,
+    /// The deadline passed without a result.
+    Expired,
+    /// The caller cancelled it.
+    Cancelled,
+}
+
+impl CallState {
+    /// A stable name (`waiting`, `succeeded`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            CallState::Waiting => "waiting",
+            CallState::Succeeded => "succeeded",
+            CallState::Failed => "failed",
+            CallState::Expired => "expired",
+            CallState::Cancelled => "cancelled",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            CallState::Waiting => 0,
+            CallState::Succeeded => 1,
+            CallState::Failed => 2,
+            CallState::Expired => 3,
+            CallState::Cancelled => 4,
+        }
+    }
+
+    fn from_code(code: u8) -> Result<Self, RecordError> {
+        Ok(match code {
+            0 => CallState::Waiting,
+            1 => CallState::Succeeded,
+            2 => CallState::Failed,
+            3 => CallState::Expired,
+            4 => CallState::Cancelled,
+            _ => return Err(RecordError("call state")),
+        })
+    }
+}
+
+/// A reply a call received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// When it arrived.
+    pub at: DtnTime,
+    /// How.
+    pub via: &'static str,
+    /// The server's key (it signed the reply).
+    pub server_key: PublicKey,
+    /// A result or a rejection.
+    pub message: Message,
+    /// Files of a result still on their way.
+    pub missing_files: usize,
+}
+
+/// A call this node made, as the shell and its users see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallView {
+    /// The call as sent.
+    pub call: Call,
+    /// When it was made.
+    pub created: DtnTime,
+    /// Where it stands.
+    pub state: CallState,
+    /// Servers that acknowledged it.
+    pub acks: Vec<Eid>,
+    /// Replies, in order of arrival.
+    pub replies: Vec<Reply>,
+    /// What happened, in order: (time, text).
+    pub timeline: Vec<(DtnTime, String)>,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RpcStats {
+    /// Calls this node made.
+    pub calls_made: u64,
+    /// Calls this node accepted to run.
+    pub calls_accepted: u64,
+    /// Calls this node refused.
+    pub calls_rejected: u64,
+    /// Executions that finished.
+    pub executions: u64,
+    /// Copies of a call already known (answered from the cache, never run again).
+    pub duplicates: u64,
+    /// Messages refused: bad signature, tampered, not decryptable, unreadable.
+    pub forged: u64,
+    /// Replies whose signer is not the key known for the server they claim to be.
+    pub key_mismatches: u64,
+    /// Replies for no call of ours, or arriving after the call ended.
+    pub unmatched: u64,
+    /// Any-mode calls skipped or stopped because another server took them.
+    pub skipped: u64,
+    /// Data-channel files refused (over the budget) or not matching their hash.
+    pub files_refused: u64,
+    /// Durable records that did not parse at start (skipped).
+    pub damaged_records: u64,
+}
+
+// ----- internal state -----
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Sent by datagram or stream, waiting for an ack until `until`.
+    RealTime { until: DtnTime },
+    /// Acknowledged, waiting for the result until `until`.
+    Acked { until: DtnTime },
+    /// On dtn (sent, or just listening): waits until the deadline.
+    Dtn,
+    /// Over.
+    Finished,
+}
+
+impl Phase {
+    fn code(self) -> (u8, u64) {
+        match self {
+            Phase::RealTime { until } => (0, until),
+            Phase::Acked { until } => (1, until),
+            Phase::Dtn => (2, 0),
+            Phase::Finished => (3, 0),
+        }
+    }
+
+    fn from_code(code: u8, until: u64) -> Result<Self, RecordError> {
+        Ok(match code {
+            0 => Phase::RealTime { until },
+            1 => Phase::Acked { until },
+            2 => Phase::Dtn,
+            3 => Phase::Finished,
+            _ => return Err(RecordError("phase")),
+        })
+    }
+}
+
+/// A call this node made.
+#[derive(Debug, Clone)]
+struct ClientCall {
+    call: Call,
+    /// The sealed call, resent as is.
+    sealed: Bytes,
+    timers: Timers,
+    created: DtnTime,
+    phase: Phase,
+    /// Whether the call was handed to dtn already.
+    sent_dtn: bool,
+    /// The real-time transport in use, if any.
+    realtime: Option<Transport>,
+    state: CallState,
+    finished_at: Option<DtnTime>,
+    acks: Vec<Eid>,
+    replies: Vec<Reply>,
+    timeline: Vec<(DtnTime, String)>,
+    // Not persisted: a stream does not survive a restart.
+    stream: Option<StreamId>,
+    next_resend: Option<DtnTime>,
+}
+
+/// A call this node serves, keyed by (caller key, call id).
+type ServeKey = (PublicKey, CallId);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServeState {
+    /// Accepted; waits for its files.
+    WaitingFiles,
+    /// Running as this job.
+    Running(JobId),
+    /// Answered: the reply is stored.
+    Answered,
+    /// Another server took it (any mode), or the caller cancelled it: no reply.
+    Skipped,
+}
+
+#[derive(Debug, Clone)]
+struct Serving {
+    call: Call,
+    caller_key: PublicKey,
+    state: ServeState,
+    /// The last path the call came by: replies go back along it while it lives.
+    via: Via,
+    /// When to acknowledge, if the result is not ready by then.
+    ack_at: Option<DtnTime>,
+    /// The sealed reply (result or reject), once answered.
+    reply: Option<Bytes>,
+    /// The reply still has to be handed to the network (the outbox).
+    unsent: bool,
+    /// The reply went on this stream; if the stream is lost before it is acknowledged, it goes
+    /// by dtn.
+    reply_stream: Option<StreamId>,
+}
+
+#[derive(Debug)]
+enum StreamRole {
+    Client(CallId),
+    Server,
+}
+
+#[derive(Debug)]
+struct StreamState {
+    role: StreamRole,
+    buf: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Call(CallId),
+    Serve(PublicKey, CallId),
+    Sweep,
+}
+
+/// The DTN-RPC engine of one node. See the crate documentation for how to drive it.
+pub struct Rpc {
+    config: RpcConfig,
+    identity: Identity,
+    me: Eid,
+    rpc_endpoint: Eid,
+    data_endpoint: Eid,
+    rng: ChaCha20Rng,
+    calls: BTreeMap<CallId, ClientCall>,
+    serving: BTreeMap<ServeKey, Serving>,
+    by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
+    jobs: BTreeMap<JobId, ServeKey>,
+    next_job: u64,
+    keys: BTreeMap<Eid, PublicKey>,
+    pinned: BTreeMap<Eid, PublicKey>,
+    /// Any-mode notices from other servers: call id → (done?, forget at).
+    notices: BTreeMap<CallId, (bool, DtnTime)>,
+    streams: BTreeMap<StreamId, StreamState>,
+    /// Data-channel files held: hash → (size, expiry).
+    files: BTreeMap<[u8; 32], (u64, DtnTime)>,
+    file_bytes: u64,
+    facts: Facts,
+    timers: BTreeSet<(DtnTime, Timer)>,
+    events: VecDeque<RpcEvent>,
+    /// Messages this node sent to itself, processed after the current input.
+    local: VecDeque<Bytes>,
+    stats: RpcStats,
+    errors: Vec<String>,
+}
+
+fn endpoint(node: &Eid, demux: &str) -> Option<Eid> {
+    match node {
+        Eid::Dtn(d) => Eid::dtn(d.node_name(), demux).ok(),
+        _ => None,
+    }
+}
+
+fn broadcast(demux: &str) -> Eid {
+    // `~all` and the demuxes are plain ASCII: this cannot fail.
+    Eid::dtn(node::BROADCAST_NODE_NAME, demux).unwrap_or(Eid::Null)
+}
+
+fn frame(sealed: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(4 + sealed.len());
+    out.extend_from_slice(&(sealed.len() as u32).to_be_bytes());
+    out.extend_from_slice(sealed);
+    Bytes::from(out)
+}
+
+fn serve_key_bytes(key: &ServeKey) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    out.extend_from_slice(&key.0.0);
+    out.extend_from_slice(&key.1.0);
+    out
+}
+
+fn hash_of(content: &[u8]) -> [u8; 32] {
+    *blake3::hash(content).as_bytes()
+}
+
+/// Whether `value` may stand for a parameter declared as `ty`.
+fn type_matches(ty: ParamType, value: &Value) -> bool {
+    matches!(
+        (ty, value),
+        (ParamType::Bool, Value::Bool(_))
+            | (ParamType::Int, Value::Int(_))
+            | (ParamType::Float, Value::Float(_) | Value::Int(_))
+            | (ParamType::Text, Value::Text(_))
+            | (ParamType::Bytes, Value::Bytes(_) | Value::File(_))
+            | (ParamType::File, Value::File(_))
+    )
+}
+
+fn value_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Bool(_) => "bool",
+        Value::Int(_) => "int",
+        Value::Float(_) => "float",
+        Value::Text(_) => "text",
+        Value::Bytes(_) => "bytes",
+        Value::File(_) => "file",
+    }
+}
+
+impl Rpc {
+    /// An engine for the node `node` with this identity. `seed` feeds the engine's only random
+    /// source (call ids, ephemeral keys): the daemon passes fresh OS randomness at every start,
+    /// the simulator a seed. Durable state in the node's store (calls still waiting, the dedup
+    /// cache, the outbox, learnt keys, files) is loaded: a restarted engine carries on.
+    pub fn new(
+        config: RpcConfig,
+        identity: Identity,
+        seed: [u8; 32],
+        node: &mut Node,
+        now: DtnTime,
+    ) -> Self {
+        let me = node.id().clone();
+        let pinned: BTreeMap<Eid, PublicKey> = config.pinned_keys.iter().cloned().collect();
+        let mut rpc = Self {
+            rpc_endpoint: endpoint(&me, RPC_DEMUX).unwrap_or(Eid::Null),
+            data_endpoint: endpoint(&me, DATA_DEMUX).unwrap_or(Eid::Null),
+            me,
+            config,
+            identity,
+            rng: ChaCha20Rng::from_seed(seed),
+            calls: BTreeMap::new(),
+            serving: BTreeMap::new(),
+            by_call: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            next_job: 1,
+            keys: BTreeMap::new(),
+            pinned,
+            notices: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            files: BTreeMap::new(),
+            file_bytes: 0,
+            facts: Facts::new(),
+            timers: BTreeSet::new(),
+            events: VecDeque::new(),
+            local: VecDeque::new(),
+            stats: RpcStats::default(),
+            errors: Vec::new(),
+        };
+        rpc.load(node, now);
+        rpc.timers.insert((now, Timer::Sweep));
+        rpc
+    }
+
+    // ----- accessors -----
+
+    /// This node's public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RpcStats {
+        self.stats
+    }
+
+    /// Store errors met while keeping state (drained): the shell logs them.
+    pub fn take_errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
+    }
+
+    /// The key known for a node (pinned in the configuration, else learnt from a signed message).
+    pub fn key_of(&self, node: &Eid) -> Option<PublicKey> {
+        self.pinned
+            .get(node)
+            .or_else(|| self.keys.get(node))
+            .copied()
+    }
+
+    /// A call this node made (still waiting, or finished and not yet removed).
+    pub fn call_view(&self, id: &CallId) -> Option<CallView> {
+        self.calls.get(id).map(|c| CallView {
+            call: c.call.clone(),
+            created: c.created,
+            state: c.state,
+            acks: c.acks.clone(),
+            replies: c.replies.clone(),
+            timeline: c.timeline.clone(),
+        })
+    }
+
+    /// The ids of the calls this node made, oldest first.
+    pub fn call_ids(&self) -> Vec<CallId> {
+        let mut ids: Vec<(DtnTime, CallId)> =
+            self.calls.iter().map(|(id, c)| (c.created, *id)).collect();
+        ids.sort();
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// A data-channel file this node holds (a result's or a parameter's), verified.
+    pub fn file(&self, node: &Node, hash: &[u8; 32]) -> Option<Bytes> {
+        let raw = node.store().rpc_get(RpcTable::Files, hash).ok()??;
+        (raw.len() >= 8).then(|| raw.slice(8..))
+    }
+
+    /// Executions running now.
+    pub fn running(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// What the server-wide and per-call predicates are checked against. The shell refreshes it;
+    /// `running` is the engine's own.
+    pub fn set_facts(&mut self, facts: Facts) {
+        self.facts = facts;
+    }
+
+    // ----- driving -----
+
+    /// The next event for the shell.
+    pub fn poll_event(&mut self) -> Option<RpcEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Rpc::handle_timeout`] should be called next.
+    pub fn poll_timeout(&self) -> Option<DtnTime> {
+        self.timers.first().map(|(at, _)| *at)
+    }
+
+    /// Offers a node event to the engine; returns whether it was the engine's (deliveries to the
+    /// RPC endpoints, the RPC streams). Everything else is for the shell.
+    pub fn handle_node_event(&mut self, now: DtnTime, node: &mut Node, event: &Event) -> bool {
+        let mine = match event {
+            Event::Delivered(d) => {
+                let demux = match &d.destination {
+                    Eid::Dtn(dtn) => dtn.demux(),
+                    _ => "",
+                };
+                if demux == RPC_DEMUX {
+                    let via = if d.class.is_real_time() {
+                        Via::Datagram
+                    } else {
+                        Via::Dtn
+                    };
+                    self.handle_sealed(now, node, d.payload.clone(), via);
+                    true
+                } else if demux == DATA_DEMUX {
+                    self.handle_file(now, node, d.payload.clone(), d.expiry);
+                    true
+                } else {
+                    false
+                }
+            }
+            Event::Stream(s) => self.handle_stream(now, node, s),
+            _ => false,
+        };
+        self.drain_local(now, node);
+        mine
+    }
+
+    /// Fires the timers that are due.
+    pub fn handle_timeout(&mut self, now: DtnTime, node: &mut Node) {
+        while let Some(&(at, timer)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            match timer {
+                Timer::Call(id) => self.client_timer(now, node, id),
+                Timer::Serve(key, id) => self.serve_timer(now, node, (key, id)),
+                Timer::Sweep => self.sweep(now, node),
+            }
+        }
+        self.drain_local(now, node);
+    }
+
+    fn drain_local(&mut self, now: DtnTime, node: &mut Node) {
+        // Bounded: each local message is a reply or notice, which produces no further local
+        // message except a call's single reply.
+        let mut budget = 1_000;
+        while let Some(sealed) = self.local.pop_front() {
+            self.handle_sealed(now, node, sealed, Via::Local);
+            budget -= 1;
+            if budget == 0 {
+                break;
+            }
+        }
+    }
+
+    // ----- sealing and sending -----
+
+    fn entropy(&mut self) -> [u8; 32] {
+        let mut e = [0u8; 32];
+        self.rng.fill_bytes(&mut e);
+        e
+    }
+
+    fn seal(&mut self, message: &Message, to: Option<PublicKey>) -> Result<Bytes, EncodeError> {
+        let body = message.encode()?;
+        let entropy = self.entropy();
+        let sealed = match self.identity.seal(&body, to.as_ref(), entropy) {
+            Ok(sealed) => sealed,
+            // Only an invalid recipient key fails, and keys here were checked (pinned ones by the
+            // configuration, learnt ones by a signature): signed alone rather than not at all.
+            Err(_) => self.identity.seal(&body, None, entropy).unwrap_or_default(),
+        };
+        Ok(Bytes::from(sealed))
+    }
+
+    /// Sends a sealed message to `to` (a node id, or `None` for every node) by `class`.
+    fn send_bundle(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        to: Option<&Eid>,
+        demux: &str,
+        payload: Bytes,
+        class: Class,
+        deadline: DtnTime,
+    ) -> Result<(), SendError> {
+        let destination = match to {
+            Some(n) => endpoint(n, demux).ok_or_else(|| SendError::NoRoute(n.clone()))?,
+            None => broadcast(demux),
+        };
+        let mut lifetime_ms = deadline.saturating_sub(now).max(1);
+        if class.is_real_time() {
+            lifetime_ms = lifetime_ms.min(MAX_DATAGRAM_LIFETIME_MS);
+        }
+        let source = if demux == DATA_DEMUX {
+            self.data_endpoint.clone()
+        } else {
+            self.rpc_endpoint.clone()
+        };
+        let out = Outgoing {
+            class,
+            lifetime_ms,
+            priority: PRIORITY,
+            ..Outgoing::new(source, destination, payload)
+        };
+        node.send(now, out).map(|_| ())
+    }
+
+    fn persist(&mut self, node: &mut Node, table: RpcTable, key: &[u8], value: Option<&[u8]>) {
+        let result = match value {
+            Some(v) => node.store_mut().rpc_put(table, key, v),
+            None => node.store_mut().rpc_remove(table, key).map(|_| ()),
+        };
+        if let Err(e) = result {
+            self.errors.push(format!("rpc {} table: {e}", table.name()));
+        }
+    }
+
+    fn learn_key(&mut self, node_id: &Eid, key: PublicKey, node: &mut Node) -> bool {
+        if let Some(known) = self.key_of(node_id) {
+            return known == key;
+        }
+        if *node_id == self.me {
+            return key == self.identity.public();
+        }
+        self.keys.insert(node_id.clone(), key);
+        let id = node_id.to_string();
+        self.persist(node, RpcTable::Keys, id.as_bytes(), Some(&key.0));
+        true
+    }
+
+    // ----- receiving -----
+
+    fn handle_sealed(&mut self, now: DtnTime, node: &mut Node, sealed: Bytes, via: Via) {
+        let opened = match self.identity.open(&sealed) {
+            Ok(o) => o,
+            Err(_) => {
+                self.stats.forged += 1;
+                return;
+            }
+        };
+        let message = match Message::decode(&Bytes::from(opened.body)) {
+            Ok(m) => m,
+            Err(_) => {
+                self.stats.forged += 1;
+                return;
+            }
+        };
+        let sender = opened.sender;
+        match message {
+            Message::Call(call) => self.serve_call(now, node, call, sender, via),
+            Message::Cancel(cancel) => self.serve_cancel(now, node, cancel, sender),
+            Message::Started(n) => self.serve_notice(now, node, n, sender, false),
+            Message::Done(n) => self.serve_notice(now, node, n, sender, true),
+            Message::Ack(_) | Message::Result(_) | Message::Reject(_) => {
+                // Replies are always encrypted to the caller: one that is not was not made by a
+                // Ferry server for us.
+                if !opened.encrypted && via != Via::Local {
+                    self.stats.forged += 1;
+                    return;
+                }
+                self.client_reply(now, node, message, sender, via);
+            }
+        }
+    }
+
+    fn handle_stream(&mut self, now: DtnTime, node: &mut Node, event: &StreamEvent) -> bool {
+        match event {
+            StreamEvent::Opened { id, local, .. } => {
+                let ours = matches!(local, Eid::Dtn(d) if d.demux() == RPC_DEMUX);
+                if ours {
+                    self.streams.insert(
+                        *id,
+                        StreamState {
+                            role: StreamRole::Server,
+                            buf: Vec::new(),
+                        },
+                    );
+                }
+                ours
+            }
+            StreamEvent::Data { id, data } => {
+                let Some(state) = self.streams.get_mut(id) else {
+                    return false;
+                };
+                state.buf.extend_from_slice(data);
+                let mut frames = Vec::new();
+                let mut bad = false;
+                loop {
+                    if state.buf.len() < 4 {
+                        break;
+                    }
+                    let len = u32::from_be_bytes([
+                        state.buf[0],
+                        state.buf[1],
+                        state.buf[2],
+                        state.buf[3],
+                    ]) as usize;
+                    if len > MAX_FRAME {
+                        bad = true;
+                        break;
+                    }
+                    if state.buf.len() < 4 + len {
+                        break;
+                    }
+                    frames.push(Bytes::copy_from_slice(&state.buf[4..4 + len]));
+                    state.buf.drain(..4 + len);
+                }
+                if bad {
+                    self.stats.forged += 1;
+                    self.streams.remove(id);
+                    let _ = node.stream_close(now, *id);
+                    return true;
+                }
+                for f in frames {
+                    self.handle_sealed(now, node, f, Via::Stream(*id));
+                }
+                true
+            }
+            StreamEvent::Finished { id } => {
+                if !self.streams.contains_key(id) {
+                    return false;
+                }
+                // The peer is done sending; we close our side once we have nothing more to say.
+                if matches!(
+                    self.streams.get(id).map(|s| &s.role),
+                    Some(StreamRole::Client(_))
+                ) {
+                    let _ = node.stream_close(now, *id);
+                }
+                true
+            }
+            StreamEvent::Closed { id } => {
+                let Some(state) = self.streams.remove(id) else {
+                    return false;
+                };
+                if let StreamRole::Server = state.role {
+                    self.stream_delivered(node, *id);
+                }
+                true
+            }
+            StreamEvent::PathLost { id, unacknowledged } => {
+                let Some(state) = self.streams.remove(id) else {
+                    return false;
+                };
+                match state.role {
+                    StreamRole::Client(call) => self.client_path_lost(now, node, call),
+                    StreamRole::Server => {
+                        if *unacknowledged == 0 {
+                            self.stream_delivered(node, *id);
+                        } else {
+                            self.server_path_lost(now, node, *id);
+                        }
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    fn handle_file(&mut self, now: DtnTime, node: &mut Node, content: Bytes, expiry: DtnTime) {
+        let hash = hash_of(&content);
+        let size = content.len() as u64;
+        if let Some(entry) = self.files.get_mut(&hash) {
+            entry.1 = entry.1.max(expiry);
+        } else {
+            if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
+                self.stats.files_refused += 1;
+                return;
+            }
+            self.files.insert(hash, (size, expiry));
+            self.file_bytes += size;
+        }
+        let mut value = Vec::with_capacity(8 + content.len());
+        value.extend_from_slice(&expiry.to_le_bytes());
+        value.extend_from_slice(&content);
+        self.persist(node, RpcTable::Files, &hash, Some(&value));
+        // Calls waiting for this file may start; results waiting for it may be complete.
+        let waiting: Vec<ServeKey> = self
+            .serving
+            .iter()
+            .filter(|(_, s)| s.state == ServeState::WaitingFiles)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in waiting {
+            self.try_start(now, node, key);
+        }
+        let ids: Vec<CallId> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| c.replies.iter().any(|r| r.missing_files > 0))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.client_files_arrived(now, node, id);
+        }
+    }
+
+    fn have_file(&self, hash: &[u8; 32]) -> bool {
+        self.files.contains_key(hash)
+    }
+
+    fn keep_file(&mut self, node: &mut Node, content: &Bytes, expiry: DtnTime) -> [u8; 32] {
+        let hash = hash_of(content);
+        if !self.files.contains_key(&hash) {
+            self.files.insert(hash, (content.len() as u64, expiry));
+            self.file_bytes += content.len() as u64;
+        }
+        let mut value = Vec::with_capacity(8 + content.len());
+        value.extend_from_slice(&expiry.to_le_bytes());
+        value.extend_from_slice(content);
+        self.persist(node, RpcTable::Files, &hash, Some(&value));
+        hash
+    }
+
+    // ----- timers -----
+
+    fn arm(&mut self, at: DtnTime, timer: Timer) {
+        self.timers.insert((at, timer));
+    }
+
+    fn sweep(&mut self, now: DtnTime, node: &mut Node) {
+        let retention = self.config.retention_ms;
+        let old_calls: Vec<CallId> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                c.finished_at
+                    .is_some_and(|t| t.saturating_add(retention) <= now)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in old_calls {
+            self.calls.remove(&id);
+            self.persist(node, RpcTable::Pending, &id.0, None);
+        }
+        let old_serving: Vec<ServeKey> = self
+            .serving
+            .iter()
+            .filter(|(_, s)| {
+                s.call.deadline.saturating_add(retention) <= now
+                    && !matches!(s.state, ServeState::Running(_))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in old_serving {
+            self.forget_serving(node, &key);
+        }
+        let old_files: Vec<[u8; 32]> = self
+            .files
+            .iter()
+            .filter(|(_, (_, expiry))| *expiry <= now)
+            .map(|(h, _)| *h)
+            .collect();
+        for hash in old_files {
+            if let Some((size, _)) = self.files.remove(&hash) {
+                self.file_bytes -= size;
+            }
+            self.persist(node, RpcTable::Files, &hash, None);
+        }
+        self.notices.retain(|_, (_, until)| *until > now);
+        self.arm(now + retention.clamp(1_000, 60_000), Timer::Sweep);
+    }
+
+    fn forget_serving(&mut self, node: &mut Node, key: &ServeKey) {
+        self.serving.remove(key);
+        if let Some(set) = self.by_call.get_mut(&key.1) {
+            set.remove(&key.0);
+            if set.is_empty() {
+                self.by_call.remove(&key.1);
+            }
+        }
+        let k = serve_key_bytes(key);
+        self.persist(node, RpcTable::Dedup, &k, None);
+        self.persist(node, RpcTable::Outbox, &k, None);
+    }
+}
+
+mod client;
+mod persist;
+mod server;
+
+pub use server::check_params;

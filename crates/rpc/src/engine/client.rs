@@ -1,0 +1,665 @@
+//! The client half: making calls, choosing transports (the paper's Fig. 2), falling back to dtn,
+//! collecting replies.
+
+use super::*;
+
+impl Rpc {
+    /// Makes a call. Returns at once with its id; replies arrive as [`RpcEvent::CallChanged`] and
+    /// [`RpcEvent::CallFinished`] and are read with [`Rpc::call_view`]. Any number of calls may
+    /// be in flight.
+    pub fn call(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        request: CallRequest,
+    ) -> Result<CallId, CallError> {
+        let requirement =
+            Requirement::parse(&request.requirements).map_err(CallError::Requirements)?;
+        let timers = request.timers.unwrap_or(self.config.timers);
+        let deadline = request
+            .deadline
+            .unwrap_or_else(|| now.saturating_add(timers.default_span_ms()));
+        if deadline <= now {
+            return Err(CallError::DeadlinePassed);
+        }
+        let mode = request.target.mode();
+        let server = match &request.target {
+            Target::Node(n) => {
+                let n = n.node_id();
+                if endpoint(&n, RPC_DEMUX).is_none() {
+                    return Err(CallError::BadTarget(n));
+                }
+                Some(n)
+            }
+            _ => None,
+        };
+        let local = server.as_ref() == Some(&self.me);
+        // The transport, as the paper's Fig. 2 decides it.
+        let reachable = server
+            .as_ref()
+            .is_some_and(|s| !local && node.reachable(s).is_some());
+        let realtime = match (request.transport, &server) {
+            (_, Some(_)) if local => None,
+            (Transport::Stream, None) => return Err(CallError::StreamNeedsServer),
+            (Transport::Stream | Transport::Datagram, Some(s)) if !reachable => {
+                return Err(CallError::NotReachable(s.clone()));
+            }
+            (Transport::Auto | Transport::Stream, Some(_)) => Some(Transport::Stream),
+            (Transport::Auto | Transport::Datagram, None) | (Transport::Datagram, Some(_)) => {
+                Some(Transport::Datagram)
+            }
+            (Transport::Dtn, _) => None,
+        };
+        let mut id = [0u8; 16];
+        self.rng.fill_bytes(&mut id);
+        let id = CallId(id);
+
+        // Parameters: large byte strings and files go on the data channel.
+        let mut params = Vec::with_capacity(request.params.len());
+        let mut files = Vec::new();
+        for (i, p) in request.params.into_iter().enumerate() {
+            let (name, content) = match p {
+                Param::Value(Value::Bytes(b)) if b.len() > self.config.inline_limit => {
+                    (format!("arg{}.bin", i + 1), b)
+                }
+                Param::Value(v) => {
+                    params.push(v);
+                    continue;
+                }
+                Param::File { name, content } => (name, content),
+            };
+            let hash = self.keep_file(node, &content, deadline);
+            params.push(Value::File(FileRef {
+                hash,
+                size: content.len() as u64,
+                name,
+            }));
+            files.push(content);
+        }
+        let call = Call {
+            id,
+            caller: self.me.clone(),
+            mode,
+            server: server.clone(),
+            procedure: request.procedure,
+            params,
+            requirements: requirement.source().to_string(),
+            deadline,
+            transport: request.transport,
+        };
+        let to = server.as_ref().and_then(|s| self.key_of(s));
+        let sealed = self.seal(&Message::Call(call.clone()), to)?;
+        // Files first, by dtn (the data channel is always store-carry-forward).
+        if !local {
+            for content in files {
+                self.send_bundle(
+                    now,
+                    node,
+                    server.as_ref(),
+                    DATA_DEMUX,
+                    content,
+                    Class::Dtn,
+                    deadline,
+                )?;
+            }
+        }
+        let mut c = ClientCall {
+            call,
+            sealed,
+            timers,
+            created: now,
+            phase: Phase::Dtn,
+            sent_dtn: false,
+            realtime,
+            state: CallState::Waiting,
+            finished_at: None,
+            acks: Vec::new(),
+            replies: Vec::new(),
+            timeline: Vec::new(),
+            stream: None,
+            next_resend: None,
+        };
+        let target = match &server {
+            Some(s) => s.to_string(),
+            None => mode_name(mode).to_string(),
+        };
+        let encrypted = if to.is_some() { "encrypted" } else { "signed" };
+        if local {
+            c.timeline
+                .push((now, format!("called {target} (this node), {encrypted}")));
+            self.local.push_back(c.sealed.clone());
+        } else {
+            match realtime {
+                Some(Transport::Stream) => {
+                    let s = server.clone().unwrap_or(Eid::Null);
+                    let remote = endpoint(&s, RPC_DEMUX).unwrap_or(Eid::Null);
+                    let stream = node.stream_open(now, self.rpc_endpoint.clone(), remote)?;
+                    node.stream_send(now, stream, frame(&c.sealed))?;
+                    self.streams.insert(
+                        stream,
+                        StreamState {
+                            role: StreamRole::Client(id),
+                            buf: Vec::new(),
+                        },
+                    );
+                    c.stream = Some(stream);
+                    c.phase = Phase::RealTime {
+                        until: now.saturating_add(timers.ack_ms).min(deadline),
+                    };
+                    c.timeline.push((
+                        now,
+                        format!(
+                            "called {target} by stream ({} hops), {encrypted}",
+                            hops(node, &s)
+                        ),
+                    ));
+                }
+                Some(_) => {
+                    self.send_bundle(
+                        now,
+                        node,
+                        server.as_ref(),
+                        RPC_DEMUX,
+                        c.sealed.clone(),
+                        Class::Datagram,
+                        deadline,
+                    )?;
+                    c.phase = Phase::RealTime {
+                        until: now.saturating_add(timers.ack_ms).min(deadline),
+                    };
+                    c.next_resend = Some(now + timers.resend_ms.max(1));
+                    let how = if server.is_some() {
+                        "by datagram"
+                    } else {
+                        "by datagram broadcast"
+                    };
+                    c.timeline
+                        .push((now, format!("called {target} {how}, {encrypted}")));
+                }
+                None => {
+                    self.send_bundle(
+                        now,
+                        node,
+                        server.as_ref(),
+                        RPC_DEMUX,
+                        c.sealed.clone(),
+                        Class::Dtn,
+                        deadline,
+                    )?;
+                    c.sent_dtn = true;
+                    let why = if request.transport == Transport::Dtn {
+                        ""
+                    } else {
+                        " (not reachable now)"
+                    };
+                    c.timeline
+                        .push((now, format!("called {target} by dtn{why}, {encrypted}")));
+                }
+            }
+        }
+        self.stats.calls_made += 1;
+        self.calls.insert(id, c);
+        self.save_call(node, id);
+        self.arm_call(id);
+        Ok(id)
+    }
+
+    /// Withdraws a call: the servers are told (they stop it if it runs) and the call ends as
+    /// cancelled. A call that already ended is left as it is.
+    pub fn cancel(&mut self, now: DtnTime, node: &mut Node, id: CallId) -> Result<(), CallError> {
+        let Some(c) = self.calls.get(&id) else {
+            return Err(CallError::UnknownCall);
+        };
+        if c.state != CallState::Waiting {
+            return Ok(());
+        }
+        let server = c.call.server.clone();
+        let deadline = c.call.deadline;
+        let to = server.as_ref().and_then(|s| self.key_of(s));
+        let sealed = self.seal(
+            &Message::Cancel(Cancel {
+                id,
+                caller: self.me.clone(),
+            }),
+            to,
+        )?;
+        if server.as_ref() == Some(&self.me) {
+            self.local.push_back(sealed);
+        } else {
+            let reachable = match &server {
+                Some(s) => node.reachable(s).is_some(),
+                None => true,
+            };
+            if reachable {
+                let _ = self.send_bundle(
+                    now,
+                    node,
+                    server.as_ref(),
+                    RPC_DEMUX,
+                    sealed.clone(),
+                    Class::Datagram,
+                    deadline,
+                );
+            }
+            // By dtn too: a server that has the call only by dtn hears of the cancel that way.
+            let _ = self.send_bundle(
+                now,
+                node,
+                server.as_ref(),
+                RPC_DEMUX,
+                sealed,
+                Class::Dtn,
+                deadline,
+            );
+        }
+        self.finish(
+            now,
+            node,
+            id,
+            CallState::Cancelled,
+            "cancelled by the caller",
+        );
+        self.drain_local(now, node);
+        Ok(())
+    }
+
+    /// Removes a call (finished or not) from this node's records; later replies are ignored.
+    pub fn forget(&mut self, node: &mut Node, id: CallId) -> bool {
+        let known = self.calls.remove(&id).is_some();
+        if known {
+            self.persist(node, RpcTable::Pending, &id.0, None);
+        }
+        known
+    }
+
+    pub(super) fn arm_call(&mut self, id: CallId) {
+        let Some(c) = self.calls.get(&id) else {
+            return;
+        };
+        if c.state != CallState::Waiting {
+            return;
+        }
+        let mut at = c.call.deadline;
+        match c.phase {
+            Phase::RealTime { until } | Phase::Acked { until } => at = at.min(until),
+            Phase::Dtn | Phase::Finished => {}
+        }
+        if let Some(r) = c.next_resend {
+            at = at.min(r);
+        }
+        self.arm(at, Timer::Call(id));
+    }
+
+    pub(super) fn client_timer(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+        let Some(c) = self.calls.get(&id) else {
+            return;
+        };
+        if c.state != CallState::Waiting {
+            return;
+        }
+        if now >= c.call.deadline {
+            let (state, why) = match c.call.mode {
+                Mode::All if c.replies.iter().any(|r| is_complete_result(r)) => {
+                    (CallState::Succeeded, "deadline: collection over")
+                }
+                _ if !c.replies.is_empty() => {
+                    (CallState::Failed, "deadline: no result, only refusals")
+                }
+                _ => (CallState::Expired, "deadline passed without a result"),
+            };
+            self.finish(now, node, id, state, why);
+            return;
+        }
+        let auto = c.call.transport == Transport::Auto;
+        let phase = c.phase;
+        let resend_due = c.next_resend.is_some_and(|r| r <= now);
+        let realtime = c.realtime;
+        match phase {
+            Phase::RealTime { until } if now >= until => {
+                let secs = c.timers.ack_ms / 1000;
+                self.note(now, id, format!("no acknowledgement within {secs} s"));
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.next_resend = None;
+                }
+                if auto {
+                    self.go_dtn(now, node, id, "falling back to dtn");
+                } else if let Some(c) = self.calls.get_mut(&id) {
+                    c.phase = Phase::Dtn;
+                }
+            }
+            Phase::Acked { until } if now >= until => {
+                let secs = c.timers.result_ms / 1000;
+                self.note(
+                    now,
+                    id,
+                    format!("no result within {secs} s of the acknowledgement"),
+                );
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.next_resend = None;
+                }
+                if auto {
+                    self.go_dtn(now, node, id, "asking again by dtn");
+                } else if let Some(c) = self.calls.get_mut(&id) {
+                    c.phase = Phase::Dtn;
+                }
+            }
+            _ if resend_due && realtime == Some(Transport::Datagram) => {
+                let (server, sealed, deadline, acked) = {
+                    let c = &self.calls[&id];
+                    (
+                        c.call.server.clone(),
+                        c.sealed.clone(),
+                        c.call.deadline,
+                        matches!(c.phase, Phase::Acked { .. }),
+                    )
+                };
+                let _ = self.send_bundle(
+                    now,
+                    node,
+                    server.as_ref(),
+                    RPC_DEMUX,
+                    sealed,
+                    Class::Datagram,
+                    deadline,
+                );
+                // Until an ack, every second (the paper); after it, now and then, so that a
+                // result datagram that was lost is sent again from the server's cache.
+                let step = if acked {
+                    self.config.retry_ms
+                } else {
+                    self.calls[&id].timers.resend_ms
+                };
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.next_resend = Some(now + step.max(1));
+                }
+            }
+            _ => {}
+        }
+        self.save_call(node, id);
+        self.arm_call(id);
+    }
+
+    /// Sends the call by dtn (once) and waits there until the deadline.
+    pub(super) fn go_dtn(&mut self, now: DtnTime, node: &mut Node, id: CallId, why: &str) {
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        c.phase = Phase::Dtn;
+        c.next_resend = None;
+        if c.sent_dtn {
+            return;
+        }
+        c.sent_dtn = true;
+        let (server, sealed, deadline) = (c.call.server.clone(), c.sealed.clone(), c.call.deadline);
+        match self.send_bundle(
+            now,
+            node,
+            server.as_ref(),
+            RPC_DEMUX,
+            sealed,
+            Class::Dtn,
+            deadline,
+        ) {
+            Ok(()) => self.note(now, id, format!("{why}: call sent by dtn")),
+            Err(e) => {
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.sent_dtn = false;
+                }
+                self.note(
+                    now,
+                    id,
+                    format!("{why}: dtn send failed ({e}); listening on dtn"),
+                );
+            }
+        }
+    }
+
+    pub(super) fn client_path_lost(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        c.stream = None;
+        if c.state != CallState::Waiting {
+            return;
+        }
+        let acked = matches!(c.phase, Phase::Acked { .. });
+        if acked {
+            // The server has the call; it will send the result by dtn when it finds the path
+            // gone. Keep waiting, now on dtn too.
+            c.phase = Phase::Dtn;
+            self.note(
+                now,
+                id,
+                "stream path lost after the ack; waiting for the result by dtn".to_string(),
+            );
+        } else {
+            // The call may not have arrived: send it by dtn (a server that has it answers once).
+            self.note(now, id, "stream path lost before an ack".to_string());
+            self.go_dtn(now, node, id, "falling back to dtn");
+        }
+        self.save_call(node, id);
+        self.arm_call(id);
+    }
+
+    pub(super) fn client_reply(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        message: Message,
+        sender: PublicKey,
+        via: Via,
+    ) {
+        let id = message.call_id();
+        let Some(c) = self.calls.get(&id) else {
+            self.stats.unmatched += 1;
+            return;
+        };
+        let server = match &message {
+            Message::Ack(a) => a.server.clone(),
+            Message::Result(r) => r.server.clone(),
+            Message::Reject(r) => r.server.clone(),
+            _ => return,
+        };
+        // An explicit call's replies must come from the server it named, signed with its key.
+        if let Some(named) = &c.call.server
+            && *named != server
+        {
+            self.stats.key_mismatches += 1;
+            return;
+        }
+        if !self.learn_key(&server, sender, node) {
+            self.stats.key_mismatches += 1;
+            return;
+        }
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if c.state != CallState::Waiting {
+            self.stats.unmatched += 1;
+            return;
+        }
+        match message {
+            Message::Ack(_) => {
+                if !c.acks.contains(&server) {
+                    c.acks.push(server.clone());
+                }
+                let until = now.saturating_add(c.timers.result_ms).min(c.call.deadline);
+                match c.phase {
+                    Phase::RealTime { .. } => {
+                        c.phase = Phase::Acked { until };
+                        if c.realtime == Some(Transport::Datagram) {
+                            c.next_resend = Some(now + self.config.retry_ms.max(1));
+                        }
+                    }
+                    // "An ack extends the timeout."
+                    Phase::Acked { until: old } => {
+                        c.phase = Phase::Acked {
+                            until: old.max(until),
+                        }
+                    }
+                    Phase::Dtn | Phase::Finished => {}
+                }
+                self.note(now, id, format!("ack from {server} by {}", via.name()));
+                self.events.push_back(RpcEvent::CallChanged(id));
+            }
+            message => {
+                if c.replies.iter().any(|r| r.server_key == sender) {
+                    // A second copy from the same server (datagram resent, or dtn as well).
+                    return;
+                }
+                let missing = match &message {
+                    Message::Result(r) => r
+                        .files
+                        .iter()
+                        .filter(|f| !self.files.contains_key(&f.hash))
+                        .count(),
+                    _ => 0,
+                };
+                let what = match &message {
+                    Message::Result(r) => format!(
+                        "result from {server} by {} ({} bytes, {} files, ran {} ms)",
+                        via.name(),
+                        r.value.len(),
+                        r.files.len(),
+                        r.run_ms
+                    ),
+                    Message::Reject(r) => format!(
+                        "{} from {server} by {}: {}",
+                        r.code.name(),
+                        via.name(),
+                        r.detail
+                    ),
+                    _ => String::new(),
+                };
+                let Some(c) = self.calls.get_mut(&id) else {
+                    return;
+                };
+                c.replies.push(Reply {
+                    at: now,
+                    via: via.name(),
+                    server_key: sender,
+                    message,
+                    missing_files: missing,
+                });
+                self.note(now, id, what);
+                if missing > 0 {
+                    self.note(
+                        now,
+                        id,
+                        format!("waiting for {missing} result files by dtn"),
+                    );
+                }
+                self.events.push_back(RpcEvent::CallChanged(id));
+                self.settle(now, node, id);
+            }
+        }
+        if let Via::Stream(_) = via {
+            // Keep the stream: the result may still come on it.
+        }
+        self.save_call(node, id);
+        self.arm_call(id);
+    }
+
+    pub(super) fn client_files_arrived(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+        let files = &self.files;
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        let mut changed = false;
+        for r in &mut c.replies {
+            if let Message::Result(res) = &r.message
+                && r.missing_files > 0
+            {
+                let missing = res
+                    .files
+                    .iter()
+                    .filter(|f| !files.contains_key(&f.hash))
+                    .count();
+                if missing != r.missing_files {
+                    r.missing_files = missing;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.note(now, id, "result files arrived".to_string());
+            self.events.push_back(RpcEvent::CallChanged(id));
+            self.settle(now, node, id);
+            self.save_call(node, id);
+        }
+    }
+
+    /// Ends the call if its replies are enough for its mode.
+    pub(super) fn settle(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+        let Some(c) = self.calls.get(&id) else {
+            return;
+        };
+        if c.state != CallState::Waiting {
+            return;
+        }
+        let result = c.replies.iter().any(is_complete_result);
+        let rejected = c
+            .replies
+            .iter()
+            .any(|r| matches!(r.message, Message::Reject(_)));
+        match c.call.mode {
+            Mode::Explicit if result => self.finish(now, node, id, CallState::Succeeded, "done"),
+            Mode::Explicit if rejected => self.finish(now, node, id, CallState::Failed, "refused"),
+            Mode::Any if result => {
+                self.finish(now, node, id, CallState::Succeeded, "first result taken")
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn finish(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        id: CallId,
+        state: CallState,
+        why: &str,
+    ) {
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        c.state = state;
+        c.phase = Phase::Finished;
+        c.finished_at = Some(now);
+        c.next_resend = None;
+        let stream = c.stream.take();
+        if let Some(s) = stream {
+            // Our side is done; the server closes its own. The stream's state stays until both
+            // sides are closed, so a late frame is still read (and ignored).
+            let _ = node.stream_close(now, s);
+        }
+        self.note(now, id, format!("{}: {why}", state.name()));
+        self.events.push_back(RpcEvent::CallFinished(id));
+        self.save_call(node, id);
+    }
+
+    pub(super) fn note(&mut self, now: DtnTime, id: CallId, text: String) {
+        if let Some(c) = self.calls.get_mut(&id) {
+            // Bounded: a call that hears thousands of servers keeps the first 200 lines.
+            if c.timeline.len() < 200 {
+                c.timeline.push((now, text));
+            }
+        }
+    }
+}
+
+fn is_complete_result(r: &Reply) -> bool {
+    matches!(r.message, Message::Result(_)) && r.missing_files == 0
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Explicit => "explicit",
+        Mode::Any => "any",
+        Mode::All => "all",
+    }
+}
+
+fn hops(node: &Node, to: &Eid) -> u32 {
+    node.reachable(to).unwrap_or(0)
+}

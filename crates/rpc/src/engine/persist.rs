@@ -1,0 +1,329 @@
+//! The engine's durable state in the node's store, and picking up where a previous run left off:
+//! calls still waiting (`Pending`), the dedup and result cache (`Dedup`), replies not yet handed
+//! to the network (`Outbox`), learnt keys (`Keys`) and data-channel files (`Files`).
+//!
+//! Every change is written through at once; the shell's flush makes it durable together with the
+//! bundles the same input produced, before anything is sent.
+
+use super::*;
+
+const VIA_NAMES: [&str; 4] = ["datagram", "stream", "dtn", "local"];
+
+fn serve_state_code(state: ServeState) -> u8 {
+    match state {
+        ServeState::WaitingFiles => 0,
+        ServeState::Running(_) => 1,
+        ServeState::Answered => 2,
+        ServeState::Skipped => 3,
+    }
+}
+
+impl Rpc {
+    pub(super) fn save_call(&mut self, node: &mut Node, id: CallId) {
+        let Some(c) = self.calls.get(&id) else {
+            return;
+        };
+        let Ok(call) = Message::Call(c.call.clone()).encode() else {
+            return;
+        };
+        let mut w = Writer::new();
+        let (phase, until) = c.phase.code();
+        w.u8(c.state.code())
+            .u8(phase)
+            .u64(until)
+            .u8(c.sent_dtn as u8)
+            .u8(match c.realtime {
+                Some(Transport::Stream) => 2,
+                Some(_) => 1,
+                None => 0,
+            })
+            .u64(c.created)
+            .u64(c.finished_at.map_or(0, |t| t.saturating_add(1)))
+            .u64(c.timers.ack_ms)
+            .u64(c.timers.result_ms)
+            .u64(c.timers.dtn_ms)
+            .u64(c.timers.resend_ms)
+            .bytes(&call)
+            .bytes(&c.sealed);
+        w.u64(c.acks.len() as u64);
+        for a in &c.acks {
+            w.str(&a.to_string());
+        }
+        w.u64(c.replies.len() as u64);
+        for r in &c.replies {
+            let encoded = r.message.encode().unwrap_or_default();
+            let via = VIA_NAMES.iter().position(|v| *v == r.via).unwrap_or(2) as u8;
+            w.u64(r.at)
+                .u8(via)
+                .bytes(&r.server_key.0)
+                .bytes(&encoded)
+                .u64(r.missing_files as u64);
+        }
+        w.u64(c.timeline.len() as u64);
+        for (at, text) in &c.timeline {
+            w.u64(*at).str(text);
+        }
+        let value = w.finish();
+        self.persist(node, RpcTable::Pending, &id.0, Some(&value));
+    }
+
+    pub(super) fn save_serving(&mut self, node: &mut Node, key: &ServeKey) {
+        let Some(s) = self.serving.get(key) else {
+            return;
+        };
+        let Ok(call) = Message::Call(s.call.clone()).encode() else {
+            return;
+        };
+        let mut w = Writer::new();
+        w.u8(serve_state_code(s.state))
+            .u8(s.via.code())
+            .bytes(&s.caller_key.0)
+            .bytes(&call)
+            .bytes(s.reply.as_deref().unwrap_or_default());
+        let value = w.finish();
+        let unsent = s.unsent;
+        let k = serve_key_bytes(key);
+        self.persist(node, RpcTable::Dedup, &k, Some(&value));
+        if unsent {
+            self.persist(node, RpcTable::Outbox, &k, Some(&[]));
+        } else {
+            self.persist(node, RpcTable::Outbox, &k, None);
+        }
+    }
+
+    fn parse_call(value: Bytes) -> Result<ClientCall, RecordError> {
+        let mut r = Reader::new(value)?;
+        let state = CallState::from_code(r.u8()?)?;
+        let phase_code = r.u8()?;
+        let until = r.u64()?;
+        let phase = Phase::from_code(phase_code, until)?;
+        let sent_dtn = r.u8()? != 0;
+        let realtime = match r.u8()? {
+            0 => None,
+            1 => Some(Transport::Datagram),
+            _ => Some(Transport::Stream),
+        };
+        let created = r.u64()?;
+        let finished_at = r.u64()?.checked_sub(1);
+        let timers = Timers {
+            ack_ms: r.u64()?,
+            result_ms: r.u64()?,
+            dtn_ms: r.u64()?,
+            resend_ms: r.u64()?,
+        };
+        let call = match Message::decode(&r.bytes()?) {
+            Ok(Message::Call(c)) => c,
+            _ => return Err(RecordError("call")),
+        };
+        let sealed = r.bytes()?;
+        let mut acks = Vec::new();
+        for _ in 0..r.u64()?.min(10_000) {
+            acks.push(r.string()?.parse().map_err(|_| RecordError("node id"))?);
+        }
+        let mut replies = Vec::new();
+        for _ in 0..r.u64()?.min(100_000) {
+            let at = r.u64()?;
+            let via = VIA_NAMES
+                .get(r.u8()? as usize)
+                .copied()
+                .ok_or(RecordError("via"))?;
+            let key: [u8; 32] = r
+                .bytes()?
+                .as_ref()
+                .try_into()
+                .map_err(|_| RecordError("key"))?;
+            let message = Message::decode(&r.bytes()?).map_err(|_| RecordError("reply"))?;
+            let missing_files = r.u64()? as usize;
+            replies.push(Reply {
+                at,
+                via,
+                server_key: PublicKey(key),
+                message,
+                missing_files,
+            });
+        }
+        let mut timeline = Vec::new();
+        for _ in 0..r.u64()?.min(10_000) {
+            let at = r.u64()?;
+            timeline.push((at, r.string()?));
+        }
+        r.end()?;
+        Ok(ClientCall {
+            call,
+            sealed,
+            timers,
+            created,
+            phase,
+            sent_dtn,
+            realtime,
+            state,
+            finished_at,
+            acks,
+            replies,
+            timeline,
+            stream: None,
+            next_resend: None,
+        })
+    }
+
+    fn parse_serving(value: Bytes, unsent: bool) -> Result<Serving, RecordError> {
+        let mut r = Reader::new(value)?;
+        let state = r.u8()?;
+        let via = Via::from_code(r.u8()?);
+        let key: [u8; 32] = r
+            .bytes()?
+            .as_ref()
+            .try_into()
+            .map_err(|_| RecordError("key"))?;
+        let call = match Message::decode(&r.bytes()?) {
+            Ok(Message::Call(c)) => c,
+            _ => return Err(RecordError("call")),
+        };
+        let reply = r.bytes()?;
+        r.end()?;
+        let state = match state {
+            0 => ServeState::WaitingFiles,
+            // The job died with the previous run: see `load`.
+            1 => ServeState::Running(JobId(0)),
+            2 => ServeState::Answered,
+            3 => ServeState::Skipped,
+            _ => return Err(RecordError("serve state")),
+        };
+        Ok(Serving {
+            call,
+            caller_key: PublicKey(key),
+            state,
+            via,
+            ack_at: None,
+            reply: (!reply.is_empty()).then_some(reply),
+            unsent,
+            reply_stream: None,
+        })
+    }
+
+    fn scan(&mut self, node: &Node, table: RpcTable) -> Vec<(Bytes, Bytes)> {
+        match node.store().rpc_scan(table) {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.errors
+                    .push(format!("reading the rpc {} table: {e}", table.name()));
+                Vec::new()
+            }
+        }
+    }
+
+    /// Loads the durable state and resumes it at `now`.
+    pub(super) fn load(&mut self, node: &mut Node, now: DtnTime) {
+        for (k, v) in self.scan(node, RpcTable::Keys) {
+            let id = std::str::from_utf8(&k)
+                .ok()
+                .and_then(|s| s.parse::<Eid>().ok());
+            let key: Option<[u8; 32]> = v.as_ref().try_into().ok();
+            match (id, key) {
+                (Some(id), Some(key)) => {
+                    self.keys.insert(id, PublicKey(key));
+                }
+                _ => self.stats.damaged_records += 1,
+            }
+        }
+        for (k, v) in self.scan(node, RpcTable::Files) {
+            let (Ok(hash), true) = (<[u8; 32]>::try_from(k.as_ref()), v.len() >= 8) else {
+                self.stats.damaged_records += 1;
+                continue;
+            };
+            let mut e = [0u8; 8];
+            e.copy_from_slice(&v[..8]);
+            let size = (v.len() - 8) as u64;
+            self.files.insert(hash, (size, u64::from_le_bytes(e)));
+            self.file_bytes += size;
+        }
+        let outbox: BTreeSet<Bytes> = self
+            .scan(node, RpcTable::Outbox)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let mut interrupted = Vec::new();
+        let mut to_resend = Vec::new();
+        let mut waiting = Vec::new();
+        for (k, v) in self.scan(node, RpcTable::Dedup) {
+            match Self::parse_serving(v, outbox.contains(&k)) {
+                Ok(s) => {
+                    let key = (s.caller_key, s.call.id);
+                    match s.state {
+                        ServeState::Running(_) => interrupted.push(key),
+                        ServeState::WaitingFiles => waiting.push(key),
+                        ServeState::Answered if s.unsent => to_resend.push(key),
+                        _ => {}
+                    }
+                    self.by_call.entry(key.1).or_default().insert(key.0);
+                    self.serving.insert(key, s);
+                }
+                Err(_) => self.stats.damaged_records += 1,
+            }
+        }
+        for key in interrupted {
+            // At most once: a call whose execution a restart cut off is not run again.
+            if let Some(s) = self.serving.get_mut(&key) {
+                s.state = ServeState::WaitingFiles;
+            }
+            self.answer_reject(
+                now,
+                node,
+                key,
+                RejectCode::Internal,
+                "the server restarted while the procedure ran; it was not run again".into(),
+            );
+        }
+        for key in to_resend {
+            self.send_reply(now, node, key);
+            self.arm_serving(key);
+        }
+        for key in waiting {
+            self.try_start(now, node, key);
+            self.arm_serving(key);
+        }
+        for (k, v) in self.scan(node, RpcTable::Pending) {
+            let Ok(id) = <[u8; 16]>::try_from(k.as_ref()) else {
+                self.stats.damaged_records += 1;
+                continue;
+            };
+            match Self::parse_call(v) {
+                Ok(c) => {
+                    let id = CallId(id);
+                    let waiting = c.state == CallState::Waiting;
+                    let phase = c.phase;
+                    let realtime = c.realtime;
+                    self.calls.insert(id, c);
+                    if waiting {
+                        self.note(now, id, "resumed after a restart".to_string());
+                        match (phase, realtime) {
+                            // The stream died with the previous run.
+                            (Phase::Acked { .. }, Some(Transport::Stream)) => {
+                                if let Some(c) = self.calls.get_mut(&id) {
+                                    c.phase = Phase::Dtn;
+                                }
+                            }
+                            (Phase::RealTime { .. }, Some(Transport::Stream)) => {
+                                self.go_dtn(
+                                    now,
+                                    node,
+                                    id,
+                                    "the stream did not survive the restart",
+                                );
+                            }
+                            (Phase::RealTime { .. } | Phase::Acked { .. }, Some(_)) => {
+                                if let Some(c) = self.calls.get_mut(&id) {
+                                    c.next_resend = Some(now);
+                                }
+                            }
+                            _ => {}
+                        }
+                        self.save_call(node, id);
+                        self.arm_call(id);
+                    }
+                }
+                Err(_) => self.stats.damaged_records += 1,
+            }
+        }
+    }
+}

@@ -1,0 +1,811 @@
+//! The server half: checking calls (offered, allowed, typed, two-stage predicates), running each
+//! at most once, answering duplicates from the cache, and returning results along the path the
+//! call came by while it lives, else by dtn.
+
+use super::*;
+
+/// Checks parameters against a declaration; the error says which one is wrong and how.
+pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<(), String> {
+    if declared.len() != params.len() {
+        return Err(format!(
+            "expected {} parameters ({}), got {}",
+            declared.len(),
+            declared
+                .iter()
+                .map(|t| t.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            params.len()
+        ));
+    }
+    for (i, (ty, value)) in declared.iter().zip(params).enumerate() {
+        if !type_matches(*ty, value) {
+            return Err(format!(
+                "parameter {} must be {}, not {}",
+                i + 1,
+                ty.name(),
+                value_type_name(value)
+            ));
+        }
+        if let Value::Text(t) = value
+            && t.contains('\0')
+        {
+            return Err(format!("parameter {} contains a NUL character", i + 1));
+        }
+    }
+    Ok(())
+}
+
+impl Rpc {
+    pub(super) fn serve_call(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        call: Call,
+        caller_key: PublicKey,
+        via: Via,
+    ) {
+        // A call that names another server is not ours (a misdirected or replayed bundle).
+        if call.mode == Mode::Explicit && call.server.as_ref() != Some(&self.me) {
+            return;
+        }
+        if call.caller.node_id() == self.me && via != Via::Local && call.mode != Mode::Explicit {
+            // Our own broadcast came back around.
+            return;
+        }
+        let key = (caller_key, call.id);
+        if let Some(s) = self.serving.get_mut(&key) {
+            self.stats.duplicates += 1;
+            // Answer along the newest path the caller used.
+            s.via = via;
+            match s.state {
+                ServeState::Answered => self.send_reply(now, node, key),
+                ServeState::Running(_) | ServeState::WaitingFiles => {
+                    if matches!(via, Via::Datagram | Via::Stream(_)) {
+                        self.send_ack(now, node, key);
+                    }
+                }
+                ServeState::Skipped => {}
+            }
+            return;
+        }
+        self.learn_key(&call.caller, caller_key, node);
+        let offered = self
+            .config
+            .procedures
+            .iter()
+            .position(|p| p.name == call.procedure);
+        let Some(index) = offered else {
+            // Broadcast calls reach every node; only a named server says it does not offer it.
+            if call.mode == Mode::Explicit {
+                let detail = format!("{} does not offer \"{}\"", self.me, call.procedure);
+                self.reject(
+                    now,
+                    node,
+                    call,
+                    caller_key,
+                    via,
+                    RejectCode::NotOffered,
+                    detail,
+                );
+            }
+            return;
+        };
+        if call.mode == Mode::Any && self.notices.contains_key(&call.id) {
+            // Another server started or finished it already.
+            self.stats.skipped += 1;
+            self.record_skipped(node, call, caller_key, via);
+            return;
+        }
+        if call.deadline <= now {
+            self.reject(
+                now,
+                node,
+                call,
+                caller_key,
+                via,
+                RejectCode::Expired,
+                "the deadline passed before the call arrived".into(),
+            );
+            return;
+        }
+        let spec = &self.config.procedures[index];
+        if let Some(allow) = &spec.allow
+            && !allow.contains(&caller_key)
+        {
+            let detail = format!("key {caller_key} may not call \"{}\"", call.procedure);
+            self.reject(
+                now,
+                node,
+                call,
+                caller_key,
+                via,
+                RejectCode::NotAllowed,
+                detail,
+            );
+            return;
+        }
+        if let Err(detail) = check_params(&spec.params, &call.params) {
+            self.reject(
+                now,
+                node,
+                call,
+                caller_key,
+                via,
+                RejectCode::BadArguments,
+                detail,
+            );
+            return;
+        }
+        let running_here = self
+            .serving
+            .values()
+            .filter(|s| {
+                s.call.procedure == call.procedure
+                    && matches!(s.state, ServeState::Running(_) | ServeState::WaitingFiles)
+            })
+            .count();
+        let mut facts = self.facts.clone();
+        facts.set("running", self.jobs.len() as f64);
+        let verdicts = [
+            ("server", self.config.accept.check(&facts)),
+            ("procedure", spec.require.check(&facts)),
+        ];
+        for (stage, verdict) in verdicts {
+            if let Verdict::Fail(clause) = verdict {
+                let detail = format!("{stage} predicate: {clause}");
+                self.reject(
+                    now,
+                    node,
+                    call,
+                    caller_key,
+                    via,
+                    RejectCode::PredicateFailed,
+                    detail,
+                );
+                return;
+            }
+        }
+        if running_here >= spec.max_concurrent as usize {
+            let detail = format!(
+                "server predicate: running {running_here} of at most {} \"{}\"",
+                spec.max_concurrent, call.procedure
+            );
+            self.reject(
+                now,
+                node,
+                call,
+                caller_key,
+                via,
+                RejectCode::PredicateFailed,
+                detail,
+            );
+            return;
+        }
+        match Requirement::parse(&call.requirements) {
+            Err(e) => {
+                let detail = format!("requirements: {e}");
+                self.reject(
+                    now,
+                    node,
+                    call,
+                    caller_key,
+                    via,
+                    RejectCode::BadArguments,
+                    detail,
+                );
+                return;
+            }
+            Ok(req) => {
+                if let Verdict::Fail(clause) = req.check(&facts) {
+                    let detail = format!("call requirement: {clause}");
+                    self.reject(
+                        now,
+                        node,
+                        call,
+                        caller_key,
+                        via,
+                        RejectCode::PredicateFailed,
+                        detail,
+                    );
+                    return;
+                }
+            }
+        }
+        // Accepted.
+        self.stats.calls_accepted += 1;
+        let any = call.mode == Mode::Any;
+        let ack_at =
+            matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay_ms);
+        let deadline = call.deadline;
+        let id = call.id;
+        self.serving.insert(
+            key,
+            Serving {
+                call,
+                caller_key,
+                state: ServeState::WaitingFiles,
+                via,
+                ack_at,
+                reply: None,
+                unsent: false,
+                reply_stream: None,
+            },
+        );
+        self.by_call.entry(id).or_default().insert(caller_key);
+        if any {
+            // Tell the other servers, so that those that have not started skip it.
+            if let Ok(sealed) = self.seal(
+                &Message::Started(Notice {
+                    id,
+                    server: self.me.clone(),
+                }),
+                None,
+            ) {
+                let _ = self.send_bundle(
+                    now,
+                    node,
+                    None,
+                    RPC_DEMUX,
+                    sealed,
+                    Class::Datagram,
+                    deadline,
+                );
+            }
+        }
+        self.save_serving(node, &key);
+        self.try_start(now, node, key);
+        self.arm_serving(key);
+    }
+
+    /// Starts a call whose files are all here.
+    pub(super) fn try_start(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        if s.state != ServeState::WaitingFiles {
+            return;
+        }
+        let refs: Vec<FileRef> = s
+            .call
+            .params
+            .iter()
+            .filter_map(|v| match v {
+                Value::File(f) => Some(f.clone()),
+                _ => None,
+            })
+            .collect();
+        if !refs.iter().all(|f| self.have_file(&f.hash)) {
+            return;
+        }
+        let mut files = Vec::with_capacity(refs.len());
+        for f in refs {
+            match self.file(node, &f.hash) {
+                Some(content) if content.len() as u64 == f.size => files.push((f, content)),
+                _ => {
+                    let detail = format!("file \"{}\" does not match its size", f.name);
+                    self.answer_reject(now, node, key, RejectCode::BadArguments, detail);
+                    return;
+                }
+            }
+        }
+        let job = JobId(self.next_job);
+        self.next_job += 1;
+        let Some(s) = self.serving.get_mut(&key) else {
+            return;
+        };
+        s.state = ServeState::Running(job);
+        self.jobs.insert(job, key);
+        let s = &self.serving[&key];
+        self.events.push_back(RpcEvent::Execute(Job {
+            id: job,
+            call: s.call.id,
+            caller: s.call.caller.clone(),
+            caller_key: s.caller_key,
+            procedure: s.call.procedure.clone(),
+            params: s.call.params.clone(),
+            files,
+            deadline: s.call.deadline,
+        }));
+        self.save_serving(node, &key);
+    }
+
+    /// Reports how an execution ended. An execution that was aborted (or is unknown) is ignored.
+    pub fn finished(&mut self, now: DtnTime, node: &mut Node, job: JobId, outcome: Outcome) {
+        let Some(key) = self.jobs.remove(&job) else {
+            return;
+        };
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        if s.state != ServeState::Running(job) {
+            return;
+        }
+        self.stats.executions += 1;
+        let deadline = s.call.deadline;
+        let caller = s.call.caller.clone();
+        let any = s.call.mode == Mode::Any;
+        let local = caller == self.me;
+        let message = match outcome {
+            Outcome::Success {
+                value,
+                files,
+                run_ms,
+            } => {
+                let mut refs = Vec::new();
+                let mut contents = Vec::new();
+                let mut value = value;
+                if value.len() > self.config.inline_limit {
+                    // Large output rides the data channel as a file named "stdout".
+                    contents.push(("stdout".to_string(), value));
+                    value = Bytes::new();
+                }
+                contents.extend(files);
+                for (name, content) in contents {
+                    let hash = self.keep_file(node, &content, deadline);
+                    refs.push(FileRef {
+                        hash,
+                        size: content.len() as u64,
+                        name,
+                    });
+                    if !local {
+                        let _ = self.send_bundle(
+                            now,
+                            node,
+                            Some(&caller),
+                            DATA_DEMUX,
+                            content,
+                            Class::Dtn,
+                            deadline,
+                        );
+                    }
+                }
+                Message::Result(CallResult {
+                    id: key.1,
+                    server: self.me.clone(),
+                    value,
+                    files: refs,
+                    run_ms,
+                })
+            }
+            Outcome::Failure {
+                code,
+                detail,
+                exit_status,
+                stderr_tail,
+            } => {
+                let tail = if stderr_tail.len() > wire::rpc::MAX_STDERR_TAIL {
+                    stderr_tail.slice(stderr_tail.len() - wire::rpc::MAX_STDERR_TAIL..)
+                } else {
+                    stderr_tail
+                };
+                Message::Reject(Reject {
+                    id: key.1,
+                    server: self.me.clone(),
+                    code,
+                    detail,
+                    exit_status,
+                    stderr_tail: tail,
+                })
+            }
+        };
+        self.answer(now, node, key, message);
+        if any {
+            if let Ok(sealed) = self.seal(
+                &Message::Done(Notice {
+                    id: key.1,
+                    server: self.me.clone(),
+                }),
+                None,
+            ) {
+                let _ = self.send_bundle(
+                    now,
+                    node,
+                    None,
+                    RPC_DEMUX,
+                    sealed.clone(),
+                    Class::Datagram,
+                    deadline,
+                );
+                // By dtn too: servers in other parts of the network get the call that way.
+                let _ = self.send_bundle(now, node, None, RPC_DEMUX, sealed, Class::Dtn, deadline);
+            }
+        }
+    }
+
+    fn reject(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        call: Call,
+        caller_key: PublicKey,
+        via: Via,
+        code: RejectCode,
+        detail: String,
+    ) {
+        let key = (caller_key, call.id);
+        let id = call.id;
+        self.serving.insert(
+            key,
+            Serving {
+                call,
+                caller_key,
+                state: ServeState::WaitingFiles,
+                via,
+                ack_at: None,
+                reply: None,
+                unsent: false,
+                reply_stream: None,
+            },
+        );
+        self.by_call.entry(id).or_default().insert(caller_key);
+        self.answer_reject(now, node, key, code, detail);
+        self.arm_serving(key);
+    }
+
+    pub(super) fn answer_reject(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        key: ServeKey,
+        code: RejectCode,
+        detail: String,
+    ) {
+        self.stats.calls_rejected += 1;
+        let message = Message::Reject(Reject {
+            id: key.1,
+            server: self.me.clone(),
+            code,
+            detail,
+            exit_status: None,
+            stderr_tail: Bytes::new(),
+        });
+        self.answer(now, node, key, message);
+    }
+
+    /// Seals and stores the reply (the result cache), puts it in the outbox, and sends it.
+    fn answer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey, message: Message) {
+        let sealed = match self.seal(&message, Some(key.0)) {
+            Ok(s) => s,
+            Err(e) => {
+                // A result over the control limit cannot happen (large values become files);
+                // a reject's detail is ours. Answer with the error itself rather than nothing.
+                let fallback = Message::Reject(Reject {
+                    id: key.1,
+                    server: self.me.clone(),
+                    code: RejectCode::Internal,
+                    detail: format!("the reply could not be encoded: {e}"),
+                    exit_status: None,
+                    stderr_tail: Bytes::new(),
+                });
+                match self.seal(&fallback, Some(key.0)) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                }
+            }
+        };
+        let Some(s) = self.serving.get_mut(&key) else {
+            return;
+        };
+        s.state = ServeState::Answered;
+        s.reply = Some(sealed);
+        s.unsent = true;
+        s.ack_at = None;
+        self.save_serving(node, &key);
+        self.send_reply(now, node, key);
+    }
+
+    /// Sends the stored reply: on the live stream it came by, by datagram if it came so and the
+    /// caller is reachable, else by dtn (the paper: the path is checked when the result is
+    /// ready). What could not be handed to the node stays in the outbox and is retried.
+    pub(super) fn send_reply(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        let Some(sealed) = s.reply.clone() else {
+            return;
+        };
+        let caller = s.call.caller.clone();
+        let deadline = s.call.deadline;
+        let via = s.via;
+        if deadline <= now {
+            self.mark_sent(node, key, None);
+            return;
+        }
+        match via {
+            Via::Local => {
+                self.local.push_back(sealed);
+                self.mark_sent(node, key, None);
+                return;
+            }
+            Via::Stream(stream) if self.streams.contains_key(&stream) => {
+                if node.stream_send(now, stream, frame(&sealed)).is_ok() {
+                    let _ = node.stream_close(now, stream);
+                    // Kept in the outbox until the stream confirms delivery.
+                    if let Some(s) = self.serving.get_mut(&key) {
+                        s.reply_stream = Some(stream);
+                    }
+                    return;
+                }
+            }
+            Via::Datagram if node.reachable(&caller).is_some() => {
+                if self
+                    .send_bundle(
+                        now,
+                        node,
+                        Some(&caller),
+                        RPC_DEMUX,
+                        sealed.clone(),
+                        Class::Datagram,
+                        deadline,
+                    )
+                    .is_ok()
+                {
+                    self.mark_sent(node, key, None);
+                    return;
+                }
+            }
+            _ => {}
+        }
+        match self.send_bundle(
+            now,
+            node,
+            Some(&caller),
+            RPC_DEMUX,
+            sealed,
+            Class::Dtn,
+            deadline,
+        ) {
+            Ok(()) => self.mark_sent(node, key, None),
+            Err(e) => {
+                self.errors
+                    .push(format!("reply to {caller} waits in the outbox: {e}"));
+                self.arm(
+                    now + self.config.retry_ms.max(1),
+                    Timer::Serve(key.0, key.1),
+                );
+            }
+        }
+    }
+
+    fn mark_sent(&mut self, node: &mut Node, key: ServeKey, stream: Option<StreamId>) {
+        if let Some(s) = self.serving.get_mut(&key) {
+            s.unsent = false;
+            s.reply_stream = stream;
+        }
+        self.save_serving(node, &key);
+    }
+
+    pub(super) fn stream_delivered(&mut self, node: &mut Node, stream: StreamId) {
+        let keys: Vec<ServeKey> = self
+            .serving
+            .iter()
+            .filter(|(_, s)| s.reply_stream == Some(stream))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            self.mark_sent(node, key, None);
+        }
+    }
+
+    pub(super) fn server_path_lost(&mut self, now: DtnTime, node: &mut Node, stream: StreamId) {
+        let keys: Vec<ServeKey> = self
+            .serving
+            .iter()
+            .filter(|(_, s)| s.reply_stream == Some(stream) || s.via == Via::Stream(stream))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            let Some(s) = self.serving.get_mut(&key) else {
+                continue;
+            };
+            s.via = Via::Dtn;
+            s.reply_stream = None;
+            if s.state == ServeState::Answered && s.unsent {
+                // The reply may not have arrived: by dtn (the caller takes one copy).
+                self.send_reply(now, node, key);
+            }
+        }
+    }
+
+    fn send_ack(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        let (via, caller, deadline) = (s.via, s.call.caller.clone(), s.call.deadline);
+        let ack = Message::Ack(Ack {
+            id: key.1,
+            server: self.me.clone(),
+        });
+        let Ok(sealed) = self.seal(&ack, Some(key.0)) else {
+            return;
+        };
+        match via {
+            Via::Stream(stream) if self.streams.contains_key(&stream) => {
+                let _ = node.stream_send(now, stream, frame(&sealed));
+            }
+            Via::Datagram => {
+                let _ = self.send_bundle(
+                    now,
+                    node,
+                    Some(&caller),
+                    RPC_DEMUX,
+                    sealed,
+                    Class::Datagram,
+                    deadline,
+                );
+            }
+            Via::Local => self.local.push_back(sealed),
+            _ => {}
+        }
+    }
+
+    pub(super) fn arm_serving(&mut self, key: ServeKey) {
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        let mut at = s.call.deadline;
+        if let Some(a) = s.ack_at {
+            at = at.min(a);
+        }
+        if matches!(s.state, ServeState::Answered | ServeState::Skipped) && !s.unsent {
+            return;
+        }
+        self.arm(at, Timer::Serve(key.0, key.1));
+    }
+
+    pub(super) fn serve_timer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+        let Some(s) = self.serving.get_mut(&key) else {
+            return;
+        };
+        if s.ack_at.is_some_and(|a| a <= now) {
+            s.ack_at = None;
+            if matches!(s.state, ServeState::Running(_) | ServeState::WaitingFiles) {
+                self.send_ack(now, node, key);
+            }
+        }
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        if now >= s.call.deadline {
+            match s.state {
+                ServeState::Running(job) => {
+                    self.jobs.remove(&job);
+                    self.events.push_back(RpcEvent::Abort {
+                        job,
+                        reason: "the call's deadline passed",
+                    });
+                    self.answer_reject(
+                        now,
+                        node,
+                        key,
+                        RejectCode::Expired,
+                        "the deadline passed while it ran".into(),
+                    );
+                }
+                ServeState::WaitingFiles => {
+                    self.answer_reject(
+                        now,
+                        node,
+                        key,
+                        RejectCode::Expired,
+                        "the deadline passed before its files arrived".into(),
+                    );
+                }
+                _ => {}
+            }
+            if let Some(s) = self.serving.get_mut(&key)
+                && s.unsent
+            {
+                // Nobody can use it any more.
+                s.unsent = false;
+                self.save_serving(node, &key);
+            }
+            return;
+        }
+        if s.state == ServeState::Answered && s.unsent && s.reply_stream.is_none() {
+            self.send_reply(now, node, key);
+        }
+        self.arm_serving(key);
+    }
+
+    pub(super) fn serve_cancel(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        cancel: Cancel,
+        sender: PublicKey,
+    ) {
+        let key = (sender, cancel.id);
+        let Some(s) = self.serving.get(&key) else {
+            return;
+        };
+        match s.state {
+            ServeState::Running(job) => {
+                self.jobs.remove(&job);
+                self.events.push_back(RpcEvent::Abort {
+                    job,
+                    reason: "cancelled by the caller",
+                });
+            }
+            ServeState::WaitingFiles => {}
+            ServeState::Answered | ServeState::Skipped => return,
+        }
+        if let Some(s) = self.serving.get_mut(&key) {
+            s.state = ServeState::Skipped;
+            s.unsent = false;
+        }
+        let _ = now;
+        self.save_serving(node, &key);
+    }
+
+    pub(super) fn serve_notice(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        notice: Notice,
+        sender: PublicKey,
+        done: bool,
+    ) {
+        if sender == self.identity.public() {
+            return;
+        }
+        let entry = self
+            .notices
+            .entry(notice.id)
+            .or_insert((done, now + NOTICE_MEMORY_MS));
+        entry.0 |= done;
+        let callers: Vec<PublicKey> = self
+            .by_call
+            .get(&notice.id)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        for caller in callers {
+            let key = (caller, notice.id);
+            let Some(s) = self.serving.get(&key) else {
+                continue;
+            };
+            if s.call.mode != Mode::Any {
+                continue;
+            }
+            match s.state {
+                ServeState::WaitingFiles => {}
+                ServeState::Running(job) if done => {
+                    self.jobs.remove(&job);
+                    self.events.push_back(RpcEvent::Abort {
+                        job,
+                        reason: "another server finished this any-mode call",
+                    });
+                }
+                _ => continue,
+            }
+            self.stats.skipped += 1;
+            if let Some(s) = self.serving.get_mut(&key) {
+                s.state = ServeState::Skipped;
+                s.unsent = false;
+                s.ack_at = None;
+            }
+            self.save_serving(node, &key);
+        }
+    }
+
+    fn record_skipped(&mut self, node: &mut Node, call: Call, caller_key: PublicKey, via: Via) {
+        let key = (caller_key, call.id);
+        let id = call.id;
+        self.serving.insert(
+            key,
+            Serving {
+                call,
+                caller_key,
+                state: ServeState::Skipped,
+                via,
+                ack_at: None,
+                reply: None,
+                unsent: false,
+                reply_stream: None,
+            },
+        );
+        self.by_call.entry(id).or_default().insert(caller_key);
+        self.save_serving(node, &key);
+    }
+}

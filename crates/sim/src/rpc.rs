@@ -1,0 +1,385 @@
+//! DTN-RPC in the simulator: an [`App`] that puts one [`rpc::Rpc`] engine on every node, runs
+//! simulated procedures (each a [`Behaviour`] with a running time), makes scripted calls and keeps
+//! the record the RPC invariants are checked against: how many times each call ran on each server
+//! (at most once), and how every call ended.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use node::{Event, Node};
+use rpc::{
+    CallRequest, CallState, CallView, Job, JobId, Outcome, ParamType, ProcedureSpec, Rpc,
+    RpcConfig, RpcEvent, Target,
+};
+use wire::DtnTime;
+use wire::rpc::{CallId, Message, RejectCode, Value};
+
+use crate::App;
+
+/// What a simulated procedure does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Behaviour {
+    /// After `run_ms`, returns its text and bytes parameters concatenated, then the server's
+    /// index as text (so results from different servers differ).
+    Echo {
+        /// Running time.
+        run_ms: u64,
+    },
+    /// After `run_ms`, returns a file of `size` bytes (and a short value).
+    File {
+        /// Size of the file.
+        size: usize,
+        /// Running time.
+        run_ms: u64,
+    },
+    /// After `run_ms`, fails with exit status 3.
+    Fail {
+        /// Running time.
+        run_ms: u64,
+    },
+    /// Calls `procedure` at `target` (with its own parameters) and returns that call's first
+    /// result prefixed by the server's index: a server that is also a client, as in NoWait-RPC.
+    Nested {
+        /// Whom to call.
+        target: Target,
+        /// Which procedure.
+        procedure: String,
+    },
+}
+
+/// A procedure a simulated node offers.
+#[derive(Debug, Clone)]
+pub struct SimProcedure {
+    /// The engine's view (name, types, predicates, allow-list, concurrency).
+    pub spec: ProcedureSpec,
+    /// What running it does.
+    pub behaviour: Behaviour,
+}
+
+enum Running {
+    /// Finishes at this time with this outcome.
+    Timed(DtnTime, Outcome),
+    /// Waits for the nested call.
+    Nested,
+}
+
+/// One call the script made.
+#[derive(Debug, Clone)]
+pub struct Made {
+    /// The calling node.
+    pub node: usize,
+    /// The action tag that made it.
+    pub tag: u64,
+    /// The call's id, or why it could not be made.
+    pub id: Result<CallId, String>,
+}
+
+/// The RPC layer of a simulated network.
+pub struct RpcApp {
+    engines: Vec<Option<Rpc>>,
+    configs: Vec<RpcConfig>,
+    procedures: Vec<BTreeMap<String, Behaviour>>,
+    secrets: Vec<[u8; 32]>,
+    restarts: Vec<u64>,
+    jobs: BTreeMap<(usize, JobId), Running>,
+    nested: BTreeMap<(usize, CallId), JobId>,
+    script: BTreeMap<u64, CallRequest>,
+    /// Calls the script made, in order.
+    pub made: Vec<Made>,
+    /// How many times each server ran each call: (server, call) → runs.
+    pub executions: BTreeMap<(usize, CallId), u32>,
+    /// Executions stopped by the engine (cancel, any-mode done elsewhere, deadline).
+    pub aborted: u64,
+    /// How every finished call of every node ended.
+    pub finished: BTreeMap<(usize, CallId), CallView>,
+}
+
+impl RpcApp {
+    /// An RPC layer for `nodes` nodes, none offering anything yet.
+    pub fn new(nodes: usize) -> Self {
+        Self {
+            engines: (0..nodes).map(|_| None).collect(),
+            configs: vec![RpcConfig::default(); nodes],
+            procedures: vec![BTreeMap::new(); nodes],
+            // Node identities are fixed by index, so a run is reproducible.
+            secrets: (0..nodes)
+                .map(|i| {
+                    let mut s = [0x5e; 32];
+                    s[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                    s
+                })
+                .collect(),
+            restarts: vec![0; nodes],
+            jobs: BTreeMap::new(),
+            nested: BTreeMap::new(),
+            script: BTreeMap::new(),
+            made: Vec::new(),
+            executions: BTreeMap::new(),
+            aborted: 0,
+            finished: BTreeMap::new(),
+        }
+    }
+
+    /// The public key node `i` will have.
+    pub fn key(&self, i: usize) -> seal::PublicKey {
+        seal::Identity::from_secret(self.secrets[i]).public()
+    }
+
+    /// Changes node `i`'s engine configuration (before the run).
+    pub fn configure(&mut self, i: usize, f: impl FnOnce(&mut RpcConfig)) {
+        f(&mut self.configs[i]);
+    }
+
+    /// Node `i` offers a procedure.
+    pub fn offer(&mut self, i: usize, procedure: SimProcedure) {
+        self.procedures[i].insert(procedure.spec.name.clone(), procedure.behaviour);
+        self.configs[i].procedures.push(procedure.spec);
+    }
+
+    /// Registers a call for [`crate::Sim::schedule_action`] with this tag.
+    pub fn script(&mut self, tag: u64, request: CallRequest) {
+        self.script.insert(tag, request);
+    }
+
+    /// Node `i`'s engine, if it was started.
+    pub fn engine(&self, i: usize) -> Option<&Rpc> {
+        self.engines[i].as_ref()
+    }
+
+    /// The call made by the action with this tag.
+    pub fn made_by(&self, tag: u64) -> Option<&Made> {
+        self.made.iter().find(|m| m.tag == tag)
+    }
+
+    /// How the call made by the action `tag` ended (if it did).
+    pub fn outcome(&self, tag: u64) -> Option<&CallView> {
+        let m = self.made_by(tag)?;
+        let id = m.id.as_ref().ok()?;
+        self.finished.get(&(m.node, *id))
+    }
+
+    /// The most executions any call had on any one server (the at-most-once invariant: ≤ 1).
+    pub fn max_executions(&self) -> u32 {
+        self.executions.values().copied().max().unwrap_or(0)
+    }
+
+    fn engine_mut(&mut self, now: DtnTime, i: usize, node: &mut Node) -> &mut Rpc {
+        if self.engines[i].is_none() {
+            let identity = seal::Identity::from_secret(self.secrets[i]);
+            let mut seed = [0u8; 32];
+            seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            seed[8..16].copy_from_slice(&self.restarts[i].to_le_bytes());
+            let rpc = Rpc::new(self.configs[i].clone(), identity, seed, node, now);
+            self.engines[i] = Some(rpc);
+        }
+        self.engines[i].as_mut().expect("just created")
+    }
+
+    /// Handles what the engine of node `i` asks for.
+    fn pump(&mut self, now: DtnTime, i: usize, node: &mut Node) {
+        loop {
+            let Some(event) = self.engine_mut(now, i, node).poll_event() else {
+                break;
+            };
+            match event {
+                RpcEvent::Execute(job) => self.execute(now, i, node, job),
+                RpcEvent::Abort { job, .. } => {
+                    if self.jobs.remove(&(i, job)).is_some() {
+                        self.aborted += 1;
+                    }
+                }
+                RpcEvent::CallChanged(_) => {}
+                RpcEvent::CallFinished(id) => {
+                    let Some(view) = self.engine_mut(now, i, node).call_view(&id) else {
+                        continue;
+                    };
+                    if let Some(job) = self.nested.remove(&(i, id)) {
+                        let outcome = nested_outcome(i, &view);
+                        self.jobs.remove(&(i, job));
+                        self.engine_mut(now, i, node)
+                            .finished(now, node, job, outcome);
+                    }
+                    self.finished.insert((i, id), view);
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, now: DtnTime, i: usize, node: &mut Node, job: Job) {
+        *self.executions.entry((i, job.call)).or_default() += 1;
+        let behaviour = self.procedures[i].get(&job.procedure).cloned();
+        let running = match behaviour {
+            Some(Behaviour::Echo { run_ms }) => {
+                let mut value = Vec::new();
+                for p in &job.params {
+                    match p {
+                        Value::Text(t) => value.extend_from_slice(t.as_bytes()),
+                        Value::Bytes(b) => value.extend_from_slice(b),
+                        _ => {}
+                    }
+                }
+                for (_, content) in &job.files {
+                    value.extend_from_slice(content);
+                }
+                value.extend_from_slice(format!("@{i}").as_bytes());
+                let outcome = Outcome::Success {
+                    value: Bytes::from(value),
+                    files: Vec::new(),
+                    run_ms,
+                };
+                Running::Timed(now + run_ms, outcome)
+            }
+            Some(Behaviour::File { size, run_ms }) => {
+                let content: Vec<u8> = (0..size).map(|k| (k * 7 + i) as u8).collect();
+                let outcome = Outcome::Success {
+                    value: Bytes::from(format!("file from {i}")),
+                    files: vec![("picture.pgm".to_string(), Bytes::from(content))],
+                    run_ms,
+                };
+                Running::Timed(now + run_ms, outcome)
+            }
+            Some(Behaviour::Fail { run_ms }) => Running::Timed(
+                now + run_ms,
+                Outcome::Failure {
+                    code: RejectCode::ExecutionFailed,
+                    detail: "exit status 3".into(),
+                    exit_status: Some(3),
+                    stderr_tail: Bytes::from_static(b"simulated failure\n"),
+                },
+            ),
+            Some(Behaviour::Nested { target, procedure }) => {
+                let params = job.params.iter().cloned().map(rpc::Param::Value).collect();
+                let mut request = CallRequest::new(target, &procedure, params);
+                request.deadline = Some(job.deadline);
+                match self.engine_mut(now, i, node).call(now, node, request) {
+                    Ok(id) => {
+                        self.nested.insert((i, id), job.id);
+                        Running::Nested
+                    }
+                    Err(e) => Running::Timed(
+                        now,
+                        Outcome::Failure {
+                            code: RejectCode::ExecutionFailed,
+                            detail: format!("nested call failed: {e}"),
+                            exit_status: None,
+                            stderr_tail: Bytes::new(),
+                        },
+                    ),
+                }
+            }
+            None => Running::Timed(
+                now,
+                Outcome::Failure {
+                    code: RejectCode::Internal,
+                    detail: "no behaviour".into(),
+                    exit_status: None,
+                    stderr_tail: Bytes::new(),
+                },
+            ),
+        };
+        self.jobs.insert((i, job.id), running);
+    }
+}
+
+fn nested_outcome(i: usize, view: &CallView) -> Outcome {
+    let result = view.replies.iter().find_map(|r| match &r.message {
+        Message::Result(res) => Some(res.value.clone()),
+        _ => None,
+    });
+    match (view.state, result) {
+        (CallState::Succeeded, Some(value)) => {
+            let mut v = format!("{i}<").into_bytes();
+            v.extend_from_slice(&value);
+            Outcome::Success {
+                value: Bytes::from(v),
+                files: Vec::new(),
+                run_ms: 0,
+            }
+        }
+        (state, _) => Outcome::Failure {
+            code: RejectCode::ExecutionFailed,
+            detail: format!("nested call {}", state.name()),
+            exit_status: None,
+            stderr_tail: Bytes::new(),
+        },
+    }
+}
+
+impl App for RpcApp {
+    fn event(&mut self, now: DtnTime, i: usize, node: &mut Node, event: &Event) {
+        self.engine_mut(now, i, node)
+            .handle_node_event(now, node, event);
+        self.pump(now, i, node);
+    }
+
+    fn timeout(&mut self, now: DtnTime, i: usize, node: &mut Node) {
+        let engine = self.engine_mut(now, i, node);
+        if engine.poll_timeout().is_some_and(|t| t <= now) {
+            engine.handle_timeout(now, node);
+        }
+        let due: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|((n, _), r)| *n == i && matches!(r, Running::Timed(t, _) if *t <= now))
+            .map(|((_, j), _)| *j)
+            .collect();
+        for job in due {
+            if let Some(Running::Timed(_, outcome)) = self.jobs.remove(&(i, job)) {
+                self.engine_mut(now, i, node)
+                    .finished(now, node, job, outcome);
+            }
+        }
+        self.pump(now, i, node);
+    }
+
+    fn next_timeout(&self, i: usize) -> Option<DtnTime> {
+        let engine = self.engines[i].as_ref().and_then(|e| e.poll_timeout());
+        let job = self
+            .jobs
+            .iter()
+            .filter(|((n, _), _)| *n == i)
+            .filter_map(|(_, r)| match r {
+                Running::Timed(t, _) => Some(*t),
+                Running::Nested => None,
+            })
+            .min();
+        match (engine, job) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn action(&mut self, now: DtnTime, i: usize, node: &mut Node, action: u64) {
+        let Some(request) = self.script.get(&action).cloned() else {
+            return;
+        };
+        let id = self
+            .engine_mut(now, i, node)
+            .call(now, node, request)
+            .map_err(|e| e.to_string());
+        self.made.push(Made {
+            node: i,
+            tag: action,
+            id,
+        });
+        self.pump(now, i, node);
+    }
+
+    fn restarted(&mut self, now: DtnTime, i: usize, node: &mut Node) {
+        // The process died: its executions and its engine's memory with it.
+        self.engines[i] = None;
+        self.jobs.retain(|(n, _), _| *n != i);
+        self.nested.retain(|(n, _), _| *n != i);
+        self.restarts[i] += 1;
+        self.engine_mut(now, i, node);
+        self.pump(now, i, node);
+    }
+}
+
+/// A procedure open to everyone with these parameter types.
+pub fn procedure(name: &str, params: &[ParamType], behaviour: Behaviour) -> SimProcedure {
+    SimProcedure {
+        spec: ProcedureSpec::new(name, params.to_vec()),
+        behaviour,
+    }
+}
