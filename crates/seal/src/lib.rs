@@ -2,70 +2,85 @@
 //!
 //! Every node has one Ed25519 key pair, its [`Identity`]; the 32-byte public key ([`PublicKey`])
 //! names the node to the RPC layer (allow-lists, the dedup cache). The same key, mapped to its
-//! X25519 form, receives encrypted messages, so one key per node is all a peer needs to know.
+//! X25519 form, receives encrypted messages, so one key per node is all a peer needs to know (the
+//! use of one key for both is analysed in "On using the same key pair for Ed25519 and an X25519
+//! based KEM", IACR ePrint 2021/509).
 //!
 //! [`Identity::seal`] wraps a message body in an envelope that is always signed by the sender and,
 //! when a recipient is given, encrypted to it (X25519 with a fresh ephemeral key per message, a key
 //! derived with BLAKE3, ChaCha20-Poly1305; the sender's key is bound into the associated data, so
 //! a re-signed ciphertext does not decrypt). [`Identity::open`] checks the signature first, then
 //! decrypts; [`verify`] checks the signature alone (what a relay could do). Anything forged,
-//! modified, truncated or addressed to another node is an [`OpenError`], never a panic.
+//! modified, truncated, extended or addressed to another node is an [`OpenError`], never a panic.
+//!
+//! # The envelope, version 1
+//!
+//! ```text
+//! offset     length  field
+//! 0          1       version = 1
+//! 1          1       flags: bit 0 set = encrypted; every other bit zero
+//! 2          32      sender: Ed25519 public key
+//! signed only:
+//! 34         n       body
+//! 34 + n     64      signature
+//! encrypted:
+//! 34         32      recipient: Ed25519 public key
+//! 66         32      ephemeral: X25519 public key
+//! 98         n       ciphertext (as long as the body)
+//! 98 + n     16      tag (Poly1305)
+//! 114 + n    64      signature
+//! ```
+//!
+//! - `version` is 1 ([`VERSION`]); any other is [`OpenError::Version`].
+//! - `flags`: bit 0 means encrypted; any other bit set is [`OpenError::Malformed`].
+//! - `sender`, `recipient`: Ed25519 public keys (RFC 8032 encoding); `ephemeral`: an X25519
+//!   public key (RFC 7748 u-coordinate). There are no length fields: the body runs from the end
+//!   of the header to 64 bytes before the end of the envelope (or 80, the tag, if encrypted).
+//! - `signature`: Ed25519 (RFC 8032, pure) by `sender` over every byte before it, checked with
+//!   ed25519-dalek's `verify_strict` (canonical encodings only, no small-order keys), and the
+//!   sender key must be the canonical encoding of a point of large order
+//!   ([`PublicKey::is_valid`]).
+//! - Encryption: the ephemeral secret `e` is `BLAKE3-keyed(k, entropy ‖ recipient ‖ body)`, where
+//!   `k = BLAKE3-derive_key("ferry-seal v1 ephemeral secret key", sender's seed)`;
+//!   `ephemeral = X25519(e, 9)` (keyed by the sender's secret, so entropy that repeats or that
+//!   others can predict, a simulator's seed say, costs no secrecy). The recipient's X25519 public key is its Ed25519 key in
+//!   Montgomery form; it opens with the (clamped) Ed25519 scalar `SHA-512(seed)[..32]`.
+//!   `shared = X25519(e, recipient)`, refused if all zero;
+//!   `key = BLAKE3-derive_key("ferry-seal v1 envelope encryption key", shared ‖ ephemeral ‖
+//!   recipient)`. ChaCha20-Poly1305 (RFC 8439) with that key, an all-zero nonce (each key seals
+//!   one body) and the whole header (version to ephemeral, 98 bytes) as associated data.
+//!
+//! Overhead: [`SIGNED_OVERHEAD`] = 98 bytes, [`ENCRYPTED_OVERHEAD`] = 178 bytes;
+//! [`sealed_len`] gives an envelope's length.
+//!
+//! Because the signature covers every byte, a relay can check any envelope ([`verify`]) and
+//! nobody but the sender can change one; because the associated data holds the sender's key, a
+//! third party who strips the signature and signs the ciphertext as its own sender gets an envelope
+//! that verifies but does not decrypt ([`OpenError::Decrypt`]). What this does not give: replay
+//! protection (the RPC layer's dedup cache keeps that), hiding who talks to whom (both keys travel
+//! in clear), or forward secrecy against the loss of a recipient's long-term key.
+//!
+//! Besides envelopes, [`Identity::sign`] and [`verify_signature`] make and check detached
+//! signatures bound to a context string; what they sign can never be taken for an envelope.
 //!
 //! **What it never does.** No I/O, no clock, no random source of its own: the caller passes the
 //! entropy for ephemeral keys (the RPC engine draws it from its seeded generator, which the daemon
-//! seeds from the operating system). Storing the secret key (a 0600 file) is the daemon's part.
+//! seeds from the operating system), and [`Identity::seal`] is a pure function of its inputs.
+//! Storing the secret key (a 0600 file) is the daemon's part. It never panics on received bytes,
+//! and never allocates more than the envelope's own length to open one.
 
 #![forbid(unsafe_code)]
 
-/// A node's public key: an Ed25519 verifying key. Shown as 64 lowercase hex digits.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PublicKey(pub [u8; 32]);
+mod envelope;
+mod identity;
+mod key;
 
-impl std::fmt::Display for PublicKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Debug for PublicKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PublicKey({self})")
-    }
-}
-
-/// A node's key pair. The secret never leaves it except through [`Identity::secret_bytes`].
-pub struct Identity {
-    _private: (),
-}
-
-/// A verified (and, if it was encrypted, decrypted) envelope.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Opened {
-    /// Who signed it.
-    pub sender: PublicKey,
-    /// Whether it was encrypted (to us).
-    pub encrypted: bool,
-    /// The message body.
-    pub body: Vec<u8>,
-}
-
-/// Why an envelope was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum OpenError {
-    /// Not an envelope of a version this crate reads, or cut short.
-    #[error("malformed envelope: {0}")]
-    Malformed(&'static str),
-    /// The signature does not match the content and the claimed sender.
-    #[error("bad signature")]
-    BadSignature,
-    /// Encrypted to another node.
-    #[error("encrypted to another node")]
-    NotForUs,
-    /// The signature is good but the ciphertext does not decrypt (tampered or misdirected).
-    #[error("decryption failed")]
-    Decrypt,
-}
+pub use envelope::{
+    ENCRYPTED_OVERHEAD, OpenError, Opened, SIGNED_OVERHEAD, SealError, Signed, VERSION,
+    peek_sender, sealed_len, verify,
+};
+pub use identity::{Identity, verify_signature};
+pub use key::{ParseKeyError, PublicKey};
+/// A value zeroed when dropped (from the `zeroize` crate): what [`Identity::secret_bytes`]
+/// returns, re-exported so callers can name it and hold their own secrets in one.
+pub use zeroize::Zeroizing;
