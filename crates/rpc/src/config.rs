@@ -79,6 +79,10 @@ pub struct RpcConfig {
     /// A server that has a result this soon after the call arrived answers with the result alone;
     /// otherwise it acknowledges the call first (real-time transports only).
     pub ack_delay_ms: u64,
+    /// An any-mode server waits a random time up to this before it starts a call, listening for
+    /// another server's STARTED notice: a broadcast reaches every server at about the same time,
+    /// and without the wait they would all start before hearing of each other.
+    pub any_start_jitter_ms: u64,
     /// How often results that could not be handed to the node are retried, and acknowledged
     /// datagram calls re-asked.
     pub retry_ms: u64,
@@ -103,6 +107,7 @@ impl Default for RpcConfig {
         Self {
             timers: Timers::default(),
             ack_delay_ms: 300,
+            any_start_jitter_ms: 250,
             retry_ms: 5_000,
             retention_ms: 3_600_000,
             accept: Requirement::always(),

@@ -437,6 +437,8 @@ struct Serving {
     via: Via,
     /// When to acknowledge, if the result is not ready by then.
     ack_at: Option<DtnTime>,
+    /// An any-mode call starts no earlier than this (see `RpcConfig::any_start_jitter_ms`).
+    start_at: Option<DtnTime>,
     /// The sealed reply (result or reject), once answered.
     reply: Option<Bytes>,
     /// The reply still has to be handed to the network (the outbox).

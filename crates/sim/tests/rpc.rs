@@ -5,9 +5,7 @@ use node::StrategyKind;
 use rpc::{CallRequest, CallState, Param, ParamType, Target};
 use sim::rpc::{Behaviour, RpcApp, procedure};
 use sim::{Scenario, Sim, Topology, node_id};
-use wire::rpc::{Message, Transport, Value};
-
-const _: Transport = Transport::Auto;
+use wire::rpc::{Message, Mode, Transport, Value};
 
 fn text(s: &str) -> Param {
     Param::Value(Value::Text(s.to_string()))
@@ -56,4 +54,555 @@ fn explicit_call_over_a_live_chain_uses_a_stream() {
     assert_eq!(result_value(view), vec!["hi@3".to_string()]);
     assert_eq!(view.replies[0].via, "stream", "{:#?}", view.timeline);
     assert_eq!(app.max_executions(), 1);
+}
+
+/// One simulated run: `setup` configures the app and schedules, the run goes to `duration_ms`.
+fn run(
+    seed: u64,
+    topology: Topology,
+    duration_ms: u64,
+    setup: impl FnOnce(&mut RpcApp),
+    schedule: impl FnOnce(&mut Sim<RpcApp>),
+) -> Sim<RpcApp> {
+    let mut app = RpcApp::new(topology.nodes());
+    setup(&mut app);
+    let scenario = Scenario::new(seed, topology, StrategyKind::Epidemic, duration_ms);
+    let mut sim = Sim::with_app(scenario, app);
+    schedule(&mut sim);
+    if let Err(v) = sim.run_in_place() {
+        panic!("{v}");
+    }
+    sim
+}
+
+fn request(target: Target, transport: Transport, deadline_s: u64) -> CallRequest {
+    let mut r = CallRequest::new(target, "echo", vec![text("x")]);
+    r.transport = transport;
+    r.deadline = Some(sim::SIM_EPOCH + deadline_s * 1_000);
+    r
+}
+
+#[test]
+fn every_mode_and_transport_on_hub_chained_and_islands() {
+    let topologies = [
+        ("hub", Topology::Hub { nodes: 8 }),
+        ("chained", Topology::Chained { nodes: 6 }),
+        (
+            "islands",
+            Topology::Islands {
+                nodes: 12,
+                islands: 3,
+                period_ms: 20_000,
+            },
+        ),
+    ];
+    let modes = [
+        ("explicit", Mode::Explicit),
+        ("any", Mode::Any),
+        ("all", Mode::All),
+    ];
+    let transports = [
+        Transport::Auto,
+        Transport::Datagram,
+        Transport::Stream,
+        Transport::Dtn,
+    ];
+    for (name, topology) in topologies {
+        let nodes = topology.nodes();
+        // In Islands, node 1 shares node 0's island; the last node is in another one.
+        let far = nodes - 1;
+        for (mode_name, mode) in modes {
+            for transport in transports {
+                if transport == Transport::Stream && mode != Mode::Explicit {
+                    continue; // refused at the call: covered below
+                }
+                let forced_realtime = matches!(transport, Transport::Datagram | Transport::Stream);
+                let target = match mode {
+                    Mode::Explicit if forced_realtime && name == "islands" => {
+                        Target::Node(node_id(1))
+                    }
+                    Mode::Explicit => Target::Node(node_id(far)),
+                    Mode::Any => Target::Any,
+                    Mode::All => Target::All,
+                };
+                let deadline_s = 400;
+                let sim = run(
+                    7,
+                    topology.clone(),
+                    deadline_s * 1_000 + 1_000,
+                    |app| {
+                        echo_everywhere(app, nodes, 200);
+                        app.script(1, request(target.clone(), transport, deadline_s));
+                    },
+                    |sim| sim.schedule_action(5_000, 0, 1),
+                );
+                let app = sim.app();
+                let case = format!("{name} {mode_name} {transport}");
+                let made = app.made_by(1).expect("the script ran");
+                assert!(made.id.is_ok(), "{case}: {:?}", made.id);
+                let view = app
+                    .outcome(1)
+                    .unwrap_or_else(|| panic!("{case}: the call never finished"));
+                assert_eq!(
+                    view.state,
+                    CallState::Succeeded,
+                    "{case}: {:#?}",
+                    view.timeline
+                );
+                let results = result_value(view);
+                assert!(
+                    app.max_executions() <= 1,
+                    "{case}: a call ran twice on one server"
+                );
+                match mode {
+                    Mode::Explicit => {
+                        let server = if forced_realtime && name == "islands" {
+                            1
+                        } else {
+                            far
+                        };
+                        assert_eq!(results, vec![format!("x@{server}")], "{case}");
+                    }
+                    Mode::Any => assert_eq!(results.len(), 1, "{case}: {results:?}"),
+                    Mode::All => {
+                        assert!(!results.is_empty(), "{case}");
+                        if name != "islands" {
+                            // Everyone else is connected all along: every server answers.
+                            assert_eq!(results.len(), nodes - 1, "{case}: {results:?}");
+                        }
+                    }
+                }
+                let vias: Vec<&str> = view.replies.iter().map(|r| r.via).collect();
+                match (mode, transport) {
+                    (_, Transport::Dtn) => {
+                        assert!(vias.iter().all(|v| *v == "dtn"), "{case}: {vias:?}")
+                    }
+                    (Mode::Explicit, Transport::Stream) => assert_eq!(vias, ["stream"], "{case}"),
+                    (Mode::Explicit, Transport::Datagram) => {
+                        assert_eq!(vias, ["datagram"], "{case}")
+                    }
+                    (Mode::Explicit, Transport::Auto) if name != "islands" => {
+                        assert_eq!(vias, ["stream"], "{case}")
+                    }
+                    (Mode::Any | Mode::All, Transport::Auto | Transport::Datagram)
+                        if name != "islands" =>
+                    {
+                        assert!(vias.iter().all(|v| *v == "datagram"), "{case}: {vias:?}")
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stream_call_without_a_server_or_a_route_is_refused_at_once() {
+    let sim = run(
+        3,
+        Topology::Islands {
+            nodes: 8,
+            islands: 2,
+            period_ms: 1_000_000,
+        },
+        20_000,
+        |app| {
+            echo_everywhere(app, 8, 10);
+            app.script(1, request(Target::Any, Transport::Stream, 100));
+            app.script(2, request(Target::Node(node_id(7)), Transport::Stream, 100));
+            app.script(
+                3,
+                request(Target::Node(node_id(7)), Transport::Datagram, 100),
+            );
+        },
+        |sim| {
+            for tag in 1..=3 {
+                sim.schedule_action(5_000, 0, tag);
+            }
+        },
+    );
+    let app = sim.app();
+    let err = |tag| app.made_by(tag).unwrap().id.clone().unwrap_err();
+    assert!(err(1).contains("explicit server"), "{}", err(1));
+    assert!(err(2).contains("not reachable"), "{}", err(2));
+    assert!(err(3).contains("not reachable"), "{}", err(3));
+}
+
+fn slow(app: &mut RpcApp, i: usize, run_ms: u64) {
+    app.offer(
+        i,
+        procedure("slow", &[ParamType::Text], Behaviour::Echo { run_ms }),
+    );
+}
+
+fn slow_request(target: Target, deadline_s: u64) -> CallRequest {
+    let mut r = CallRequest::new(target, "slow", vec![text("s")]);
+    r.deadline = Some(sim::SIM_EPOCH + deadline_s * 1_000);
+    r
+}
+
+#[test]
+fn path_broken_after_the_call_the_result_arrives_by_dtn() {
+    // 0 - 1 - 2; the call goes by stream at 5 s, the link 1-2 breaks at 8 s while the procedure
+    // runs (20 s) and comes back at 60 s.
+    let sim = run(
+        11,
+        Topology::Chained { nodes: 3 },
+        200_000,
+        |app| {
+            slow(app, 2, 20_000);
+            app.script(1, slow_request(Target::Node(node_id(2)), 300));
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_link(8_000, 1, 2, false);
+            sim.schedule_link(60_000, 1, 2, true);
+        },
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    assert_eq!(result_value(view), ["s@2"]);
+    assert_eq!(view.replies[0].via, "dtn", "{:#?}", view.timeline);
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + 60_000);
+    let text: Vec<&str> = view.timeline.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        text[0].starts_with("called dtn://n2/ by stream"),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter().any(|t| t.starts_with("ack from dtn://n2/")),
+        "{text:#?}"
+    );
+    assert!(text.iter().any(|t| t.contains("path lost")), "{text:#?}");
+    assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn a_call_arriving_by_datagram_and_by_dtn_runs_once() {
+    // The server acknowledges only after 5 s, the client waits 2 s for an ack: it sends the call
+    // by dtn as well, while the first copy runs.
+    let sim = run(
+        12,
+        Topology::Chained { nodes: 3 },
+        100_000,
+        |app| {
+            slow(app, 2, 10_000);
+            app.configure(2, |c| c.ack_delay_ms = 5_000);
+            let mut r = slow_request(Target::Node(node_id(2)), 90);
+            r.transport = Transport::Auto;
+            r.timers = Some(rpc::Timers {
+                ack_ms: 2_000,
+                ..rpc::Timers::default()
+            });
+            app.script(1, r);
+        },
+        |sim| sim.schedule_action(5_000, 0, 1),
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    let text: Vec<&str> = view.timeline.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        text.iter().any(|t| t.contains("call sent by dtn")),
+        "{text:#?}"
+    );
+    let server = app.engine(2).unwrap().stats();
+    assert!(server.duplicates >= 1, "{server:?}");
+    assert_eq!(server.executions, 1);
+    assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn a_server_restarted_with_a_pending_result_still_delivers_it() {
+    // The result is ready at 25 s while the only link to the client is down: it waits in the
+    // server's store. The server restarts at 40 s; the link returns at 60 s.
+    let sim = run(
+        13,
+        Topology::Chained { nodes: 2 },
+        200_000,
+        |app| {
+            slow(app, 1, 20_000);
+            let mut r = slow_request(Target::Node(node_id(1)), 300);
+            r.transport = Transport::Dtn;
+            app.script(1, r);
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_link(10_000, 0, 1, false);
+            sim.schedule_restart(40_000, 1);
+            sim.schedule_link(60_000, 0, 1, true);
+        },
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + 60_000);
+    assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn a_server_restarted_while_running_reports_it_and_never_runs_it_again() {
+    let sim = run(
+        14,
+        Topology::Chained { nodes: 2 },
+        120_000,
+        |app| {
+            slow(app, 1, 30_000);
+            let mut r = slow_request(Target::Node(node_id(1)), 100);
+            r.transport = Transport::Dtn;
+            app.script(1, r);
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_restart(15_000, 1);
+        },
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Failed, "{:#?}", view.timeline);
+    match &view.replies[0].message {
+        Message::Reject(r) => {
+            assert_eq!(r.code, wire::rpc::RejectCode::Internal);
+            assert!(r.detail.contains("restarted"), "{}", r.detail);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn a_client_restarted_with_a_pending_call_receives_the_late_result() {
+    let sim = run(
+        15,
+        Topology::Chained { nodes: 3 },
+        200_000,
+        |app| {
+            slow(app, 2, 30_000);
+            app.script(1, slow_request(Target::Node(node_id(2)), 300));
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_restart(10_000, 0);
+        },
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished after the restart");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    let text: Vec<&str> = view.timeline.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        text.iter().any(|t| t.contains("resumed after a restart")),
+        "{text:#?}"
+    );
+    assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn a_call_nobody_can_reach_expires_at_its_deadline() {
+    let sim = run(
+        16,
+        Topology::Islands {
+            nodes: 6,
+            islands: 2,
+            period_ms: 10_000_000,
+        },
+        100_000,
+        |app| {
+            echo_everywhere(app, 6, 10);
+            app.script(1, request(Target::Node(node_id(5)), Transport::Auto, 40));
+        },
+        |sim| sim.schedule_action(5_000, 0, 1),
+    );
+    let view = sim.app().outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Expired, "{:#?}", view.timeline);
+    let (at, last) = view.timeline.last().unwrap();
+    assert_eq!(*at, sim::SIM_EPOCH + 40_000);
+    assert!(last.contains("deadline"), "{last}");
+}
+
+#[test]
+fn predicates_and_allow_lists_reject_with_a_reason() {
+    let sim = run(
+        17,
+        Topology::Hub { nodes: 3 },
+        60_000,
+        |app| {
+            let mut gps = procedure("locate", &[], Behaviour::Echo { run_ms: 1 });
+            gps.spec.require = "has(gps)".parse().unwrap();
+            app.offer(1, gps);
+            let mut private = procedure("private", &[], Behaviour::Echo { run_ms: 1 });
+            private.spec.allow = Some([app.key(2)].into_iter().collect());
+            app.offer(1, private);
+            echo_everywhere(app, 3, 1);
+            let mut battery = CallRequest::new(Target::Node(node_id(1)), "echo", vec![text("b")]);
+            battery.requirements = "battery >= 50".into();
+            app.script(
+                1,
+                CallRequest::new(Target::Node(node_id(1)), "locate", vec![]),
+            );
+            app.script(
+                2,
+                CallRequest::new(Target::Node(node_id(1)), "private", vec![]),
+            );
+            app.script(3, battery);
+            app.script(
+                4,
+                CallRequest::new(Target::Node(node_id(1)), "nothing", vec![]),
+            );
+            app.script(
+                5,
+                CallRequest::new(Target::Node(node_id(1)), "echo", vec![]),
+            );
+            app.script(
+                6,
+                CallRequest::new(Target::Node(node_id(1)), "private", vec![]),
+            );
+        },
+        |sim| {
+            for tag in 1..=5 {
+                sim.schedule_action(5_000, 0, tag);
+            }
+            sim.schedule_action(5_000, 2, 6);
+        },
+    );
+    let app = sim.app();
+    let reject = |tag| {
+        let view = app.outcome(tag).expect("finished");
+        assert_eq!(view.state, CallState::Failed, "{:#?}", view.timeline);
+        match &view.replies[0].message {
+            Message::Reject(r) => (r.code, r.detail.clone()),
+            other => panic!("{other:?}"),
+        }
+    };
+    use wire::rpc::RejectCode as C;
+    let (code, detail) = reject(1);
+    assert_eq!(code, C::PredicateFailed);
+    assert!(detail.contains("has(gps)"), "{detail}");
+    assert_eq!(reject(2).0, C::NotAllowed);
+    let (code, detail) = reject(3);
+    assert_eq!(code, C::PredicateFailed);
+    assert!(detail.contains("battery"), "{detail}");
+    assert_eq!(reject(4).0, C::NotOffered);
+    let (code, detail) = reject(5);
+    assert_eq!(code, C::BadArguments);
+    assert!(detail.contains("expected 1 parameters"), "{detail}");
+    // The allowed key gets through.
+    assert_eq!(app.outcome(6).unwrap().state, CallState::Succeeded);
+    assert_eq!(app.engine(1).unwrap().stats().executions, 1);
+}
+
+#[test]
+fn nested_calls_a_to_b_to_a_complete_without_deadlock() {
+    let sim = run(
+        18,
+        Topology::Chained { nodes: 2 },
+        60_000,
+        |app| {
+            app.offer(
+                1,
+                procedure(
+                    "relay",
+                    &[ParamType::Text],
+                    Behaviour::Nested {
+                        target: Target::Node(node_id(0)),
+                        procedure: "echo".into(),
+                    },
+                ),
+            );
+            app.offer(
+                0,
+                procedure("echo", &[ParamType::Text], Behaviour::Echo { run_ms: 10 }),
+            );
+            app.script(1, {
+                let mut r =
+                    CallRequest::new(Target::Node(node_id(1)), "relay", vec![text("cycle")]);
+                r.deadline = Some(sim::SIM_EPOCH + 50_000);
+                r
+            });
+        },
+        |sim| sim.schedule_action(5_000, 0, 1),
+    );
+    let view = sim.app().outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    assert_eq!(result_value(view), ["1<cycle@0"]);
+}
+
+#[test]
+fn a_thousand_calls_in_flight_to_many_servers() {
+    let nodes = 11;
+    let calls = 1_000u64;
+    let sim = run(
+        19,
+        Topology::Hub { nodes },
+        120_000,
+        |app| {
+            echo_everywhere(app, nodes, 2_000);
+            for i in 0..nodes {
+                app.configure(i, |c| {
+                    for p in &mut c.procedures {
+                        p.max_concurrent = 1_000;
+                    }
+                });
+            }
+            for tag in 0..calls {
+                let server = 1 + (tag as usize % (nodes - 1));
+                let mut r = CallRequest::new(
+                    Target::Node(node_id(server)),
+                    "echo",
+                    vec![text(&format!("c{tag}:"))],
+                );
+                r.deadline = Some(sim::SIM_EPOCH + 100_000);
+                app.script(tag, r);
+            }
+        },
+        |sim| {
+            for tag in 0..calls {
+                sim.schedule_action(5_000 + tag, 0, tag);
+            }
+        },
+    );
+    let app = sim.app();
+    let mut ok = 0;
+    for tag in 0..calls {
+        let view = app
+            .outcome(tag)
+            .unwrap_or_else(|| panic!("call {tag} never finished"));
+        assert_eq!(
+            view.state,
+            CallState::Succeeded,
+            "call {tag}: {:#?}",
+            view.timeline
+        );
+        let server = 1 + (tag as usize % (nodes - 1));
+        assert_eq!(result_value(view), [format!("c{tag}:@{server}")]);
+        ok += 1;
+    }
+    assert_eq!(ok, calls);
+    assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn any_mode_runs_on_one_server_when_the_others_hear_it_started() {
+    // Everyone offers a 10 s procedure; the first server to accept tells the others.
+    let sim = run(
+        20,
+        Topology::Hub { nodes: 6 },
+        60_000,
+        |app| {
+            for i in 0..6 {
+                slow(app, i, 10_000);
+            }
+            app.script(1, slow_request(Target::Any, 50));
+        },
+        |sim| sim.schedule_action(5_000, 0, 1),
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    let runs: u32 = app.executions.values().sum();
+    let skipped: u64 = (1..6).map(|i| app.engine(i).unwrap().stats().skipped).sum();
+    // The broadcast reaches the five servers at once; each waits a random moment before it
+    // starts, and those that hear STARTED first skip the call.
+    assert_eq!(runs, 1, "skipped {skipped}, aborted {}", app.aborted);
+    assert_eq!(skipped, 4);
 }

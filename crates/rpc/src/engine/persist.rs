@@ -195,6 +195,7 @@ impl Rpc {
             state,
             via,
             ack_at: None,
+            start_at: None,
             reply: (!reply.is_empty()).then_some(reply),
             unsent,
             reply_stream: None,

@@ -217,8 +217,9 @@ impl Rpc {
         let any = call.mode == Mode::Any;
         let ack_at =
             matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay_ms);
-        let deadline = call.deadline;
         let id = call.id;
+        let start_at = (any && self.config.any_start_jitter_ms > 0)
+            .then(|| now + self.rng.next_u64() % (self.config.any_start_jitter_ms + 1));
         self.serving.insert(
             key,
             Serving {
@@ -227,32 +228,13 @@ impl Rpc {
                 state: ServeState::WaitingFiles,
                 via,
                 ack_at,
+                start_at,
                 reply: None,
                 unsent: false,
                 reply_stream: None,
             },
         );
         self.by_call.entry(id).or_default().insert(caller_key);
-        if any {
-            // Tell the other servers, so that those that have not started skip it.
-            if let Ok(sealed) = self.seal(
-                &Message::Started(Notice {
-                    id,
-                    server: self.me.clone(),
-                }),
-                None,
-            ) {
-                let _ = self.send_bundle(
-                    now,
-                    node,
-                    None,
-                    RPC_DEMUX,
-                    sealed,
-                    Class::Datagram,
-                    deadline,
-                );
-            }
-        }
         self.save_serving(node, &key);
         self.try_start(now, node, key);
         self.arm_serving(key);
@@ -263,7 +245,7 @@ impl Rpc {
         let Some(s) = self.serving.get(&key) else {
             return;
         };
-        if s.state != ServeState::WaitingFiles {
+        if s.state != ServeState::WaitingFiles || s.start_at.is_some_and(|t| t > now) {
             return;
         }
         let refs: Vec<FileRef> = s
@@ -295,7 +277,29 @@ impl Rpc {
             return;
         };
         s.state = ServeState::Running(job);
+        s.start_at = None;
         self.jobs.insert(job, key);
+        if s.call.mode == Mode::Any {
+            // Tell the other servers, so that those that have not started skip it.
+            let (id, deadline) = (s.call.id, s.call.deadline);
+            if let Ok(sealed) = self.seal(
+                &Message::Started(Notice {
+                    id,
+                    server: self.me.clone(),
+                }),
+                None,
+            ) {
+                let _ = self.send_bundle(
+                    now,
+                    node,
+                    None,
+                    RPC_DEMUX,
+                    sealed,
+                    Class::Datagram,
+                    deadline,
+                );
+            }
+        }
         let s = &self.serving[&key];
         self.events.push_back(RpcEvent::Execute(Job {
             id: job,
@@ -433,6 +437,7 @@ impl Rpc {
                 state: ServeState::WaitingFiles,
                 via,
                 ack_at: None,
+                start_at: None,
                 reply: None,
                 unsent: false,
                 reply_stream: None,
@@ -648,6 +653,9 @@ impl Rpc {
         if let Some(a) = s.ack_at {
             at = at.min(a);
         }
+        if let Some(a) = s.start_at {
+            at = at.min(a);
+        }
         if matches!(s.state, ServeState::Answered | ServeState::Skipped) && !s.unsent {
             return;
         }
@@ -663,6 +671,13 @@ impl Rpc {
             if matches!(s.state, ServeState::Running(_) | ServeState::WaitingFiles) {
                 self.send_ack(now, node, key);
             }
+        }
+        if self
+            .serving
+            .get(&key)
+            .is_some_and(|s| s.start_at.is_some_and(|t| t <= now))
+        {
+            self.try_start(now, node, key);
         }
         let Some(s) = self.serving.get(&key) else {
             return;
@@ -800,6 +815,7 @@ impl Rpc {
                 state: ServeState::Skipped,
                 via,
                 ack_at: None,
+                start_at: None,
                 reply: None,
                 unsent: false,
                 reply_stream: None,
