@@ -31,7 +31,44 @@
 //! [api]
 //! listen = "127.0.0.1:4550"         # HTTP/JSON and WebSocket; "" for none
 //! max_payload = "256MiB"
+//!
+//! [rpc]                             # serving procedures (examples/node.toml is a working file)
+//! accept = "running < 4 && battery >= 20"  # server-wide predicate, checked before each call's own
+//! tags = ["gps", "camera"]          # hardware this node has, for has(...) in predicates
+//!                                   # (letters, digits, _ and -; compared in lower case)
+//! battery_command = ["/usr/local/bin/battery"]  # prints a percentage (optionally followed by
+//!                                   # charging/discharging); default: /sys/class/power_supply
+//! moving_command = ["/usr/local/bin/moving"]    # prints 1/0, yes/no or true/false
+//! work_dir = "/var/tmp/ferry-work"  # default: <data_dir>/work; a fresh directory per execution
+//! ack_timeout = "30s"               # the paper's timers, for calls this node makes
+//! result_timeout = "90s"            # (after the ack)
+//! dtn_timeout = "90s"               # (more, waiting on dtn)
+//!
+//! [[rpc.procedure]]                 # one table per procedure
+//! name = "echo"                     # letters, digits, _ . -; unique
+//! params = ["text"]                 # each bool, int, float, text, bytes or file
+//! exec = "/bin/echo"                # the executable, run by argv, never by a shell; a relative
+//!                                   # path is taken from this file's directory. Must exist and be
+//!                                   # executable when the configuration is loaded
+//! args = ["-n", "{1}"]              # the argv after the program; an argument that is exactly
+//!                                   # "{N}" becomes parameter N (1-based) as one whole argument,
+//!                                   # any other is literal (no partial substitution, no quoting,
+//!                                   # no escape). Default: every parameter in order. text, int,
+//!                                   # float and bool parameters are passed as text; bytes and
+//!                                   # file parameters as the path of a file holding them
+//! timeout = "30s"                   # default 60s; the process group is killed after it
+//! max_output = "1MiB"               # stdout plus output files, default 1 MiB
+//! max_concurrent = 2                # executions at once, default 1
+//! allow = ["3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"]
+//!                                   # callers' Ed25519 public keys (64 hex digits); default:
+//!                                   # anyone; [] is no one
+//! require = "has(gps)"              # this procedure's own predicate, after `accept`
+//! description = "says it back"
 //! ```
+//!
+//! A procedure runs in a fresh working directory with a clean environment; what it writes to
+//! stdout is the result and the files it leaves in `$FERRY_OUTPUT_DIR` return as file results
+//! (see [`crate::exec`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -81,6 +118,8 @@ pub struct Config {
     pub api_max_payload: usize,
     /// Seed of the node's randomness (beacon jitter, stream ids); the daemon draws it at start.
     pub seed: u64,
+    /// RPC serving: predicates' inputs and the procedures (`[rpc]`; none by default).
+    pub rpc: RpcConfig,
 }
 
 /// Discovery settings.
@@ -116,6 +155,8 @@ struct File {
     peers: Vec<PeerFile>,
     #[serde(default)]
     api: ApiFile,
+    #[serde(default)]
+    rpc: RpcFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +197,122 @@ struct ApiFile {
     max_payload: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RpcFile {
+    accept: Option<String>,
+    tags: Option<Vec<String>>,
+    battery_command: Option<Vec<String>>,
+    moving_command: Option<Vec<String>>,
+    work_dir: Option<PathBuf>,
+    ack_timeout: Option<String>,
+    result_timeout: Option<String>,
+    dtn_timeout: Option<String>,
+    #[serde(default)]
+    procedure: Vec<ProcedureFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcedureFile {
+    name: String,
+    #[serde(default)]
+    params: Vec<String>,
+    exec: PathBuf,
+    args: Option<Vec<String>>,
+    timeout: Option<String>,
+    max_output: Option<String>,
+    max_concurrent: Option<i64>,
+    allow: Option<Vec<String>>,
+    require: Option<String>,
+    description: Option<String>,
+}
+
+/// The `[rpc]` table: what this node serves and how it judges whether it can serve now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcConfig {
+    /// The server-wide predicate (`accept`), as written; checked before a call's own
+    /// requirements. `None` accepts whenever a procedure has room.
+    pub accept: Option<String>,
+    /// Hardware tags (`tags`) that `has(...)` in predicates finds.
+    pub tags: Vec<String>,
+    /// A command (argv) printing the battery percentage; `None` reads /sys/class/power_supply.
+    pub battery_command: Option<Vec<String>>,
+    /// A command (argv) printing whether this node is moving (1/0, yes/no, true/false).
+    pub moving_command: Option<Vec<String>>,
+    /// Where executions get their working directories; `None` means `<data_dir>/work`
+    /// (see [`RpcConfig::work_dir`]).
+    pub work_dir: Option<PathBuf>,
+    /// How long a call this node makes waits for an ack (the paper's 30 s).
+    pub ack_timeout: Duration,
+    /// How long it then waits for the result (the paper's 90 s).
+    pub result_timeout: Duration,
+    /// How much longer it waits on dtn after that (the paper's 90 s).
+    pub dtn_timeout: Duration,
+    /// The procedures this node serves, in file order (`[[rpc.procedure]]`).
+    pub procedures: Vec<ProcedureConfig>,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self {
+            accept: None,
+            tags: Vec::new(),
+            battery_command: None,
+            moving_command: None,
+            work_dir: None,
+            ack_timeout: Duration::from_secs(30),
+            result_timeout: Duration::from_secs(90),
+            dtn_timeout: Duration::from_secs(90),
+            procedures: Vec::new(),
+        }
+    }
+}
+
+impl RpcConfig {
+    /// The root of the executions' working directories: `work_dir`, else `<data_dir>/work`.
+    pub fn work_dir(&self, data_dir: &Path) -> PathBuf {
+        self.work_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("work"))
+    }
+
+    /// The procedure with exactly this name (no prefix matching).
+    pub fn procedure(&self, name: &str) -> Option<&ProcedureConfig> {
+        self.procedures.iter().find(|p| p.name == name)
+    }
+}
+
+/// One `[[rpc.procedure]]`: a procedure this node serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcedureConfig {
+    /// Its name (`[A-Za-z0-9_.-]+`, unique), matched exactly.
+    pub name: String,
+    /// The declared types of its parameters, in order.
+    pub params: Vec<rpc::ParamType>,
+    /// The executable, as an absolute path (a relative `exec` was resolved against the
+    /// configuration file's directory); it existed and was executable at load.
+    pub exec: PathBuf,
+    /// The argv after the program, with the default (every parameter in order) filled in. Every
+    /// [`ArgTemplate::Param`] index is below `params.len()`.
+    pub args: Vec<ArgTemplate>,
+    /// Longest an execution may run before its process group is killed (default 60 s).
+    pub timeout: Duration,
+    /// Most bytes of stdout plus output files (default 1 MiB).
+    pub max_output: u64,
+    /// Most executions at once (default 1, never 0).
+    pub max_concurrent: u32,
+    /// Callers' Ed25519 public keys allowed to call it; `None` allows anyone, an empty list no
+    /// one.
+    pub allow: Option<Vec<[u8; 32]>>,
+    /// Its own predicate (`require`), as written, checked after the server-wide one.
+    pub require: Option<String>,
+    /// What it does, for people.
+    pub description: Option<String>,
+}
+
+pub use crate::exec::ArgTemplate;
+
 /// A configuration error, naming the key at fault.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -171,12 +328,23 @@ impl Config {
     pub fn load(path: &Path, host_name: &str) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
-        Self::from_toml(&text, host_name)
+        Self::from_toml_in(&text, host_name, path.parent())
             .map_err(|ConfigError(m)| ConfigError(format!("{}: {m}", path.display())))
     }
 
-    /// Parses and checks configuration text.
+    /// Parses and checks configuration text; relative paths in it (procedures' `exec`) are taken
+    /// from the current directory.
     pub fn from_toml(text: &str, host_name: &str) -> Result<Self, ConfigError> {
+        Self::from_toml_in(text, host_name, None)
+    }
+
+    /// Parses and checks configuration text read from a file in directory `base` (`None`: the
+    /// current directory), against which relative procedure paths are resolved.
+    pub fn from_toml_in(
+        text: &str,
+        host_name: &str,
+        base: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
         let file: File = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
         let node_id = match file.node_id {
             Some(id) => parse_node_id(&id)?,
@@ -265,8 +433,209 @@ impl Config {
             )?)
             .unwrap_or(usize::MAX),
             seed: 0,
+            rpc: rpc_config(file.rpc, base)?,
         })
     }
+}
+
+fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigError> {
+    let defaults = RpcConfig::default();
+    let tags = file.tags.unwrap_or_default();
+    for tag in &tags {
+        if !is_name(tag) || tag.contains('.') {
+            return Err(ConfigError(format!(
+                "rpc.tags: {tag:?} is not a tag (letters, digits, _ and - only)"
+            )));
+        }
+    }
+    let command = |key: &str, argv: Option<Vec<String>>| match argv {
+        Some(argv) if argv.first().is_none_or(|p| p.is_empty()) => Err(ConfigError(format!(
+            "rpc.{key}: a command is a non-empty list, its program first"
+        ))),
+        argv => Ok(argv),
+    };
+    let positive = |key: &str, value: Option<String>, default: Duration| {
+        let d = match value {
+            Some(v) => duration(key, Some(v), "")?,
+            None => default,
+        };
+        if d.is_zero() {
+            return Err(ConfigError(format!("{key}: must be more than zero")));
+        }
+        Ok(d)
+    };
+    let mut procedures: Vec<ProcedureConfig> = Vec::new();
+    for (i, p) in file.procedure.into_iter().enumerate() {
+        let procedure = procedure_config(i, p, base)?;
+        if procedures.iter().any(|q| q.name == procedure.name) {
+            return Err(ConfigError(format!(
+                "rpc.procedure[{i}].name: {:?} is declared twice",
+                procedure.name
+            )));
+        }
+        procedures.push(procedure);
+    }
+    Ok(RpcConfig {
+        accept: file.accept,
+        tags,
+        battery_command: command("battery_command", file.battery_command)?,
+        moving_command: command("moving_command", file.moving_command)?,
+        work_dir: file.work_dir.map(|d| resolve(base, &d)),
+        ack_timeout: positive("rpc.ack_timeout", file.ack_timeout, defaults.ack_timeout)?,
+        result_timeout: positive(
+            "rpc.result_timeout",
+            file.result_timeout,
+            defaults.result_timeout,
+        )?,
+        dtn_timeout: positive("rpc.dtn_timeout", file.dtn_timeout, defaults.dtn_timeout)?,
+        procedures,
+    })
+}
+
+fn procedure_config(
+    i: usize,
+    p: ProcedureFile,
+    base: Option<&Path>,
+) -> Result<ProcedureConfig, ConfigError> {
+    if !is_name(&p.name) {
+        return Err(ConfigError(format!(
+            "rpc.procedure[{i}].name: {:?} is not a procedure name (letters, digits, _ . - only)",
+            p.name
+        )));
+    }
+    let key = |k: &str| format!("rpc.procedure[{i}].{k} (procedure {:?})", p.name);
+    let params = p
+        .params
+        .iter()
+        .map(|t| {
+            t.parse::<rpc::ParamType>()
+                .map_err(|e| ConfigError(format!("{}: {e}", key("params"))))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let exec = resolve(base, &p.exec);
+    match std::fs::metadata(&exec) {
+        Err(e) => {
+            return Err(ConfigError(format!(
+                "{}: cannot use {} (from {:?}): {e}",
+                key("exec"),
+                exec.display(),
+                p.exec
+            )));
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(ConfigError(format!(
+                "{}: {} is not a file",
+                key("exec"),
+                exec.display()
+            )));
+        }
+        Ok(m) => {
+            use std::os::unix::fs::PermissionsExt as _;
+            if m.permissions().mode() & 0o111 == 0 {
+                return Err(ConfigError(format!(
+                    "{}: {} is not executable (chmod +x it)",
+                    key("exec"),
+                    exec.display()
+                )));
+            }
+        }
+    }
+    let args = match p.args {
+        None => (0..params.len()).map(ArgTemplate::Param).collect(),
+        Some(args) => {
+            let mut parsed = Vec::with_capacity(args.len());
+            for a in &args {
+                let t = ArgTemplate::parse(a)
+                    .map_err(|e| ConfigError(format!("{}: {e}", key("args"))))?;
+                if let ArgTemplate::Param(n) = t
+                    && n >= params.len()
+                {
+                    return Err(ConfigError(format!(
+                        "{}: {a:?} refers to parameter {} but params declares {}",
+                        key("args"),
+                        n + 1,
+                        params.len()
+                    )));
+                }
+                parsed.push(t);
+            }
+            parsed
+        }
+    };
+    let timeout = duration(&key("timeout"), p.timeout, "60s")?;
+    if timeout.is_zero() {
+        return Err(ConfigError(format!(
+            "{}: must be more than zero",
+            key("timeout")
+        )));
+    }
+    let max_concurrent = match p.max_concurrent {
+        None => 1,
+        Some(n) => u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+            ConfigError(format!(
+                "{}: {n} is not a number of executions (1 or more)",
+                key("max_concurrent")
+            ))
+        })?,
+    };
+    let allow = match p.allow {
+        None => None,
+        Some(keys) => Some(
+            keys.iter()
+                .map(|k| {
+                    parse_public_key(k).ok_or_else(|| {
+                        ConfigError(format!(
+                            "{}: {k:?} is not an Ed25519 public key (64 hex digits)",
+                            key("allow")
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    Ok(ProcedureConfig {
+        max_output: size(&key("max_output"), p.max_output, "1MiB")?,
+        name: p.name,
+        params,
+        exec,
+        args,
+        timeout,
+        max_concurrent,
+        allow,
+        require: p.require,
+        description: p.description,
+    })
+}
+
+/// `[A-Za-z0-9_.-]+`: procedure names (and, without `.`, hardware tags, as `has(...)` reads
+/// them).
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// 64 hex digits (either case) to 32 bytes.
+fn parse_public_key(s: &str) -> Option<[u8; 32]> {
+    let s = s.trim();
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(key)
+}
+
+/// A path from the file, made absolute: relative ones are taken from `base` (the file's
+/// directory), else from the current directory.
+fn resolve(base: Option<&Path>, path: &Path) -> PathBuf {
+    let joined = match base {
+        Some(base) if path.is_relative() => base.join(path),
+        _ => path.to_owned(),
+    };
+    std::path::absolute(&joined).unwrap_or(joined)
 }
 
 /// Parses a node id given by a person: `dtn://name/` (the trailing slash may be left out) or
@@ -381,6 +750,186 @@ mod tests {
         assert_eq!(c.node_id.to_string(), "dtn://alpha/");
         assert_eq!(c.peers, vec!["10.0.0.2:4556".parse().unwrap()]);
         assert_eq!(c.data_dir, Some(PathBuf::from("/var/lib/ferry")));
+        let rpc = &c.rpc;
+        assert_eq!(rpc.accept.as_deref(), Some("running < 4 && battery >= 20"));
+        assert_eq!(rpc.tags, ["gps", "camera"]);
+        assert_eq!(
+            rpc.battery_command,
+            Some(vec!["/usr/local/bin/battery".to_string()])
+        );
+        assert_eq!(
+            rpc.work_dir(Path::new("/d")),
+            Path::new("/var/tmp/ferry-work")
+        );
+        assert_eq!(rpc.result_timeout, Duration::from_secs(90));
+        assert_eq!(rpc.procedures.len(), 1);
+        let echo = rpc.procedure("echo").unwrap();
+        assert!(rpc.procedure("ech").is_none(), "no prefix matching");
+        assert_eq!(echo.params, [rpc::ParamType::Text]);
+        assert_eq!(echo.exec, Path::new("/bin/echo"));
+        assert_eq!(
+            echo.args,
+            [ArgTemplate::Literal("-n".into()), ArgTemplate::Param(0)]
+        );
+        assert_eq!(echo.timeout, Duration::from_secs(30));
+        assert_eq!(echo.max_output, 1024 * 1024);
+        assert_eq!(echo.max_concurrent, 2);
+        let key = echo.allow.as_ref().unwrap()[0];
+        assert_eq!((key[0], key[31]), (0x3b, 0x29));
+        assert_eq!(echo.require.as_deref(), Some("has(gps)"));
+        assert_eq!(echo.description.as_deref(), Some("says it back"));
+    }
+
+    #[test]
+    fn rpc_serves_nothing_by_default() {
+        let c = Config::defaults("x");
+        assert_eq!(c.rpc, RpcConfig::default());
+        assert!(c.rpc.procedures.is_empty() && c.rpc.accept.is_none());
+        assert_eq!(c.rpc.ack_timeout, Duration::from_secs(30));
+        assert_eq!(c.rpc.dtn_timeout, Duration::from_secs(90));
+        assert_eq!(c.rpc.work_dir(Path::new("/d")), Path::new("/d/work"));
+        // A procedure's own defaults.
+        let c = Config::from_toml(
+            "[[rpc.procedure]]\nname = \"p\"\nexec = \"/bin/echo\"\nparams = [\"int\", \"file\"]",
+            "x",
+        )
+        .unwrap();
+        let p = &c.rpc.procedures[0];
+        assert_eq!(p.params, [rpc::ParamType::Int, rpc::ParamType::File]);
+        assert_eq!(p.args, [ArgTemplate::Param(0), ArgTemplate::Param(1)]);
+        assert_eq!(p.timeout, Duration::from_secs(60));
+        assert_eq!(p.max_output, 1024 * 1024);
+        assert_eq!(p.max_concurrent, 1);
+        assert_eq!(
+            (&p.allow, &p.require, &p.description),
+            (&None, &None, &None)
+        );
+    }
+
+    #[test]
+    fn the_example_node_configuration_loads() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let c = Config::load(&examples.join("node.toml"), "x").unwrap();
+        let names: Vec<_> = c.rpc.procedures.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["echo", "photo", "slow", "sum"]);
+        for p in &c.rpc.procedures {
+            assert!(
+                p.exec.is_absolute() && p.exec.is_file(),
+                "{}",
+                p.exec.display()
+            );
+            assert!(p.exec.ends_with(format!("examples/{}.sh", p.name)));
+        }
+        let sum = c.rpc.procedure("sum").unwrap();
+        assert_eq!(sum.args, [ArgTemplate::Param(0), ArgTemplate::Param(1)]);
+        assert_eq!(
+            c.rpc.procedure("photo").unwrap().max_output,
+            4 * 1024 * 1024
+        );
+    }
+
+    #[test]
+    fn relative_exec_paths_are_taken_from_the_files_directory() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let text = "[[rpc.procedure]]\nname = \"e\"\nexec = \"echo.sh\"";
+        let c = Config::from_toml_in(text, "x", Some(&examples)).unwrap();
+        assert_eq!(
+            c.rpc.procedures[0].exec,
+            std::path::absolute(examples.join("echo.sh")).unwrap()
+        );
+        // Without a file, from the current directory (the crate's, under cargo test).
+        let err = Config::from_toml(text, "x").unwrap_err().to_string();
+        assert!(
+            err.contains("rpc.procedure[0].exec") && err.contains("echo.sh"),
+            "{err}"
+        );
+        let c = Config::from_toml(&text.replace("echo.sh", "../../examples/echo.sh"), "x").unwrap();
+        assert!(c.rpc.procedures[0].exec.is_absolute());
+    }
+
+    #[test]
+    fn rpc_keys_are_checked_with_clear_messages() {
+        let err = |text: &str| match Config::from_toml(text, "x") {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        };
+        let procedure =
+            |extra: &str| format!("[[rpc.procedure]]\nname = \"p\"\nexec = \"/bin/echo\"\n{extra}");
+        let key = "rpc.procedure[0].";
+        let cases = [
+            (
+                procedure("params = [\"string\"]"),
+                "params",
+                "unknown parameter type `string`",
+            ),
+            (
+                procedure("args = [\"{2}\"]\nparams = [\"int\"]"),
+                "args",
+                "parameter 2",
+            ),
+            (procedure("args = [\"{1}\"]"), "args", "params declares 0"),
+            (
+                procedure("args = [\"{0}\"]\nparams = [\"int\"]"),
+                "args",
+                "numbered from {1}",
+            ),
+            (procedure("timeout = \"0s\""), "timeout", "more than zero"),
+            (procedure("timeout = \"soon\""), "timeout", "not a duration"),
+            (
+                procedure("max_concurrent = 0"),
+                "max_concurrent",
+                "1 or more",
+            ),
+            (
+                procedure("max_concurrent = -2"),
+                "max_concurrent",
+                "1 or more",
+            ),
+            (procedure("max_output = \"lots\""), "max_output", "size"),
+            (procedure("allow = [\"abc\"]"), "allow", "64 hex digits"),
+            (
+                procedure(&format!("allow = [\"{}\"]", "g".repeat(64))),
+                "allow",
+                "64 hex",
+            ),
+            (
+                procedure(&format!("allow = [\"{}\"]", "a".repeat(63))),
+                "allow",
+                "64 hex",
+            ),
+        ];
+        for (text, field, message) in cases {
+            let e = err(&text);
+            assert!(
+                e.contains(&format!("{key}{field}")) && e.contains(message),
+                "{text}: {e}"
+            );
+        }
+        let two = format!("{}\n{}", procedure(""), procedure(""));
+        assert!(err(&two).contains("rpc.procedure[1].name: \"p\" is declared twice"));
+        for bad in ["", "a b", "x/y", "é", "../p"] {
+            let text = procedure("").replace("\"p\"", &format!("{bad:?}"));
+            assert!(err(&text).contains("rpc.procedure[0].name"), "{bad:?}");
+        }
+        let missing = procedure("").replace("/bin/echo", "/nonexistent/procedure");
+        let e = err(&missing);
+        assert!(
+            e.contains("rpc.procedure[0].exec") && e.contains("/nonexistent/procedure"),
+            "{e}"
+        );
+        let not_executable = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        let e = err(&procedure("").replace("/bin/echo", not_executable));
+        assert!(e.contains("exec") && e.contains("not executable"), "{e}");
+        assert!(err(&procedure("").replace("/bin/echo", "/")).contains("not a file"));
+        assert!(err("[[rpc.procedure]]\nname = \"p\"").contains("exec"));
+        assert!(err(&procedure("colour = 1")).contains("unknown field"));
+        assert!(err("[rpc]\ncolour = 1").contains("unknown field"));
+        assert!(err("[rpc]\ntags = [\"a b\"]").contains("rpc.tags"));
+        assert!(err("[rpc]\ntags = [\"a.b\"]").contains("rpc.tags"));
+        assert!(err("[rpc]\nbattery_command = []").contains("rpc.battery_command"));
+        assert!(err("[rpc]\nmoving_command = [\"\"]").contains("rpc.moving_command"));
+        assert!(err("[rpc]\nack_timeout = \"0s\"").contains("rpc.ack_timeout"));
+        assert!(err("[rpc]\ndtn_timeout = \"x\"").contains("rpc.dtn_timeout"));
     }
 
     #[test]
