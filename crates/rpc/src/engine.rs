@@ -26,6 +26,14 @@ pub const RPC_DEMUX: &str = "~rpc";
 /// The endpoint demux of the data channel (`dtn://<node>/~rpc-data`).
 pub const DATA_DEMUX: &str = "~rpc-data";
 
+/// Where a bundle of the engine's goes: the control channel (by the given class) or the data
+/// channel (always dtn).
+#[derive(Debug, Clone, Copy)]
+enum Channel {
+    Control(Class),
+    Data,
+}
+
 /// A stream frame longer than this is a protocol error (a control message and its envelope).
 const MAX_FRAME: usize = wire::rpc::MAX_CONTROL_LEN + 1024;
 /// Real-time bundles live at most this long: a datagram nobody took by then is stale.
@@ -755,11 +763,14 @@ impl Rpc {
         now: DtnTime,
         node: &mut Node,
         to: Option<&Eid>,
-        demux: &str,
+        channel: Channel,
         payload: Bytes,
-        class: Class,
         deadline: DtnTime,
     ) -> Result<(), SendError> {
+        let (demux, class) = match channel {
+            Channel::Control(class) => (RPC_DEMUX, class),
+            Channel::Data => (DATA_DEMUX, Class::Dtn),
+        };
         let destination = match to {
             Some(n) => endpoint(n, demux).ok_or_else(|| SendError::NoRoute(n.clone()))?,
             None => broadcast(demux),
@@ -978,8 +989,8 @@ impl Rpc {
 
     fn keep_file(&mut self, node: &mut Node, content: &Bytes, expiry: DtnTime) -> [u8; 32] {
         let hash = hash_of(content);
-        if !self.files.contains_key(&hash) {
-            self.files.insert(hash, (content.len() as u64, expiry));
+        if let std::collections::btree_map::Entry::Vacant(e) = self.files.entry(hash) {
+            e.insert((content.len() as u64, expiry));
             self.file_bytes += content.len() as u64;
         }
         let mut value = Vec::with_capacity(8 + content.len());

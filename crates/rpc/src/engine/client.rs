@@ -92,15 +92,7 @@ impl Rpc {
         // Files first, by dtn (the data channel is always store-carry-forward).
         if !local {
             for content in files {
-                self.send_bundle(
-                    now,
-                    node,
-                    server.as_ref(),
-                    DATA_DEMUX,
-                    content,
-                    Class::Dtn,
-                    deadline,
-                )?;
+                self.send_bundle(now, node, server.as_ref(), Channel::Data, content, deadline)?;
             }
         }
         let mut c = ClientCall {
@@ -159,9 +151,8 @@ impl Rpc {
                         now,
                         node,
                         server.as_ref(),
-                        RPC_DEMUX,
+                        Channel::Control(Class::Datagram),
                         c.sealed.clone(),
-                        Class::Datagram,
                         deadline,
                     )?;
                     c.phase = Phase::RealTime {
@@ -181,9 +172,8 @@ impl Rpc {
                         now,
                         node,
                         server.as_ref(),
-                        RPC_DEMUX,
+                        Channel::Control(Class::Dtn),
                         c.sealed.clone(),
-                        Class::Dtn,
                         deadline,
                     )?;
                     c.sent_dtn = true;
@@ -235,9 +225,8 @@ impl Rpc {
                     now,
                     node,
                     server.as_ref(),
-                    RPC_DEMUX,
+                    Channel::Control(Class::Datagram),
                     sealed.clone(),
-                    Class::Datagram,
                     deadline,
                 );
             }
@@ -246,9 +235,8 @@ impl Rpc {
                 now,
                 node,
                 server.as_ref(),
-                RPC_DEMUX,
+                Channel::Control(Class::Dtn),
                 sealed,
-                Class::Dtn,
                 deadline,
             );
         }
@@ -299,7 +287,7 @@ impl Rpc {
         }
         if now >= c.call.deadline {
             let (state, why) = match c.call.mode {
-                Mode::All if c.replies.iter().any(|r| is_complete_result(r)) => {
+                Mode::All if c.replies.iter().any(is_complete_result) => {
                     (CallState::Succeeded, "deadline: collection over")
                 }
                 _ if !c.replies.is_empty() => {
@@ -357,9 +345,8 @@ impl Rpc {
                     now,
                     node,
                     server.as_ref(),
-                    RPC_DEMUX,
+                    Channel::Control(Class::Datagram),
                     sealed,
-                    Class::Datagram,
                     deadline,
                 );
                 // Until an ack, every second (the paper); after it, now and then, so that a
@@ -395,9 +382,8 @@ impl Rpc {
             now,
             node,
             server.as_ref(),
-            RPC_DEMUX,
+            Channel::Control(Class::Dtn),
             sealed,
-            Class::Dtn,
             deadline,
         ) {
             Ok(()) => self.note(now, id, format!("{why}: call sent by dtn")),

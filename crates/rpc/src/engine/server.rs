@@ -85,8 +85,7 @@ impl Rpc {
                     call,
                     caller_key,
                     via,
-                    RejectCode::NotOffered,
-                    detail,
+                    (RejectCode::NotOffered, detail),
                 );
             }
             return;
@@ -104,8 +103,10 @@ impl Rpc {
                 call,
                 caller_key,
                 via,
-                RejectCode::Expired,
-                "the deadline passed before the call arrived".into(),
+                (
+                    RejectCode::Expired,
+                    "the deadline passed before the call arrived".into(),
+                ),
             );
             return;
         }
@@ -120,8 +121,7 @@ impl Rpc {
                 call,
                 caller_key,
                 via,
-                RejectCode::NotAllowed,
-                detail,
+                (RejectCode::NotAllowed, detail),
             );
             return;
         }
@@ -132,8 +132,7 @@ impl Rpc {
                 call,
                 caller_key,
                 via,
-                RejectCode::BadArguments,
-                detail,
+                (RejectCode::BadArguments, detail),
             );
             return;
         }
@@ -160,8 +159,7 @@ impl Rpc {
                     call,
                     caller_key,
                     via,
-                    RejectCode::PredicateFailed,
-                    detail,
+                    (RejectCode::PredicateFailed, detail),
                 );
                 return;
             }
@@ -177,8 +175,7 @@ impl Rpc {
                 call,
                 caller_key,
                 via,
-                RejectCode::PredicateFailed,
-                detail,
+                (RejectCode::PredicateFailed, detail),
             );
             return;
         }
@@ -191,8 +188,7 @@ impl Rpc {
                     call,
                     caller_key,
                     via,
-                    RejectCode::BadArguments,
-                    detail,
+                    (RejectCode::BadArguments, detail),
                 );
                 return;
             }
@@ -205,8 +201,7 @@ impl Rpc {
                         call,
                         caller_key,
                         via,
-                        RejectCode::PredicateFailed,
-                        detail,
+                        (RejectCode::PredicateFailed, detail),
                     );
                     return;
                 }
@@ -293,9 +288,8 @@ impl Rpc {
                     now,
                     node,
                     None,
-                    RPC_DEMUX,
+                    Channel::Control(Class::Datagram),
                     sealed,
-                    Class::Datagram,
                     deadline,
                 );
             }
@@ -357,9 +351,8 @@ impl Rpc {
                             now,
                             node,
                             Some(&caller),
-                            DATA_DEMUX,
+                            Channel::Data,
                             content,
-                            Class::Dtn,
                             deadline,
                         );
                     }
@@ -394,26 +387,32 @@ impl Rpc {
             }
         };
         self.answer(now, node, key, message);
-        if any {
-            if let Ok(sealed) = self.seal(
+        if any
+            && let Ok(sealed) = self.seal(
                 &Message::Done(Notice {
                     id: key.1,
                     server: self.me.clone(),
                 }),
                 None,
-            ) {
-                let _ = self.send_bundle(
-                    now,
-                    node,
-                    None,
-                    RPC_DEMUX,
-                    sealed.clone(),
-                    Class::Datagram,
-                    deadline,
-                );
-                // By dtn too: servers in other parts of the network get the call that way.
-                let _ = self.send_bundle(now, node, None, RPC_DEMUX, sealed, Class::Dtn, deadline);
-            }
+            )
+        {
+            let _ = self.send_bundle(
+                now,
+                node,
+                None,
+                Channel::Control(Class::Datagram),
+                sealed.clone(),
+                deadline,
+            );
+            // By dtn too: servers in other parts of the network get the call that way.
+            let _ = self.send_bundle(
+                now,
+                node,
+                None,
+                Channel::Control(Class::Dtn),
+                sealed,
+                deadline,
+            );
         }
     }
 
@@ -424,8 +423,7 @@ impl Rpc {
         call: Call,
         caller_key: PublicKey,
         via: Via,
-        code: RejectCode,
-        detail: String,
+        (code, detail): (RejectCode, String),
     ) {
         let key = (caller_key, call.id);
         let id = call.id;
@@ -523,32 +521,32 @@ impl Rpc {
                 self.mark_sent(node, key, None);
                 return;
             }
-            Via::Stream(stream) if self.streams.contains_key(&stream) => {
-                if node.stream_send(now, stream, frame(&sealed)).is_ok() {
-                    let _ = node.stream_close(now, stream);
-                    // Kept in the outbox until the stream confirms delivery.
-                    if let Some(s) = self.serving.get_mut(&key) {
-                        s.reply_stream = Some(stream);
-                    }
-                    return;
+            Via::Stream(stream)
+                if self.streams.contains_key(&stream)
+                    && node.stream_send(now, stream, frame(&sealed)).is_ok() =>
+            {
+                let _ = node.stream_close(now, stream);
+                // Kept in the outbox until the stream confirms delivery.
+                if let Some(s) = self.serving.get_mut(&key) {
+                    s.reply_stream = Some(stream);
                 }
+                return;
             }
-            Via::Datagram if node.reachable(&caller).is_some() => {
-                if self
-                    .send_bundle(
-                        now,
-                        node,
-                        Some(&caller),
-                        RPC_DEMUX,
-                        sealed.clone(),
-                        Class::Datagram,
-                        deadline,
-                    )
-                    .is_ok()
-                {
-                    self.mark_sent(node, key, None);
-                    return;
-                }
+            Via::Datagram
+                if node.reachable(&caller).is_some()
+                    && self
+                        .send_bundle(
+                            now,
+                            node,
+                            Some(&caller),
+                            Channel::Control(Class::Datagram),
+                            sealed.clone(),
+                            deadline,
+                        )
+                        .is_ok() =>
+            {
+                self.mark_sent(node, key, None);
+                return;
             }
             _ => {}
         }
@@ -556,9 +554,8 @@ impl Rpc {
             now,
             node,
             Some(&caller),
-            RPC_DEMUX,
+            Channel::Control(Class::Dtn),
             sealed,
-            Class::Dtn,
             deadline,
         ) {
             Ok(()) => self.mark_sent(node, key, None),
@@ -634,9 +631,8 @@ impl Rpc {
                     now,
                     node,
                     Some(&caller),
-                    RPC_DEMUX,
+                    Channel::Control(Class::Datagram),
                     sealed,
-                    Class::Datagram,
                     deadline,
                 );
             }
