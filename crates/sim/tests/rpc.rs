@@ -261,6 +261,9 @@ fn path_broken_after_the_call_the_result_arrives_by_dtn() {
     );
     let app = sim.app();
     let view = app.outcome(1).expect("finished");
+    for (at, line) in &view.timeline {
+        eprintln!("+{:.3} s  {line}", (at - sim::SIM_EPOCH) as f64 / 1e3);
+    }
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
     assert_eq!(result_value(view), ["s@2"]);
     assert_eq!(view.replies[0].via, "dtn", "{:#?}", view.timeline);

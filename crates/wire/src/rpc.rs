@@ -56,8 +56,9 @@ use crate::primary::DtnTime;
 /// The RPC message format version this crate writes and reads.
 pub const RPC_VERSION: u64 = 1;
 
-/// Largest encoded message (before the envelope): 8 KiB. With the envelope (about 150 bytes) and a
-/// bundle's blocks (about 100) it fits one datagram of the real-time transport with room to spare.
+/// Largest encoded message (before the envelope): 8 KiB. With the envelope (178 bytes when
+/// encrypted) and a bundle's blocks (about 100) it fits one datagram of the real-time transport
+/// with room to spare.
 pub const MAX_CONTROL_LEN: usize = 8 * 1024;
 
 /// Largest stderr tail a reject carries.
