@@ -212,24 +212,13 @@ impl Rpc {
         let any = call.mode == Mode::Any;
         let ack_at =
             matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay_ms);
-        let id = call.id;
         let start_at = (any && self.config.any_start_jitter_ms > 0)
             .then(|| now + self.rng.next_u64() % (self.config.any_start_jitter_ms + 1));
-        self.serving.insert(
-            key,
-            Serving {
-                call,
-                caller_key,
-                state: ServeState::WaitingFiles,
-                via,
-                ack_at,
-                start_at,
-                reply: None,
-                unsent: false,
-                reply_stream: None,
-            },
-        );
-        self.by_call.entry(id).or_default().insert(caller_key);
+        self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
+        if let Some(s) = self.serving.get_mut(&key) {
+            s.ack_at = ack_at;
+            s.start_at = start_at;
+        }
         self.save_serving(node, &key);
         self.try_start(now, node, key);
         self.arm_serving(key);
@@ -416,6 +405,26 @@ impl Rpc {
         }
     }
 
+    /// Records a call this node serves (in memory; the caller saves it).
+    fn insert_serving(&mut self, call: Call, caller_key: PublicKey, state: ServeState, via: Via) {
+        let key = (caller_key, call.id);
+        self.by_call.entry(call.id).or_default().insert(caller_key);
+        self.serving.insert(
+            key,
+            Serving {
+                call,
+                caller_key,
+                state,
+                via,
+                ack_at: None,
+                start_at: None,
+                reply: None,
+                unsent: false,
+                reply_stream: None,
+            },
+        );
+    }
+
     fn reject(
         &mut self,
         now: DtnTime,
@@ -426,22 +435,7 @@ impl Rpc {
         (code, detail): (RejectCode, String),
     ) {
         let key = (caller_key, call.id);
-        let id = call.id;
-        self.serving.insert(
-            key,
-            Serving {
-                call,
-                caller_key,
-                state: ServeState::WaitingFiles,
-                via,
-                ack_at: None,
-                start_at: None,
-                reply: None,
-                unsent: false,
-                reply_stream: None,
-            },
-        );
-        self.by_call.entry(id).or_default().insert(caller_key);
+        self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
         self.answer_reject(now, node, key, code, detail);
         self.arm_serving(key);
     }
@@ -802,22 +796,7 @@ impl Rpc {
 
     fn record_skipped(&mut self, node: &mut Node, call: Call, caller_key: PublicKey, via: Via) {
         let key = (caller_key, call.id);
-        let id = call.id;
-        self.serving.insert(
-            key,
-            Serving {
-                call,
-                caller_key,
-                state: ServeState::Skipped,
-                via,
-                ack_at: None,
-                start_at: None,
-                reply: None,
-                unsent: false,
-                reply_stream: None,
-            },
-        );
-        self.by_call.entry(id).or_default().insert(caller_key);
+        self.insert_serving(call, caller_key, ServeState::Skipped, via);
         self.save_serving(node, &key);
     }
 }
