@@ -36,7 +36,90 @@ pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<(), Stri
     Ok(())
 }
 
+/// What a server makes of a new call.
+enum Admission {
+    /// Run it.
+    Accept,
+    /// Say nothing (a broadcast call for a procedure this node does not offer).
+    Ignore,
+    /// Another any-mode server has it.
+    Skip,
+    /// Refuse it, with this reason.
+    Refuse(RejectCode, String),
+}
+
 impl Rpc {
+    /// The server's checks, in order: offered, deadline, allow-list, parameter types, the
+    /// server-wide then the procedure's predicate, concurrency, the call's own requirements.
+    fn admit(&self, now: DtnTime, call: &Call, caller_key: PublicKey) -> Admission {
+        let Some(spec) = self
+            .config
+            .procedures
+            .iter()
+            .find(|p| p.name == call.procedure)
+        else {
+            // Broadcast calls reach every node; only a named server says it does not offer it.
+            if call.mode != Mode::Explicit {
+                return Admission::Ignore;
+            }
+            let detail = format!("{} does not offer \"{}\"", self.me, call.procedure);
+            return Admission::Refuse(RejectCode::NotOffered, detail);
+        };
+        if call.mode == Mode::Any && self.notices.contains_key(&call.id) {
+            return Admission::Skip;
+        }
+        if call.deadline <= now {
+            let detail = "the deadline passed before the call arrived".to_string();
+            return Admission::Refuse(RejectCode::Expired, detail);
+        }
+        if let Some(allow) = &spec.allow
+            && !allow.contains(&caller_key)
+        {
+            let detail = format!("key {caller_key} may not call \"{}\"", call.procedure);
+            return Admission::Refuse(RejectCode::NotAllowed, detail);
+        }
+        if let Err(detail) = check_params(&spec.params, &call.params) {
+            return Admission::Refuse(RejectCode::BadArguments, detail);
+        }
+        let mut facts = self.facts.clone();
+        facts.set("running", self.jobs.len() as f64);
+        let verdicts = [
+            ("server", self.config.accept.check(&facts)),
+            ("procedure", spec.require.check(&facts)),
+        ];
+        for (stage, verdict) in verdicts {
+            if let Verdict::Fail(clause) = verdict {
+                let detail = format!("{stage} predicate: {clause}");
+                return Admission::Refuse(RejectCode::PredicateFailed, detail);
+            }
+        }
+        let running_here = self
+            .serving
+            .values()
+            .filter(|s| {
+                s.call.procedure == call.procedure
+                    && matches!(s.state, ServeState::Running(_) | ServeState::WaitingFiles)
+            })
+            .count();
+        if running_here >= spec.max_concurrent as usize {
+            let detail = format!(
+                "server predicate: running {running_here} of at most {} \"{}\"",
+                spec.max_concurrent, call.procedure
+            );
+            return Admission::Refuse(RejectCode::PredicateFailed, detail);
+        }
+        match Requirement::parse(&call.requirements) {
+            Err(e) => Admission::Refuse(RejectCode::BadArguments, format!("requirements: {e}")),
+            Ok(req) => match req.check(&facts) {
+                Verdict::Fail(clause) => Admission::Refuse(
+                    RejectCode::PredicateFailed,
+                    format!("call requirement: {clause}"),
+                ),
+                Verdict::Pass => Admission::Accept,
+            },
+        }
+    }
+
     pub(super) fn serve_call(
         &mut self,
         now: DtnTime,
@@ -70,141 +153,18 @@ impl Rpc {
             return;
         }
         self.learn_key(&call.caller, caller_key, node);
-        let offered = self
-            .config
-            .procedures
-            .iter()
-            .position(|p| p.name == call.procedure);
-        let Some(index) = offered else {
-            // Broadcast calls reach every node; only a named server says it does not offer it.
-            if call.mode == Mode::Explicit {
-                let detail = format!("{} does not offer \"{}\"", self.me, call.procedure);
-                self.reject(
-                    now,
-                    node,
-                    call,
-                    caller_key,
-                    via,
-                    (RejectCode::NotOffered, detail),
-                );
-            }
-            return;
-        };
-        if call.mode == Mode::Any && self.notices.contains_key(&call.id) {
-            // Another server started or finished it already.
-            self.stats.skipped += 1;
-            self.record_skipped(node, call, caller_key, via);
-            return;
-        }
-        if call.deadline <= now {
-            self.reject(
-                now,
-                node,
-                call,
-                caller_key,
-                via,
-                (
-                    RejectCode::Expired,
-                    "the deadline passed before the call arrived".into(),
-                ),
-            );
-            return;
-        }
-        let spec = &self.config.procedures[index];
-        if let Some(allow) = &spec.allow
-            && !allow.contains(&caller_key)
-        {
-            let detail = format!("key {caller_key} may not call \"{}\"", call.procedure);
-            self.reject(
-                now,
-                node,
-                call,
-                caller_key,
-                via,
-                (RejectCode::NotAllowed, detail),
-            );
-            return;
-        }
-        if let Err(detail) = check_params(&spec.params, &call.params) {
-            self.reject(
-                now,
-                node,
-                call,
-                caller_key,
-                via,
-                (RejectCode::BadArguments, detail),
-            );
-            return;
-        }
-        let running_here = self
-            .serving
-            .values()
-            .filter(|s| {
-                s.call.procedure == call.procedure
-                    && matches!(s.state, ServeState::Running(_) | ServeState::WaitingFiles)
-            })
-            .count();
-        let mut facts = self.facts.clone();
-        facts.set("running", self.jobs.len() as f64);
-        let verdicts = [
-            ("server", self.config.accept.check(&facts)),
-            ("procedure", spec.require.check(&facts)),
-        ];
-        for (stage, verdict) in verdicts {
-            if let Verdict::Fail(clause) = verdict {
-                let detail = format!("{stage} predicate: {clause}");
-                self.reject(
-                    now,
-                    node,
-                    call,
-                    caller_key,
-                    via,
-                    (RejectCode::PredicateFailed, detail),
-                );
+        match self.admit(now, &call, caller_key) {
+            Admission::Accept => {}
+            Admission::Ignore => return,
+            Admission::Skip => {
+                // Another server started or finished this any-mode call already.
+                self.stats.skipped += 1;
+                self.record_skipped(node, call, caller_key, via);
                 return;
             }
-        }
-        if running_here >= spec.max_concurrent as usize {
-            let detail = format!(
-                "server predicate: running {running_here} of at most {} \"{}\"",
-                spec.max_concurrent, call.procedure
-            );
-            self.reject(
-                now,
-                node,
-                call,
-                caller_key,
-                via,
-                (RejectCode::PredicateFailed, detail),
-            );
-            return;
-        }
-        match Requirement::parse(&call.requirements) {
-            Err(e) => {
-                let detail = format!("requirements: {e}");
-                self.reject(
-                    now,
-                    node,
-                    call,
-                    caller_key,
-                    via,
-                    (RejectCode::BadArguments, detail),
-                );
+            Admission::Refuse(code, detail) => {
+                self.reject(now, node, call, caller_key, via, (code, detail));
                 return;
-            }
-            Ok(req) => {
-                if let Verdict::Fail(clause) = req.check(&facts) {
-                    let detail = format!("call requirement: {clause}");
-                    self.reject(
-                        now,
-                        node,
-                        call,
-                        caller_key,
-                        via,
-                        (RejectCode::PredicateFailed, detail),
-                    );
-                    return;
-                }
             }
         }
         // Accepted.
