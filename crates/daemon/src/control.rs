@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub use crate::calls::{CallInfo, CallSpec, ProcedureInfo};
+
 /// A request to the event loop.
 #[derive(Debug)]
 pub enum Request {
@@ -72,6 +74,40 @@ pub enum Request {
     },
     /// Metrics in Prometheus text format.
     Metrics(oneshot::Sender<String>),
+    /// Make a remote procedure call; answered once the call is durable.
+    Call(CallSpec, oneshot::Sender<Result<CallInfo, ApiError>>),
+    /// The calls this node made (without timelines), oldest first.
+    Calls(oneshot::Sender<Vec<CallInfo>>),
+    /// One call, with its timeline.
+    GetCall {
+        /// Its id, 32 hex digits.
+        id: String,
+        /// The answer, or `not_found`.
+        reply: oneshot::Sender<Result<CallInfo, ApiError>>,
+    },
+    /// Cancel a call: the servers are told, a running execution is stopped.
+    CancelCall {
+        /// Its id.
+        id: String,
+        /// The call as it stands afterwards.
+        reply: oneshot::Sender<Result<CallInfo, ApiError>>,
+    },
+    /// Forget a finished call (a waiting one is cancelled first).
+    ForgetCall {
+        /// Its id.
+        id: String,
+        /// Ok once removed.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    /// A data-channel file this node holds (a result's or a parameter's).
+    File {
+        /// Its BLAKE3 hash, 64 hex digits.
+        hash: String,
+        /// The content, or `not_found`.
+        reply: oneshot::Sender<Result<bytes::Bytes, ApiError>>,
+    },
+    /// The procedures this node serves.
+    Procedures(oneshot::Sender<Vec<ProcedureInfo>>),
 }
 
 /// Sends requests to the event loop.
@@ -79,6 +115,7 @@ pub enum Request {
 pub struct ControlHandle {
     tx: mpsc::Sender<Request>,
     deliveries: watch::Receiver<u64>,
+    calls: watch::Receiver<u64>,
 }
 
 /// The event loop's ends of a [`ControlHandle`].
@@ -89,6 +126,9 @@ pub struct ControlEnds {
     /// Bumped after every batch of deliveries to inboxes is durable, so waiting receivers
     /// look again.
     pub deliveries: watch::Sender<u64>,
+    /// Bumped after a change to a call this node made is durable, so waiting clients look
+    /// again.
+    pub calls: watch::Sender<u64>,
 }
 
 impl ControlHandle {
@@ -96,14 +136,17 @@ impl ControlHandle {
     pub fn channel(depth: usize) -> (Self, ControlEnds) {
         let (tx, requests) = mpsc::channel(depth);
         let (deliveries, deliveries_rx) = watch::channel(0);
+        let (calls, calls_rx) = watch::channel(0);
         (
             Self {
                 tx,
                 deliveries: deliveries_rx,
+                calls: calls_rx,
             },
             ControlEnds {
                 requests,
                 deliveries,
+                calls,
             },
         )
     }
@@ -146,6 +189,51 @@ impl ControlHandle {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return Err(ApiError::shutting_down()),
                 Err(_) => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// A receiver that changes whenever a call this node made changed.
+    pub fn call_changes(&self) -> watch::Receiver<u64> {
+        self.calls.clone()
+    }
+
+    /// Makes a call (see [`Request::Call`]).
+    pub async fn call(&self, spec: CallSpec) -> Result<CallInfo, ApiError> {
+        self.ask(|reply| Request::Call(spec, reply)).await?
+    }
+
+    /// One call as it stands, with its timeline.
+    pub async fn get_call(&self, id: &str) -> Result<CallInfo, ApiError> {
+        self.ask(|reply| Request::GetCall {
+            id: id.to_owned(),
+            reply,
+        })
+        .await?
+    }
+
+    /// Waits up to `wait` for the call to finish, or, with `until_replies`, until it has more
+    /// than that many replies (an all-mode caller following results as they come). Returns the
+    /// call as it stands then.
+    pub async fn wait_call(
+        &self,
+        id: &str,
+        until_replies: Option<usize>,
+        wait: std::time::Duration,
+    ) -> Result<CallInfo, ApiError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut changes = self.call_changes();
+        loop {
+            changes.borrow_and_update();
+            let call = self.get_call(id).await?;
+            let more = until_replies.is_some_and(|n| call.replies.len() > n);
+            if call.finished() || more {
+                return Ok(call);
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(ApiError::shutting_down()),
+                Err(_) => return Ok(call),
             }
         }
     }
@@ -199,6 +287,30 @@ pub struct Status {
     pub counters: Counters,
     /// Addresses the convergence layers listen on (`tcpcl://127.0.0.1:4556`, `udp://…`).
     pub listening: Vec<String>,
+    /// This node's Ed25519 public key (hex): what it signs calls and results with, and what
+    /// other nodes pin or list in `allow`.
+    pub public_key: String,
+    /// Remote procedure call counters.
+    pub rpc: RpcCounters,
+}
+
+/// Remote procedure call counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RpcCounters {
+    /// Calls this node made.
+    pub calls_made: u64,
+    /// Calls this node accepted to run.
+    pub calls_accepted: u64,
+    /// Calls it refused.
+    pub calls_rejected: u64,
+    /// Executions started.
+    pub executions: u64,
+    /// Duplicate calls answered from the result cache.
+    pub duplicates: u64,
+    /// Messages dropped for a bad signature, a failed decryption or garbage.
+    pub forged: u64,
+    /// Executions running now.
+    pub running: u64,
 }
 
 /// Node counters.

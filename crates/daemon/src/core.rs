@@ -23,11 +23,14 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use wire::{Beacon, BundleFlags, BundleId, ClaKind, DtnTime, Eid, StatusReport};
 
+use crate::calls::{CallInfo, CallSpec, ProcedureInfo};
 use crate::config::Config;
 use crate::control::{
-    ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, SendReply,
-    SendRequest, Status,
+    ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, RpcCounters,
+    SendReply, SendRequest, Status,
 };
+use crate::facts::Readings;
+use crate::rpc_shell::{Finished, RpcShell};
 use crate::discovery::{Announcer, Heard};
 use crate::inbox::{Inboxes, Letter, LetterMeta, Waiting};
 use crate::udp::Datagram;
@@ -139,6 +142,10 @@ pub(crate) struct Inputs {
     pub(crate) datagrams: mpsc::Receiver<Datagram>,
     pub(crate) beacons: mpsc::Receiver<Heard>,
     pub(crate) requests: mpsc::Receiver<Request>,
+    /// Executions that ended.
+    pub(crate) finished: mpsc::Receiver<Finished>,
+    /// Fresh readings of battery, disk, load and the rest, for the RPC predicates.
+    pub(crate) readings: mpsc::Receiver<Readings>,
 }
 
 /// The loop's state.
@@ -163,14 +170,15 @@ pub(crate) struct Daemon {
     inboxes: Inboxes,
     /// Bumped after deliveries are durable (see [`crate::control::ControlEnds::deliveries`]).
     deliveries: tokio::sync::watch::Sender<u64>,
+    /// Bumped after a change to a call this node made is durable.
+    call_changes: tokio::sync::watch::Sender<u64>,
+    /// The RPC engine and the executions it started.
+    rpc: RpcShell,
     /// Whether an inbox got a bundle since the last flush.
     delivered_unflushed: bool,
-    /// Answers to sends, released after the next successful flush.
-    #[allow(clippy::type_complexity)]
-    replies_after_flush: Vec<(
-        oneshot::Sender<Result<SendReply, ApiError>>,
-        Result<SendReply, ApiError>,
-    )>,
+    /// Answers to sends and calls, released after the next flush (given its error, if it
+    /// failed: then what they answer was not made durable).
+    replies_after_flush: Vec<AfterFlush>,
     /// Received bundles whose last XFER_ACK waits for the next successful flush (link, the
     /// peer's transfer id). After a failed flush they stay unconfirmed: the sender keeps them.
     confirm_after_flush: Vec<(LinkId, u64)>,
@@ -182,6 +190,26 @@ pub(crate) struct Daemon {
     beacon_sequence: u64,
     next_beacon: Instant,
     metrics: Metrics,
+}
+
+/// An answer waiting for the next flush; called with the flush's error, if any.
+type AfterFlush = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// An answer sent once what it reports is durable: after a failed flush the request fails.
+fn after_flush<T: Send + 'static>(
+    reply: oneshot::Sender<Result<T, ApiError>>,
+    result: Result<T, ApiError>,
+) -> AfterFlush {
+    Box::new(move |flush_error| {
+        let result = match flush_error {
+            None => result,
+            Some(e) => result.and(Err(ApiError::new(
+                "internal",
+                format!("the store could not make it durable: {e}"),
+            ))),
+        };
+        let _ = reply.send(result);
+    })
 }
 
 #[derive(Debug, Default)]
@@ -213,6 +241,8 @@ impl Daemon {
         connect_results: mpsc::Sender<(SocketAddr, std::io::Result<TcpStream>)>,
         recovered_dropped: u64,
         deliveries: tokio::sync::watch::Sender<u64>,
+        call_changes: tokio::sync::watch::Sender<u64>,
+        rpc: RpcShell,
     ) -> Result<Self, store::StoreError> {
         let inboxes = Inboxes::load(node.store())?;
         let now = Instant::now();
@@ -256,6 +286,8 @@ impl Daemon {
             connecting: BTreeMap::new(),
             inboxes,
             deliveries,
+            call_changes,
+            rpc,
             delivered_unflushed: false,
             broadcast_round: Default::default(),
             replies_after_flush: Vec::new(),
@@ -288,6 +320,8 @@ impl Daemon {
                 Some(datagram) = inputs.datagrams.recv() => self.on_datagram(datagram),
                 Some(heard) = inputs.beacons.recv() => self.on_beacon(heard),
                 Some(request) = inputs.requests.recv() => self.on_request(request),
+                Some((job, outcome)) = inputs.finished.recv() => self.on_finished(job, outcome),
+                Some(readings) = inputs.readings.recv() => self.on_readings(&readings),
                 _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
             }
             // Take what else is ready, so that one flush (one fsync) covers a burst of inputs:
@@ -316,6 +350,8 @@ impl Daemon {
             self.on_connected(addr, result);
         } else if let Ok(heard) = inputs.beacons.try_recv() {
             self.on_beacon(heard);
+        } else if let Ok((job, outcome)) = inputs.finished.try_recv() {
+            self.on_finished(job, outcome);
         } else {
             return false;
         }
@@ -353,6 +389,9 @@ impl Daemon {
         if let Some(t) = self.inboxes.next_expiry() {
             next = next.min(self.clock.instant(t));
         }
+        if let Some(t) = self.rpc.engine.poll_timeout() {
+            next = next.min(self.clock.instant(t));
+        }
         for s in &self.statics {
             if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
                 next = next.min(s.retry_at);
@@ -367,6 +406,7 @@ impl Daemon {
     fn on_timer(&mut self) {
         let now = self.now();
         self.node.handle_timeout(now);
+        self.rpc.engine.handle_timeout(now, &mut self.node);
         match self.inboxes.purge_expired(self.node.store_mut(), now) {
             Ok(0) => {}
             Ok(n) => tracing::debug!("{n} bundles expired in local inboxes"),
@@ -763,16 +803,23 @@ impl Daemon {
             let mut busy = false;
             while let Some(event) = self.node.poll_event() {
                 busy = true;
-                self.on_node_event(event);
+                let now = self.now();
+                if !self.rpc.engine.handle_node_event(now, &mut self.node, &event) {
+                    self.on_node_event(event);
+                }
             }
+            busy |= self.rpc.drain();
             let replies = std::mem::take(&mut self.replies_after_flush);
             match self.node.store_mut().flush() {
                 Ok(()) => {
                     if std::mem::take(&mut self.delivered_unflushed) {
                         self.deliveries.send_modify(|n| *n += 1);
                     }
-                    for (reply, result) in replies {
-                        let _ = reply.send(result);
+                    if std::mem::take(&mut self.rpc.calls_changed) {
+                        self.call_changes.send_modify(|n| *n += 1);
+                    }
+                    for answer in replies {
+                        answer(None);
                     }
                     for (link, transfer_id) in std::mem::take(&mut self.confirm_after_flush) {
                         if let Some(l) = self.links.get(&link) {
@@ -786,11 +833,9 @@ impl Daemon {
                     // The batch was rolled back: those bundles are not ours to confirm. Their
                     // senders keep them and send them again later.
                     self.confirm_after_flush.clear();
-                    for (reply, result) in replies {
-                        let _ = reply.send(result.and(Err(ApiError::new(
-                            "internal",
-                            format!("the store could not make the bundle durable: {e}"),
-                        ))));
+                    let e = e.to_string();
+                    for answer in replies {
+                        answer(Some(&e));
                     }
                 }
             }
@@ -1000,7 +1045,7 @@ impl Daemon {
             // A send is answered after the pump's flush: accepted means durable.
             Request::Send(req, reply) => {
                 let result = self.api_send_json(req);
-                self.replies_after_flush.push((reply, result));
+                self.replies_after_flush.push(after_flush(reply, result));
             }
             Request::SendBytes {
                 request,
@@ -1008,7 +1053,7 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.api_send(request, payload);
-                self.replies_after_flush.push((reply, result));
+                self.replies_after_flush.push(after_flush(reply, result));
             }
             Request::Peek {
                 endpoint,
@@ -1069,6 +1114,57 @@ impl Daemon {
             Request::Metrics(reply) => {
                 let _ = reply.send(self.metrics_text());
             }
+            // Like a send, a call is answered once it is durable.
+            Request::Call(spec, reply) => {
+                let result = self.api_call(&spec);
+                self.replies_after_flush.push(after_flush(reply, result));
+            }
+            Request::Calls(reply) => {
+                let calls = self
+                    .rpc
+                    .engine
+                    .call_ids()
+                    .iter()
+                    .filter_map(|id| self.rpc.engine.call_view(id))
+                    .map(|v| self.info_of(&v, false))
+                    .collect();
+                let _ = reply.send(calls);
+            }
+            Request::GetCall { id, reply } => {
+                let _ = reply.send(self.call_info(&id, true));
+            }
+            Request::CancelCall { id, reply } => {
+                let result = parse_call_id(&id).and_then(|call_id| {
+                    let now = self.now();
+                    self.rpc
+                        .engine
+                        .cancel(now, &mut self.node, call_id)
+                        .map_err(|e| call_error(e, &CallSpec::default()))?;
+                    self.call_info(&id, true)
+                });
+                self.replies_after_flush.push(after_flush(reply, result));
+            }
+            Request::ForgetCall { id, reply } => {
+                let result = parse_call_id(&id).and_then(|call_id| {
+                    if self.rpc.engine.forget(&mut self.node, call_id) {
+                        Ok(())
+                    } else {
+                        Err(ApiError::new("not_found", format!("no call {id} on this node")))
+                    }
+                });
+                self.replies_after_flush.push(after_flush(reply, result));
+            }
+            Request::File { hash, reply } => {
+                let result = crate::calls::parse_hash(&hash).and_then(|h| {
+                    self.rpc.engine.file(&self.node, &h).ok_or_else(|| {
+                        ApiError::new("not_found", format!("no file {hash} on this node"))
+                    })
+                });
+                let _ = reply.send(result);
+            }
+            Request::Procedures(reply) => {
+                let _ = reply.send(self.procedures());
+            }
         }
     }
 
@@ -1113,7 +1209,91 @@ impl Daemon {
                 dropped: s.dropped,
             },
             listening: self.listening.clone(),
+            public_key: self.rpc.engine.public_key().to_string(),
+            rpc: self.rpc_counters(),
         }
+    }
+
+    fn rpc_counters(&self) -> RpcCounters {
+        let r = self.rpc.engine.stats();
+        RpcCounters {
+            calls_made: r.calls_made,
+            calls_accepted: r.calls_accepted,
+            calls_rejected: r.calls_rejected,
+            executions: r.executions,
+            duplicates: r.duplicates,
+            forged: r.forged,
+            running: self.rpc.engine.running() as u64,
+        }
+    }
+
+    // ----- remote procedure calls -----
+
+    fn on_finished(&mut self, job: rpc::JobId, outcome: rpc::Outcome) {
+        let now = self.now();
+        self.rpc.finished(now, &mut self.node, job, outcome);
+    }
+
+    fn on_readings(&mut self, readings: &Readings) {
+        let facts = crate::rpc_shell::facts(readings, self.started.elapsed());
+        self.rpc.engine.set_facts(facts);
+    }
+
+    fn api_call(&mut self, spec: &CallSpec) -> Result<CallInfo, ApiError> {
+        let now = self.now();
+        let request = spec.to_request(now, self.rpc_timers())?;
+        let id = self
+            .rpc
+            .engine
+            .call(now, &mut self.node, request)
+            .map_err(|e| call_error(e, spec))?;
+        self.call_info(&id.to_string(), true)
+    }
+
+    fn rpc_timers(&self) -> rpc::Timers {
+        rpc::Timers {
+            ack_ms: self.config.rpc.ack_timeout.as_millis() as u64,
+            result_ms: self.config.rpc.result_timeout.as_millis() as u64,
+            dtn_ms: self.config.rpc.dtn_timeout.as_millis() as u64,
+            ..rpc::Timers::default()
+        }
+    }
+
+    fn call_info(&self, id: &str, with_timeline: bool) -> Result<CallInfo, ApiError> {
+        let call_id = parse_call_id(id)?;
+        let view = self
+            .rpc
+            .engine
+            .call_view(&call_id)
+            .ok_or_else(|| ApiError::new("not_found", format!("no call {id} on this node")))?;
+        Ok(self.info_of(&view, with_timeline))
+    }
+
+    fn info_of(&self, view: &rpc::CallView, with_timeline: bool) -> CallInfo {
+        CallInfo::from_view(
+            view,
+            |hash| {
+                self.node
+                    .store()
+                    .rpc_get(store::RpcTable::Files, hash)
+                    .is_ok_and(|f| f.is_some())
+            },
+            with_timeline,
+        )
+    }
+
+    fn procedures(&self) -> Vec<ProcedureInfo> {
+        self.rpc
+            .procedures()
+            .map(|p| ProcedureInfo {
+                name: p.name.clone(),
+                params: p.params.iter().map(|t| t.name().to_owned()).collect(),
+                description: p.description.clone(),
+                max_concurrent: p.max_concurrent,
+                require: p.require.clone(),
+                restricted: p.allow.is_some(),
+            })
+            .collect()
     }
 
     fn peers(&self) -> Vec<PeerInfo> {
@@ -1488,5 +1668,43 @@ mod tests {
         let later = c.instant(now + 1_000);
         let d = later.saturating_duration_since(Instant::now());
         assert!(d <= Duration::from_millis(1_000) && d >= Duration::from_millis(900));
+    }
+}
+
+/// A call id from the API (32 hex digits).
+fn parse_call_id(text: &str) -> Result<wire::rpc::CallId, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::new(
+            "bad_request",
+            format!("{text:?} is not a call id (32 hex digits)"),
+        )
+    })
+}
+
+/// Why the engine could not make (or cancel) a call, as an API error.
+fn call_error(e: rpc::CallError, spec: &CallSpec) -> ApiError {
+    match e {
+        rpc::CallError::Requirements(p) => ApiError::new(
+            "bad_request",
+            format!(
+                "requirements: {}",
+                p.render(spec.requirements.as_deref().unwrap_or(""))
+            ),
+        ),
+        rpc::CallError::NotReachable(node) => ApiError::new(
+            "no_route",
+            format!("{node} is not reachable now (transport auto or dtn waits for a path)"),
+        ),
+        rpc::CallError::UnknownCall => ApiError::new("not_found", "no such call on this node"),
+        rpc::CallError::TooLarge(e) => ApiError::new("payload_too_large", e.to_string()),
+        rpc::CallError::Send(SendError::Store(e @ store::StoreError::Full { .. })) => {
+            ApiError::new("store_full", e.to_string())
+        }
+        rpc::CallError::Store(e @ store::StoreError::Full { .. }) => {
+            ApiError::new("store_full", e.to_string())
+        }
+        rpc::CallError::Send(e) => ApiError::new("internal", e.to_string()),
+        rpc::CallError::Store(e) => ApiError::new("internal", e.to_string()),
+        e => ApiError::new("bad_request", e.to_string()),
     }
 }

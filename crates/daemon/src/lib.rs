@@ -22,6 +22,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod api;
+pub mod calls;
 pub mod config;
 pub mod control;
 pub mod core;
@@ -30,6 +31,7 @@ pub mod exec;
 pub mod facts;
 pub mod identity;
 pub mod inbox;
+pub mod rpc_shell;
 pub mod udp;
 
 use std::net::SocketAddr;
@@ -79,12 +81,18 @@ impl Running {
 /// directory was the problem.
 pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     let clock = core::Clock::new();
-    let (mut store, recovery) = match &config.data_dir {
-        Some(dir) => DiskStore::open(dir, config.store_quota)
-            .with_context(|| format!("opening the store in {}", dir.display()))?,
-        None => DiskStore::open_default(config.store_quota)
-            .context("opening the store in the default data directory")?,
+    let data_dir = match &config.data_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let xdg = std::env::var_os("XDG_DATA_HOME");
+            let home = std::env::var_os("HOME");
+            store::default_data_dir(xdg.as_deref(), home.as_deref()).context(
+                "finding the default data directory: neither XDG_DATA_HOME nor HOME is an absolute path; set data_dir",
+            )?
+        }
     };
+    let (mut store, recovery) = DiskStore::open(&data_dir, config.store_quota)
+        .with_context(|| format!("opening the store in {}", data_dir.display()))?;
     if !recovery.dropped.is_empty()
         || !recovery.rpc_dropped.is_empty()
         || recovery.orphans_removed > 0
@@ -188,11 +196,24 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     let mut node_config = NodeConfig::new(config.node_id.clone());
     node_config.seed = config.seed;
     node_config.strategy = config.strategy;
-    let node = Node::new(
+    let mut node = Node::new(
         node_config,
         Box::new(store) as Box<dyn Store + Send>,
         clock.now(),
     );
+    let (rpc, finished) = rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())
+        .context("starting remote procedure calls")?;
+    // Working directories a crashed daemon left behind hold nothing anyone waits for: the
+    // executions they belonged to are answered `internal` by the restarted engine.
+    exec::clear_work_root(rpc.work_root())
+        .await
+        .with_context(|| format!("clearing {}", rpc.work_root().display()))?;
+    let (readings_tx, readings) = mpsc::channel(1);
+    tasks.push(tokio::spawn(read_facts(
+        config.rpc.clone(),
+        data_dir.clone(),
+        readings_tx,
+    )));
 
     // Session events may each hold a whole received bundle; a full channel stops the sessions'
     // reading, and TCP's flow control reaches the peers. 128 is one pump's worth of small
@@ -210,6 +231,8 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         connected_tx,
         (recovery.dropped.len() + recovery.rpc_dropped.len()) as u64,
         control_ends.deliveries,
+        control_ends.calls,
+        rpc,
     )
     .context("loading the inboxes")?;
     let inputs = core::Inputs {
@@ -219,6 +242,8 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         datagrams,
         beacons,
         requests: control_ends.requests,
+        finished,
+        readings,
     };
     let (shutdown, shutdown_rx) = oneshot::channel();
     tracing::info!(
@@ -238,6 +263,25 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         event_loop,
         tasks,
     })
+}
+
+/// How often battery, disk, load and the rest are read for the RPC predicates.
+const FACTS_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads the system for the RPC predicates now and every [`FACTS_PERIOD`], until the event loop
+/// is gone.
+async fn read_facts(
+    cfg: config::RpcConfig,
+    data_dir: std::path::PathBuf,
+    readings: mpsc::Sender<facts::Readings>,
+) {
+    loop {
+        let r = facts::read(&cfg, &data_dir).await;
+        if readings.send(r).await.is_err() {
+            return;
+        }
+        tokio::time::sleep(FACTS_PERIOD).await;
+    }
 }
 
 async fn spawn_api(

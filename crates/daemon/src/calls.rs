@@ -1,0 +1,486 @@
+//! The RPC part of the local API's vocabulary: what a client sends to make a call, and how a
+//! call, its results and its timeline look in JSON. These are HTTP bodies (`openapi.yaml`
+//! describes them), so field names are a stable interface.
+//!
+//! This module only converts: [`CallSpec`] into the engine's [`rpc::CallRequest`], and the
+//! engine's [`rpc::CallView`] into [`CallInfo`]. It never touches the node or a socket.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use wire::rpc::{Message, Transport, Value};
+use wire::{DtnTime, Eid};
+
+use crate::control::ApiError;
+
+/// `POST /v1/calls`: a call to make.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CallSpec {
+    /// `any`, `all`, or a node: `dtn://bravo/` or just `bravo`.
+    pub target: String,
+    /// The procedure's name.
+    pub procedure: String,
+    /// Its parameters, in order.
+    #[serde(default)]
+    pub params: Vec<ParamSpec>,
+    /// What the server must satisfy, e.g. `battery >= 50 && has(gps)`.
+    #[serde(default)]
+    pub requirements: Option<String>,
+    /// `auto` (default), `datagram`, `stream` or `dtn`.
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// How long the call matters, from now (`10m`, `90s`); default: the timers' full span
+    /// (ack + result + dtn, 3.5 min with the paper's timers).
+    #[serde(default)]
+    pub deadline: Option<String>,
+    /// How long to wait for an ack before going by dtn (default 30 s).
+    #[serde(default)]
+    pub ack_timeout: Option<String>,
+    /// How long to wait for the result after an ack before going by dtn (default 90 s).
+    #[serde(default)]
+    pub result_timeout: Option<String>,
+}
+
+/// One parameter: `{"text": "hi"}`, `{"int": 3}`, `{"float": 0.5}`, `{"bool": true}`,
+/// `{"bytes": "<base64>"}` or `{"file": {"name": "a.jpg", "base64": "…"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamSpec {
+    /// Text.
+    Text(String),
+    /// A 64-bit integer.
+    Int(i64),
+    /// A number.
+    Float(f64),
+    /// A flag.
+    Bool(bool),
+    /// Bytes, base64.
+    Bytes(String),
+    /// A file, sent on the data channel.
+    File(FileSpec),
+}
+
+/// A file parameter.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileSpec {
+    /// Its name (a hint for the server).
+    pub name: String,
+    /// Its content, base64.
+    pub base64: String,
+}
+
+impl CallSpec {
+    /// The engine's request, with durations resolved against `now` and `default_timers`.
+    pub fn to_request(
+        &self,
+        now: DtnTime,
+        default_timers: rpc::Timers,
+    ) -> Result<rpc::CallRequest, ApiError> {
+        let bad = |m: String| ApiError::new("bad_request", m);
+        let target = match self.target.trim() {
+            "any" => rpc::Target::Any,
+            "all" => rpc::Target::All,
+            "" => return Err(bad("target: give a node id, `any` or `all`".into())),
+            node => rpc::Target::Node(parse_node(node).map_err(bad)?),
+        };
+        if self.procedure.is_empty() {
+            return Err(bad("procedure: missing".into()));
+        }
+        let mut params = Vec::with_capacity(self.params.len());
+        for (i, p) in self.params.iter().enumerate() {
+            let b64 = |s: &str| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(s)
+                    .map(Bytes::from)
+                    .map_err(|e| bad(format!("parameter {}: base64: {e}", i + 1)))
+            };
+            params.push(match p {
+                ParamSpec::Text(t) => rpc::Param::Value(Value::Text(t.clone())),
+                ParamSpec::Int(n) => rpc::Param::Value(Value::Int(*n)),
+                ParamSpec::Float(x) => rpc::Param::Value(Value::Float(*x)),
+                ParamSpec::Bool(b) => rpc::Param::Value(Value::Bool(*b)),
+                ParamSpec::Bytes(s) => rpc::Param::Value(Value::Bytes(b64(s)?)),
+                ParamSpec::File(f) => rpc::Param::File {
+                    name: f.name.clone(),
+                    content: b64(&f.base64)?,
+                },
+            });
+        }
+        let transport = match &self.transport {
+            None => Transport::Auto,
+            Some(t) => t.parse().map_err(|_| {
+                bad(format!(
+                    "transport: {t:?} is not one of auto, datagram, stream, dtn"
+                ))
+            })?,
+        };
+        let duration = |field: &str, text: &Option<String>| -> Result<Option<u64>, ApiError> {
+            text.as_deref()
+                .map(|t| {
+                    humantime::parse_duration(t)
+                        .map(|d: Duration| d.as_millis() as u64)
+                        .map_err(|e| bad(format!("{field}: {t:?}: {e}")))
+                })
+                .transpose()
+        };
+        let mut timers = default_timers;
+        let mut custom = false;
+        if let Some(ms) = duration("ack_timeout", &self.ack_timeout)? {
+            timers.ack_ms = ms;
+            custom = true;
+        }
+        if let Some(ms) = duration("result_timeout", &self.result_timeout)? {
+            timers.result_ms = ms;
+            custom = true;
+        }
+        let deadline = match duration("deadline", &self.deadline)? {
+            Some(0) => return Err(bad("deadline: must be after now".into())),
+            Some(ms) => Some(now.saturating_add(ms)),
+            None => None,
+        };
+        Ok(rpc::CallRequest {
+            target,
+            procedure: self.procedure.clone(),
+            params,
+            requirements: self.requirements.clone().unwrap_or_default(),
+            transport,
+            deadline,
+            timers: custom.then_some(timers),
+        })
+    }
+}
+
+/// A node named by a user: `dtn://bravo/`, `dtn://bravo`, or `bravo`.
+pub fn parse_node(text: &str) -> Result<Eid, String> {
+    let full = if text.contains(':') {
+        text.to_owned()
+    } else {
+        format!("dtn://{text}/")
+    };
+    let eid: Eid = full
+        .parse()
+        .map_err(|e| format!("target: {text:?} is not a node id: {e}"))?;
+    Ok(eid.node_id())
+}
+
+/// A call this node made (`GET /v1/calls/{id}`; the list leaves out the timeline).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CallInfo {
+    /// The call id, 32 hex digits.
+    pub id: String,
+    /// The procedure.
+    pub procedure: String,
+    /// `any`, `all`, or the server's node id.
+    pub target: String,
+    /// The transport asked for.
+    pub transport: String,
+    /// `waiting`, `succeeded`, `failed`, `expired` or `cancelled`.
+    pub state: String,
+    /// When it was made, ms since the DTN epoch.
+    pub created_ms: u64,
+    /// When it stops mattering, ms since the DTN epoch.
+    pub deadline_ms: u64,
+    /// Servers that acknowledged it.
+    pub acks: Vec<String>,
+    /// Results and refusals, in order of arrival.
+    pub replies: Vec<ReplyInfo>,
+    /// What happened, in order (empty in lists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// One result or refusal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReplyInfo {
+    /// The server's node id.
+    pub server: String,
+    /// The server's public key (hex): it signed the reply.
+    pub server_key: String,
+    /// When it arrived, ms since the DTN epoch.
+    pub at_ms: u64,
+    /// How it came: `datagram`, `stream`, `dtn` or `local`.
+    pub via: String,
+    /// Whether the procedure succeeded (`result`) or not (`reject`).
+    pub ok: bool,
+    /// The result value (stdout) as text, when it is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_text: Option<String>,
+    /// The result value, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_base64: Option<String>,
+    /// Result files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileInfo>,
+    /// How long the procedure ran, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_ms: Option<u64>,
+    /// For a refusal: its stable code name (`not_offered`, `predicate_failed`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// For a refusal: what went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// For a failed execution: its exit status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i64>,
+    /// For a failed execution: the end of its stderr (lossy UTF-8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
+}
+
+/// A result file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The name the procedure gave it.
+    pub name: String,
+    /// Its BLAKE3 hash, hex: `GET /v1/files/{hash}` fetches it.
+    pub hash: String,
+    /// Bytes.
+    pub size: u64,
+    /// Whether it has arrived (files travel apart from the result).
+    pub arrived: bool,
+}
+
+/// One line of a call's timeline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TimelineEntry {
+    /// When, ms since the DTN epoch.
+    pub at_ms: u64,
+    /// Milliseconds since the call was made.
+    pub offset_ms: u64,
+    /// What happened.
+    pub text: String,
+}
+
+/// A procedure this node serves (`GET /v1/procedures`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcedureInfo {
+    /// Its name.
+    pub name: String,
+    /// Its parameter types, in order.
+    pub params: Vec<String>,
+    /// What it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Most executions at once.
+    pub max_concurrent: u32,
+    /// Its own predicate, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require: Option<String>,
+    /// Whether only listed callers may call it.
+    pub restricted: bool,
+}
+
+impl CallInfo {
+    /// Whether the call is over.
+    pub fn finished(&self) -> bool {
+        self.state != "waiting"
+    }
+
+    /// The engine's view as JSON. `file_arrived` says whether a result file is here;
+    /// `with_timeline` keeps the timeline (the list leaves it out).
+    pub fn from_view(
+        view: &rpc::CallView,
+        file_arrived: impl Fn(&[u8; 32]) -> bool,
+        with_timeline: bool,
+    ) -> Self {
+        let call = &view.call;
+        let target = match (&call.server, call.mode) {
+            (Some(s), _) => s.to_string(),
+            (None, mode) => mode.name().to_owned(),
+        };
+        let replies = view
+            .replies
+            .iter()
+            .filter_map(|r| reply_info(r, &file_arrived))
+            .collect();
+        let timeline = if with_timeline {
+            view.timeline
+                .iter()
+                .map(|(at, text)| TimelineEntry {
+                    at_ms: *at,
+                    offset_ms: at.saturating_sub(view.created),
+                    text: text.clone(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Self {
+            id: call.id.to_string(),
+            procedure: call.procedure.clone(),
+            target,
+            transport: call.transport.name().to_owned(),
+            state: view.state.name().to_owned(),
+            created_ms: view.created,
+            deadline_ms: call.deadline,
+            acks: view.acks.iter().map(ToString::to_string).collect(),
+            replies,
+            timeline,
+        }
+    }
+}
+
+fn reply_info(r: &rpc::Reply, file_arrived: &impl Fn(&[u8; 32]) -> bool) -> Option<ReplyInfo> {
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let mut info = ReplyInfo {
+        server: String::new(),
+        server_key: r.server_key.to_string(),
+        at_ms: r.at,
+        via: r.via.to_owned(),
+        ok: false,
+        value_text: None,
+        value_base64: None,
+        files: Vec::new(),
+        run_ms: None,
+        code: None,
+        detail: None,
+        exit_status: None,
+        stderr_tail: None,
+    };
+    match &r.message {
+        Message::Result(res) => {
+            info.server = res.server.to_string();
+            info.ok = true;
+            info.value_text = std::str::from_utf8(&res.value).ok().map(str::to_owned);
+            info.value_base64 = Some(b64(&res.value));
+            info.run_ms = Some(res.run_ms);
+            info.files = res
+                .files
+                .iter()
+                .map(|f| FileInfo {
+                    name: f.name.clone(),
+                    hash: hex(&f.hash),
+                    size: f.size,
+                    arrived: file_arrived(&f.hash),
+                })
+                .collect();
+        }
+        Message::Reject(rej) => {
+            info.server = rej.server.to_string();
+            info.code = Some(rej.code.name().to_owned());
+            info.detail = Some(rej.detail.clone());
+            info.exit_status = rej.exit_status;
+            if !rej.stderr_tail.is_empty() {
+                info.stderr_tail = Some(String::from_utf8_lossy(&rej.stderr_tail).into_owned());
+            }
+        }
+        _ => return None,
+    }
+    Some(info)
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A 32-byte hash from 64 hex digits.
+pub fn parse_hash(text: &str) -> Result<[u8; 32], ApiError> {
+    let bad = || ApiError::new("bad_request", format!("{text:?} is not a 64-digit hex hash"));
+    if text.len() != 64 || !text.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(target: &str) -> CallSpec {
+        CallSpec {
+            target: target.into(),
+            procedure: "echo".into(),
+            ..CallSpec::default()
+        }
+    }
+
+    #[test]
+    fn targets_are_any_all_or_a_node() {
+        let t = rpc::Timers::default();
+        assert_eq!(spec("any").to_request(0, t).unwrap().target, rpc::Target::Any);
+        assert_eq!(spec("all").to_request(0, t).unwrap().target, rpc::Target::All);
+        let bravo: Eid = "dtn://bravo/".parse().unwrap();
+        for name in ["bravo", "dtn://bravo/", "dtn://bravo/inbox"] {
+            assert_eq!(
+                spec(name).to_request(0, t).unwrap().target,
+                rpc::Target::Node(bravo.clone()),
+                "{name}"
+            );
+        }
+        let e = spec("").to_request(0, t).unwrap_err();
+        assert_eq!(e.code, "bad_request");
+    }
+
+    #[test]
+    fn params_deadline_and_timers_convert() {
+        let mut s = spec("any");
+        s.params = vec![
+            ParamSpec::Text("a b".into()),
+            ParamSpec::Int(-3),
+            ParamSpec::Bytes("AAE=".into()),
+            ParamSpec::File(FileSpec {
+                name: "x.txt".into(),
+                base64: "aGk=".into(),
+            }),
+        ];
+        s.deadline = Some("10m".into());
+        s.ack_timeout = Some("5s".into());
+        let r = s.to_request(1_000, rpc::Timers::default()).unwrap();
+        assert_eq!(r.deadline, Some(601_000));
+        assert_eq!(r.timers.unwrap().ack_ms, 5_000);
+        assert_eq!(r.timers.unwrap().result_ms, 90_000);
+        assert_eq!(r.params[1], rpc::Param::Value(Value::Int(-3)));
+        assert_eq!(
+            r.params[2],
+            rpc::Param::Value(Value::Bytes(Bytes::from_static(&[0, 1])))
+        );
+        assert_eq!(
+            r.params[3],
+            rpc::Param::File {
+                name: "x.txt".into(),
+                content: Bytes::from_static(b"hi")
+            }
+        );
+        assert!(spec("any").to_request(0, rpc::Timers::default()).unwrap().timers.is_none());
+    }
+
+    #[test]
+    fn bad_fields_name_themselves() {
+        let t = rpc::Timers::default();
+        let mut s = spec("any");
+        s.transport = Some("carrier-pigeon".into());
+        assert!(s.to_request(0, t).unwrap_err().message.starts_with("transport"));
+        let mut s = spec("any");
+        s.deadline = Some("soon".into());
+        assert!(s.to_request(0, t).unwrap_err().message.starts_with("deadline"));
+        let mut s = spec("any");
+        s.params = vec![ParamSpec::Bytes("***".into())];
+        assert!(s.to_request(0, t).unwrap_err().message.starts_with("parameter 1"));
+    }
+
+    #[test]
+    fn param_json_is_externally_tagged() {
+        let p: Vec<ParamSpec> = serde_json::from_str(
+            r#"[{"text":"hi"},{"int":3},{"float":0.5},{"bool":true},{"file":{"name":"a","base64":""}}]"#,
+        )
+        .unwrap();
+        assert_eq!(p[1], ParamSpec::Int(3));
+        assert_eq!(p[3], ParamSpec::Bool(true));
+    }
+
+    #[test]
+    fn hashes_parse_from_hex() {
+        let h = [0xabu8; 32];
+        assert_eq!(parse_hash(&hex(&h)).unwrap(), h);
+        assert!(parse_hash("ab").is_err());
+        assert!(parse_hash(&"zz".repeat(32)).is_err());
+    }
+}

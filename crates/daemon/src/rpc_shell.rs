@@ -1,0 +1,410 @@
+//! The RPC engine's I/O shell inside the event loop: it builds the sans-IO [`rpc::Rpc`] from the
+//! configuration and the node's identity file, runs the executions the engine asks for
+//! ([`crate::exec`]) as tasks, cancels them when the engine aborts them, and hands their outcomes
+//! back. The event loop owns it next to the node and calls it from its pump.
+//!
+//! **What it never does**: decide anything about a call. Admission, dedup, transports, retries
+//! and replies are the engine's; this module only does what the engine cannot (spawn processes,
+//! read the identity file, draw the seed from the OS).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use node::Node;
+use rpc::require::{Facts, Requirement};
+use rpc::{JobId, Rpc, RpcEvent};
+use seal::PublicKey;
+use tokio::sync::{mpsc, oneshot};
+use wire::DtnTime;
+use wire::rpc::{RejectCode, Value};
+
+use crate::config::{Config, ProcedureConfig};
+use crate::exec;
+use crate::facts::Readings;
+
+/// The name of the identity file in the data directory.
+pub const IDENTITY_FILE: &str = "identity";
+
+/// An execution's outcome on its way back to the event loop.
+pub type Finished = (JobId, rpc::Outcome);
+
+/// The engine and the executions it started.
+pub struct RpcShell {
+    /// The engine.
+    pub engine: Rpc,
+    procedures: BTreeMap<String, ProcedureConfig>,
+    work_root: PathBuf,
+    /// Cancel switches of running executions.
+    running: BTreeMap<JobId, oneshot::Sender<()>>,
+    finished: mpsc::Sender<Finished>,
+    /// Whether a call this node made changed since the last flush (API waiters look again).
+    pub calls_changed: bool,
+}
+
+impl RpcShell {
+    /// The engine for `node`: identity from `<data_dir>/identity` (created on first start),
+    /// predicates parsed (an error renders the faulty spot), durable state loaded. Returns the
+    /// receiver the event loop reads finished executions from.
+    pub fn new(
+        config: &Config,
+        data_dir: &Path,
+        node: &mut Node,
+        now: DtnTime,
+    ) -> anyhow::Result<(Self, mpsc::Receiver<Finished>)> {
+        let identity_path = data_dir.join(IDENTITY_FILE);
+        let (identity, created) = crate::identity::load_or_create(&identity_path)?;
+        if created {
+            tracing::info!(
+                "created this node's identity {} in {}",
+                identity.public(),
+                identity_path.display()
+            );
+        }
+        let engine_config = engine_config(config)?;
+        let mut seed = [0u8; 32];
+        getrandom::getrandom(&mut seed)
+            .map_err(|e| anyhow::anyhow!("drawing the RPC engine's seed: {e}"))?;
+        let engine = Rpc::new(engine_config, identity, seed, node, now);
+        let (tx, rx) = mpsc::channel(256);
+        let shell = Self {
+            engine,
+            procedures: config
+                .rpc
+                .procedures
+                .iter()
+                .map(|p| (p.name.clone(), p.clone()))
+                .collect(),
+            work_root: config.rpc.work_dir(data_dir),
+            running: BTreeMap::new(),
+            finished: tx,
+            calls_changed: false,
+        };
+        Ok((shell, rx))
+    }
+
+    /// The procedures this node serves, in name order.
+    pub fn procedures(&self) -> impl Iterator<Item = &ProcedureConfig> {
+        self.procedures.values()
+    }
+
+    /// Where executions get their working directories.
+    pub fn work_root(&self) -> &Path {
+        &self.work_root
+    }
+
+    /// Carries out what the engine asks. Returns whether there was anything.
+    pub fn drain(&mut self) -> bool {
+        let mut any = false;
+        while let Some(event) = self.engine.poll_event() {
+            any = true;
+            match event {
+                RpcEvent::Execute(job) => self.execute(job),
+                RpcEvent::Abort { job, reason } => {
+                    if let Some(cancel) = self.running.remove(&job) {
+                        tracing::info!("stopping execution {}: {reason}", job.0);
+                        let _ = cancel.send(());
+                    }
+                }
+                RpcEvent::CallChanged(_) | RpcEvent::CallFinished(_) => self.calls_changed = true,
+            }
+        }
+        for e in self.engine.take_errors() {
+            tracing::error!("rpc: {e}");
+        }
+        any
+    }
+
+    /// An execution ended: the engine gets its outcome.
+    pub fn finished(&mut self, now: DtnTime, node: &mut Node, job: JobId, outcome: rpc::Outcome) {
+        self.running.remove(&job);
+        self.engine.finished(now, node, job, outcome);
+    }
+
+    fn execute(&mut self, job: rpc::Job) {
+        let id = job.id;
+        let Some(procedure) = self.procedures.get(&job.procedure) else {
+            // The engine only admits offered procedures; a configuration reloaded without one
+            // would end here.
+            let _ = self.finished.try_send((
+                id,
+                failure(RejectCode::NotOffered, "no longer offered".into()),
+            ));
+            return;
+        };
+        let params = match exec_params(&job) {
+            Ok(p) => p,
+            Err(reason) => {
+                let _ = self
+                    .finished
+                    .try_send((id, failure(RejectCode::BadArguments, reason)));
+                return;
+            }
+        };
+        let exec_job = exec::Job {
+            program: procedure.exec.clone(),
+            args: procedure.args.clone(),
+            params,
+            timeout: procedure.timeout,
+            max_output: procedure.max_output,
+            work_root: self.work_root.clone(),
+            call_id: job.call.to_string(),
+            caller: job.caller.to_string(),
+        };
+        tracing::info!(
+            "running {} for {} (call {})",
+            job.procedure,
+            job.caller,
+            job.call
+        );
+        let (cancel, cancelled) = oneshot::channel();
+        self.running.insert(id, cancel);
+        let finished = self.finished.clone();
+        tokio::spawn(async move {
+            let outcome = exec::run(exec_job, cancelled).await;
+            let _ = finished.send((id, engine_outcome(outcome))).await;
+        });
+    }
+}
+
+/// The engine's configuration from the daemon's.
+fn engine_config(config: &Config) -> anyhow::Result<rpc::RpcConfig> {
+    let parse = |key: &str, text: &Option<String>| -> anyhow::Result<Requirement> {
+        let text = text.as_deref().unwrap_or("");
+        Requirement::parse(text)
+            .map_err(|e| anyhow::anyhow!("{key}: {}", e.render(text)))
+            .context("reading the [rpc] configuration")
+    };
+    let mut engine = rpc::RpcConfig::default();
+    engine.timers.ack_ms = config.rpc.ack_timeout.as_millis() as u64;
+    engine.timers.result_ms = config.rpc.result_timeout.as_millis() as u64;
+    engine.timers.dtn_ms = config.rpc.dtn_timeout.as_millis() as u64;
+    engine.accept = parse("rpc.accept", &config.rpc.accept)?;
+    for p in &config.rpc.procedures {
+        let mut spec = rpc::ProcedureSpec::new(&p.name, p.params.clone());
+        spec.require = parse(&format!("procedure {:?}: require", p.name), &p.require)?;
+        spec.max_concurrent = p.max_concurrent;
+        spec.allow = p
+            .allow
+            .as_ref()
+            .map(|keys| keys.iter().map(|k| PublicKey(*k)).collect());
+        engine.procedures.push(spec);
+    }
+    Ok(engine)
+}
+
+/// A job's parameters as the executor passes them. A file parameter's content comes with the
+/// job (the engine verified it by hash).
+fn exec_params(job: &rpc::Job) -> Result<Vec<exec::Arg>, String> {
+    job.params
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            Ok(match v {
+                Value::Bool(b) => exec::Arg::Bool(*b),
+                Value::Int(n) => exec::Arg::Int(*n),
+                Value::Float(x) => exec::Arg::Float(*x),
+                Value::Text(t) => exec::Arg::Text(t.clone()),
+                Value::Bytes(b) => exec::Arg::Bytes(b.clone()),
+                Value::File(f) => {
+                    let content = job
+                        .files
+                        .iter()
+                        .find(|(r, _)| r.hash == f.hash)
+                        .map(|(_, c)| c.clone())
+                        .ok_or_else(|| format!("parameter {}: file {} missing", i + 1, f.name))?;
+                    exec::Arg::File {
+                        name: f.name.clone(),
+                        content,
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn failure(code: RejectCode, detail: String) -> rpc::Outcome {
+    rpc::Outcome::Failure {
+        code,
+        detail,
+        exit_status: None,
+        stderr_tail: Bytes::new(),
+    }
+}
+
+/// How an execution's end is reported to the caller: exit status 0 is the result (stdout and
+/// output files); anything else a refusal with a stable code, the exit status and stderr's tail.
+pub fn engine_outcome(outcome: exec::Outcome) -> rpc::Outcome {
+    let exec::Outcome {
+        kind,
+        stdout,
+        stderr_tail,
+        files,
+        run_ms,
+    } = outcome;
+    let stderr_tail = Bytes::from(stderr_tail);
+    let (code, detail, exit_status) = match kind {
+        exec::OutcomeKind::Exited(0) => {
+            return rpc::Outcome::Success {
+                value: Bytes::from(stdout),
+                files,
+                run_ms,
+            };
+        }
+        exec::OutcomeKind::Exited(status) => (
+            RejectCode::ExecutionFailed,
+            format!("exited with status {status} after {run_ms} ms"),
+            Some(status),
+        ),
+        exec::OutcomeKind::Signalled(signal) => (
+            RejectCode::ExecutionFailed,
+            format!("killed by signal {signal} after {run_ms} ms"),
+            None,
+        ),
+        exec::OutcomeKind::TimedOut => (
+            RejectCode::TimedOut,
+            format!("ran past its timeout ({run_ms} ms) and was killed"),
+            None,
+        ),
+        exec::OutcomeKind::OutputTooLarge => (
+            RejectCode::OutputTooLarge,
+            "its output passed the procedure's max_output".into(),
+            None,
+        ),
+        exec::OutcomeKind::Cancelled => (RejectCode::Cancelled, "cancelled".into(), None),
+        exec::OutcomeKind::BadArgument(reason) => (RejectCode::BadArguments, reason, None),
+        exec::OutcomeKind::SpawnFailed(reason) => (
+            RejectCode::Internal,
+            format!("could not start: {reason}"),
+            None,
+        ),
+        exec::OutcomeKind::OutputUnreadable(reason) => (
+            RejectCode::Internal,
+            format!("its output files could not be read: {reason}"),
+            None,
+        ),
+    };
+    rpc::Outcome::Failure {
+        code,
+        detail,
+        exit_status,
+        stderr_tail,
+    }
+}
+
+/// What predicates are judged against, from a reading of the system. `uptime` is the daemon's.
+pub fn facts(readings: &Readings, uptime: Duration) -> Facts {
+    let mut f = Facts::new();
+    let mut number = |name: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            f.set(name, v);
+        }
+    };
+    number("battery", readings.battery);
+    number("free_disk", readings.free_disk.map(|b| b as f64));
+    number("free_memory", readings.free_memory.map(|b| b as f64));
+    number("load", readings.load);
+    number("cpus", readings.cpus.map(|n| n as f64));
+    number("hour", Some(f64::from(readings.hour)));
+    number("minute", Some(f64::from(readings.minute)));
+    number("weekday", Some(f64::from(readings.weekday)));
+    number("uptime", Some(uptime.as_secs_f64()));
+    if let Some(m) = readings.moving {
+        f.set_flag("moving", m);
+    }
+    if let Some(c) = readings.charging {
+        f.set_flag("charging", c);
+    }
+    for t in &readings.tags {
+        f.add_tag(t);
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(kind: exec::OutcomeKind) -> exec::Outcome {
+        exec::Outcome {
+            kind,
+            stdout: b"out".to_vec(),
+            stderr_tail: b"oops".to_vec(),
+            files: vec![("a.txt".into(), Bytes::from_static(b"A"))],
+            run_ms: 12,
+        }
+    }
+
+    #[test]
+    fn exit_zero_is_the_result_with_its_files() {
+        assert_eq!(
+            engine_outcome(outcome(exec::OutcomeKind::Exited(0))),
+            rpc::Outcome::Success {
+                value: Bytes::from_static(b"out"),
+                files: vec![("a.txt".into(), Bytes::from_static(b"A"))],
+                run_ms: 12
+            }
+        );
+    }
+
+    #[test]
+    fn failures_keep_their_code_status_and_stderr() {
+        let rpc::Outcome::Failure {
+            code,
+            exit_status,
+            stderr_tail,
+            detail,
+        } = engine_outcome(outcome(exec::OutcomeKind::Exited(3)))
+        else {
+            panic!("exit 3 is a failure");
+        };
+        assert_eq!(code, RejectCode::ExecutionFailed);
+        assert_eq!(exit_status, Some(3));
+        assert_eq!(&stderr_tail[..], b"oops");
+        assert!(detail.contains("status 3"), "{detail}");
+        for (kind, want) in [
+            (exec::OutcomeKind::TimedOut, RejectCode::TimedOut),
+            (exec::OutcomeKind::OutputTooLarge, RejectCode::OutputTooLarge),
+            (exec::OutcomeKind::Cancelled, RejectCode::Cancelled),
+            (exec::OutcomeKind::Signalled(9), RejectCode::ExecutionFailed),
+            (
+                exec::OutcomeKind::BadArgument("nul".into()),
+                RejectCode::BadArguments,
+            ),
+            (
+                exec::OutcomeKind::SpawnFailed("gone".into()),
+                RejectCode::Internal,
+            ),
+        ] {
+            let rpc::Outcome::Failure { code, .. } = engine_outcome(outcome(kind.clone())) else {
+                panic!("{kind:?} is a failure");
+            };
+            assert_eq!(code, want, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn readings_become_facts() {
+        let r = Readings {
+            battery: Some(42.0),
+            charging: Some(false),
+            free_disk: Some(5_000_000_000),
+            moving: Some(true),
+            hour: 14,
+            tags: vec!["gps".into()],
+            ..Readings::default()
+        };
+        let f = facts(&r, Duration::from_secs(90));
+        assert_eq!(f.get("battery"), Some(42.0));
+        assert_eq!(f.get("free_disk"), Some(5e9));
+        assert_eq!(f.get("hour"), Some(14.0));
+        assert_eq!(f.get("uptime"), Some(90.0));
+        assert_eq!(f.get("load"), None);
+        assert_eq!(f.flag("moving"), Some(true));
+        assert_eq!(f.flag("charging"), Some(false));
+        assert!(f.has_tag("gps"));
+        assert!(!f.has_tag("camera"));
+    }
+}
