@@ -379,7 +379,12 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// A 32-byte hash from 64 hex digits.
 pub fn parse_hash(text: &str) -> Result<[u8; 32], ApiError> {
-    let bad = || ApiError::new("bad_request", format!("{text:?} is not a 64-digit hex hash"));
+    let bad = || {
+        ApiError::new(
+            "bad_request",
+            format!("{text:?} is not a 64-digit hex hash"),
+        )
+    };
     if text.len() != 64 || !text.is_ascii() {
         return Err(bad());
     }
@@ -405,8 +410,14 @@ mod tests {
     #[test]
     fn targets_are_any_all_or_a_node() {
         let t = rpc::Timers::default();
-        assert_eq!(spec("any").to_request(0, t).unwrap().target, rpc::Target::Any);
-        assert_eq!(spec("all").to_request(0, t).unwrap().target, rpc::Target::All);
+        assert_eq!(
+            spec("any").to_request(0, t).unwrap().target,
+            rpc::Target::Any
+        );
+        assert_eq!(
+            spec("all").to_request(0, t).unwrap().target,
+            rpc::Target::All
+        );
         let bravo: Eid = "dtn://bravo/".parse().unwrap();
         for name in ["bravo", "dtn://bravo/", "dtn://bravo/inbox"] {
             assert_eq!(
@@ -449,7 +460,13 @@ mod tests {
                 content: Bytes::from_static(b"hi")
             }
         );
-        assert!(spec("any").to_request(0, rpc::Timers::default()).unwrap().timers.is_none());
+        assert!(
+            spec("any")
+                .to_request(0, rpc::Timers::default())
+                .unwrap()
+                .timers
+                .is_none()
+        );
     }
 
     #[test]
@@ -457,13 +474,28 @@ mod tests {
         let t = rpc::Timers::default();
         let mut s = spec("any");
         s.transport = Some("carrier-pigeon".into());
-        assert!(s.to_request(0, t).unwrap_err().message.starts_with("transport"));
+        assert!(
+            s.to_request(0, t)
+                .unwrap_err()
+                .message
+                .starts_with("transport")
+        );
         let mut s = spec("any");
         s.deadline = Some("soon".into());
-        assert!(s.to_request(0, t).unwrap_err().message.starts_with("deadline"));
+        assert!(
+            s.to_request(0, t)
+                .unwrap_err()
+                .message
+                .starts_with("deadline")
+        );
         let mut s = spec("any");
         s.params = vec![ParamSpec::Bytes("***".into())];
-        assert!(s.to_request(0, t).unwrap_err().message.starts_with("parameter 1"));
+        assert!(
+            s.to_request(0, t)
+                .unwrap_err()
+                .message
+                .starts_with("parameter 1")
+        );
     }
 
     #[test]

@@ -29,10 +29,10 @@ use crate::control::{
     ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, RpcCounters,
     SendReply, SendRequest, Status,
 };
-use crate::facts::Readings;
-use crate::rpc_shell::{Finished, RpcShell};
 use crate::discovery::{Announcer, Heard};
+use crate::facts::Readings;
 use crate::inbox::{Inboxes, Letter, LetterMeta, Waiting};
+use crate::rpc_shell::{Finished, RpcShell};
 use crate::udp::Datagram;
 
 /// Most status reports kept for `ferry trace`.
@@ -804,7 +804,11 @@ impl Daemon {
             while let Some(event) = self.node.poll_event() {
                 busy = true;
                 let now = self.now();
-                if !self.rpc.engine.handle_node_event(now, &mut self.node, &event) {
+                if !self
+                    .rpc
+                    .engine
+                    .handle_node_event(now, &mut self.node, &event)
+                {
                     self.on_node_event(event);
                 }
             }
@@ -1149,7 +1153,10 @@ impl Daemon {
                     if self.rpc.engine.forget(&mut self.node, call_id) {
                         Ok(())
                     } else {
-                        Err(ApiError::new("not_found", format!("no call {id} on this node")))
+                        Err(ApiError::new(
+                            "not_found",
+                            format!("no call {id} on this node"),
+                        ))
                     }
                 });
                 self.replies_after_flush.push(after_flush(reply, result));

@@ -31,6 +31,7 @@ pub mod exec;
 pub mod facts;
 pub mod identity;
 pub mod inbox;
+pub mod relay;
 pub mod rpc_shell;
 pub mod udp;
 

@@ -366,7 +366,10 @@ mod tests {
         assert!(detail.contains("status 3"), "{detail}");
         for (kind, want) in [
             (exec::OutcomeKind::TimedOut, RejectCode::TimedOut),
-            (exec::OutcomeKind::OutputTooLarge, RejectCode::OutputTooLarge),
+            (
+                exec::OutcomeKind::OutputTooLarge,
+                RejectCode::OutputTooLarge,
+            ),
             (exec::OutcomeKind::Cancelled, RejectCode::Cancelled),
             (exec::OutcomeKind::Signalled(9), RejectCode::ExecutionFailed),
             (
