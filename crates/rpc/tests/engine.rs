@@ -129,3 +129,37 @@ fn replies_must_be_encrypted_to_us_and_match_a_call() {
     deliver(&mut node, &mut rpc, sealed, 2);
     assert_eq!(rpc.stats().unmatched, 1);
 }
+
+#[test]
+fn text_stands_for_a_declared_number_or_flag_only_when_it_is_one() {
+    use rpc::{ParamType as T, check_params};
+    use wire::rpc::Value as V;
+    let text = |s: &str| V::Text(s.into());
+    assert_eq!(
+        check_params(
+            &[T::Int, T::Float, T::Bool, T::Text, T::Float],
+            &[text("-42"), text("0.5"), text("true"), text("7"), V::Int(3)]
+        ),
+        Ok(vec![
+            V::Int(-42),
+            V::Float(0.5),
+            V::Bool(true),
+            text("7"),
+            V::Int(3)
+        ])
+    );
+    for (ty, bad) in [
+        (T::Int, "4.2"),
+        (T::Int, " 4"),
+        (T::Bool, "yes"),
+        (T::Float, ""),
+    ] {
+        let e = check_params(&[ty], &[text(bad)]).unwrap_err();
+        assert!(e.starts_with("parameter 1 must be"), "{e}");
+    }
+    // Typed values are never converted to text, nor numbers to flags.
+    assert!(check_params(&[T::Text], &[V::Int(1)]).is_err());
+    assert!(check_params(&[T::Bool], &[V::Int(1)]).is_err());
+    assert!(check_params(&[T::Int, T::Int], &[V::Int(1)]).is_err());
+    assert!(check_params(&[T::Text], &[text("a\0b")]).is_err());
+}

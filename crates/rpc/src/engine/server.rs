@@ -4,8 +4,12 @@
 
 use super::*;
 
-/// Checks parameters against a declaration; the error says which one is wrong and how.
-pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<(), String> {
+/// Checks a call's parameters against a procedure's declared types and returns them as the
+/// procedure receives them. Text stands for a declared `int`, `float` or `bool` when it is
+/// exactly one (`42`, `-0.5`, `true`): a command line has only text, and the server, which
+/// knows the types, reads it. Anything else must already have the declared type (an `int` may
+/// stand for a `float`, a `file` for `bytes`).
+pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<Vec<Value>, String> {
     if declared.len() != params.len() {
         return Err(format!(
             "expected {} parameters ({}), got {}",
@@ -18,28 +22,59 @@ pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<(), Stri
             params.len()
         ));
     }
+    let mut out = Vec::with_capacity(params.len());
     for (i, (ty, value)) in declared.iter().zip(params).enumerate() {
-        if !type_matches(*ty, value) {
-            return Err(format!(
-                "parameter {} must be {}, not {}",
-                i + 1,
-                ty.name(),
-                value_type_name(value)
-            ));
-        }
-        if let Value::Text(t) = value
+        let read = match (ty, value) {
+            (ParamType::Int, Value::Text(t)) => t.parse().ok().map(Value::Int),
+            (ParamType::Float, Value::Text(t)) => t.parse().ok().map(Value::Float),
+            (ParamType::Bool, Value::Text(t)) => t.parse().ok().map(Value::Bool),
+            _ => None,
+        };
+        let value = match read {
+            Some(v) => v,
+            None if type_matches(*ty, value) => value.clone(),
+            None if matches!(value, Value::Text(_)) => {
+                return Err(format!(
+                    "parameter {} must be {}, and {} is not one",
+                    i + 1,
+                    ty.name(),
+                    value_type_name_quoted(value)
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "parameter {} must be {}, not {}",
+                    i + 1,
+                    ty.name(),
+                    value_type_name(value)
+                ));
+            }
+        };
+        if let Value::Text(t) = &value
             && t.contains('\0')
         {
             return Err(format!("parameter {} contains a NUL character", i + 1));
         }
+        out.push(value);
     }
-    Ok(())
+    Ok(out)
+}
+
+/// A text value, quoted and shortened, for an error message.
+fn value_type_name_quoted(value: &Value) -> String {
+    match value {
+        Value::Text(t) if t.chars().count() > 40 => {
+            format!("{:?}…", t.chars().take(40).collect::<String>())
+        }
+        Value::Text(t) => format!("{t:?}"),
+        other => value_type_name(other).to_owned(),
+    }
 }
 
 /// What a server makes of a new call.
 enum Admission {
-    /// Run it.
-    Accept,
+    /// Run it, with the parameters as the procedure declares them.
+    Accept(Vec<Value>),
     /// Say nothing (a broadcast call for a procedure this node does not offer).
     Ignore,
     /// Another any-mode server has it.
@@ -78,9 +113,10 @@ impl Rpc {
             let detail = format!("key {caller_key} may not call \"{}\"", call.procedure);
             return Admission::Refuse(RejectCode::NotAllowed, detail);
         }
-        if let Err(detail) = check_params(&spec.params, &call.params) {
-            return Admission::Refuse(RejectCode::BadArguments, detail);
-        }
+        let params = match check_params(&spec.params, &call.params) {
+            Ok(params) => params,
+            Err(detail) => return Admission::Refuse(RejectCode::BadArguments, detail),
+        };
         let mut facts = self.facts.clone();
         facts.set("running", self.jobs.len() as f64);
         let verdicts = [
@@ -115,7 +151,7 @@ impl Rpc {
                     RejectCode::PredicateFailed,
                     format!("call requirement: {clause}"),
                 ),
-                Verdict::Pass => Admission::Accept,
+                Verdict::Pass => Admission::Accept(params),
             },
         }
     }
@@ -153,8 +189,9 @@ impl Rpc {
             return;
         }
         self.learn_key(&call.caller, caller_key, node);
+        let mut call = call;
         match self.admit(now, &call, caller_key) {
-            Admission::Accept => {}
+            Admission::Accept(params) => call.params = params,
             Admission::Ignore => return,
             Admission::Skip => {
                 // Another server started or finished this any-mode call already.
