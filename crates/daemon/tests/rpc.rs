@@ -108,3 +108,269 @@ async fn an_explicit_echo_call_returns_its_text_by_stream() {
     a.shut_down().await;
     b.shut_down().await;
 }
+
+/// Waits until `call` has been acknowledged (the server runs it).
+async fn wait_for_ack(node: &Running, call: &CallInfo) {
+    for _ in 0..500 {
+        if !node
+            .control
+            .get_call(&call.id)
+            .await
+            .unwrap()
+            .acks
+            .is_empty()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("call {} not acknowledged within 10 s", call.id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picture_comes_back_as_a_file_verified_by_its_hash() {
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    let made = a
+        .control
+        .call(call("dtn://bravo/", "photo", vec![ParamSpec::Int(64)]))
+        .await
+        .unwrap();
+    let done = finish(&a, &made, Duration::from_secs(30)).await;
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    let r = &done.replies[0];
+    assert!(
+        r.value_text
+            .as_deref()
+            .unwrap()
+            .starts_with("photo.pgm: 64x64")
+    );
+    assert_eq!(r.files.len(), 1);
+    let f = &r.files[0];
+    assert_eq!(f.name, "photo.pgm");
+    assert!(f.arrived, "a finished call has its files");
+    let content = a
+        .control
+        .ask(|reply| Request::File {
+            hash: f.hash.clone(),
+            reply,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(content.len() as u64, f.size);
+    assert!(content.starts_with(b"P2\n64 64\n255\n"));
+    assert_eq!(
+        daemon::calls::hex(blake3::hash(&content).as_bytes()),
+        f.hash
+    );
+    // A file parameter goes the other way on the data channel.
+    let text = "a file parameter, sent on its own";
+    let made = a
+        .control
+        .call(call(
+            "bravo",
+            "echo",
+            vec![ParamSpec::File(FileSpec {
+                name: "note.txt".into(),
+                base64: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, text),
+            })],
+        ))
+        .await
+        .unwrap();
+    let done = finish(&a, &made, Duration::from_secs(30)).await;
+    // echo declares text: a file is not one.
+    assert_eq!(done.state, "failed", "{done:#?}");
+    assert_eq!(done.replies[0].code.as_deref(), Some("bad_arguments"));
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_broken_mid_call_brings_the_result_by_dtn() {
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let link = Relay::start(tcpcl(pb)).await.unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[link.addr()]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    let made = a
+        .control
+        .call(call("bravo", "slow", vec![ParamSpec::Text("2".into())]))
+        .await
+        .unwrap();
+    wait_for_ack(&a, &made).await;
+    link.cut();
+    wait_for_peers(&a, 0).await;
+    // The result is ready while the link is down; bravo keeps it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let waiting = a.control.get_call(&made.id).await.unwrap();
+    assert_eq!(waiting.state, "waiting", "{waiting:#?}");
+    link.restore();
+    let done = finish(&a, &made, Duration::from_secs(60)).await;
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    let r = &done.replies[0];
+    assert_eq!(r.via, "dtn", "{done:#?}");
+    assert!(r.value_text.as_deref().unwrap().starts_with("slept 2 s"));
+    let b_status = b.control.ask(Request::Status).await.unwrap();
+    assert_eq!(b_status.rpc.executions, 1, "it ran once");
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_restarts_still_gets_its_result() {
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let (pa, pb) = (free_port(), free_port());
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), pa, &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    let made = a
+        .control
+        .call(call("bravo", "slow", vec![ParamSpec::Int(2)]))
+        .await
+        .unwrap();
+    wait_for_ack(&a, &made).await;
+    a.shut_down().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let a = daemon::start(client("alpha", dirs.0.path(), pa, &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    let done = finish(&a, &made, Duration::from_secs(60)).await;
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    assert_eq!(done.replies[0].via, "dtn");
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_takes_the_first_result_and_all_collects_every_server() {
+    let dirs = (
+        TempDir::new("rpc"),
+        TempDir::new("rpc"),
+        TempDir::new("rpc"),
+    );
+    let (pb, pc) = (free_port(), free_port());
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let c = daemon::start(server("charlie", dirs.2.path(), pc, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client(
+        "alpha",
+        dirs.0.path(),
+        free_port(),
+        &[tcpcl(pb), tcpcl(pc)],
+    ))
+    .await
+    .unwrap();
+    wait_for_peers(&a, 2).await;
+
+    let made = a
+        .control
+        .call(call(
+            "any",
+            "sum",
+            vec![ParamSpec::Int(2), ParamSpec::Int(40)],
+        ))
+        .await
+        .unwrap();
+    let done = finish(&a, &made, Duration::from_secs(30)).await;
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    assert_eq!(done.replies.len(), 1, "{done:#?}");
+    assert_eq!(
+        done.replies[0].value_text.as_deref().map(str::trim),
+        Some("42")
+    );
+
+    let mut spec = call("all", "echo", vec![ParamSpec::Text("roll call".into())]);
+    spec.deadline = Some("3s".into());
+    let made = a.control.call(spec).await.unwrap();
+    let done = finish(&a, &made, Duration::from_secs(30)).await;
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    let mut servers: Vec<&str> = done.replies.iter().map(|r| r.server.as_str()).collect();
+    servers.sort();
+    assert_eq!(servers, ["dtn://bravo/", "dtn://charlie/"], "{done:#?}");
+    assert!(
+        done.replies
+            .iter()
+            .all(|r| r.value_text.as_deref() == Some("roll call"))
+    );
+    for node in [a, b, c] {
+        node.shut_down().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_and_failures_say_why() {
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    let refused = |spec: CallSpec| {
+        let a = &a;
+        async move {
+            let made = a.control.call(spec).await.unwrap();
+            let done = finish(a, &made, Duration::from_secs(30)).await;
+            assert_eq!(done.state, "failed", "{done:#?}");
+            done.replies[0].clone()
+        }
+    };
+    let r = refused(call("bravo", "fly", vec![])).await;
+    assert_eq!(r.code.as_deref(), Some("not_offered"));
+    let r = refused(call(
+        "bravo",
+        "sum",
+        vec![ParamSpec::Text("2".into()), ParamSpec::Text("x".into())],
+    ))
+    .await;
+    assert_eq!(r.code.as_deref(), Some("bad_arguments"));
+    assert!(
+        r.detail.as_deref().unwrap().contains("parameter 2"),
+        "{r:?}"
+    );
+    let mut spec = call("bravo", "echo", vec![ParamSpec::Text("hi".into())]);
+    spec.requirements = Some("has(gpu) || free_disk >= 1000TB".into());
+    let r = refused(spec).await;
+    assert_eq!(r.code.as_deref(), Some("predicate_failed"));
+    assert!(r.detail.as_deref().unwrap().contains("free_disk"), "{r:?}");
+    let r = refused(call("bravo", "photo", vec![ParamSpec::Int(0)])).await;
+    assert_eq!(r.code.as_deref(), Some("execution_failed"));
+    assert_eq!(r.exit_status, Some(2));
+    assert!(
+        r.stderr_tail
+            .as_deref()
+            .unwrap()
+            .contains("SIZE must be 1 to 1000"),
+        "{r:?}"
+    );
+    // A requirement that does not parse never leaves this node.
+    let mut spec = call("bravo", "echo", vec![ParamSpec::Text("hi".into())]);
+    spec.requirements = Some("battery >= ".into());
+    let e = a.control.call(spec).await.unwrap_err();
+    assert_eq!(e.code, "bad_request");
+    assert!(e.message.contains('^'), "{e}");
+    a.shut_down().await;
+    b.shut_down().await;
+}
