@@ -503,6 +503,11 @@ fn procedure_config(
             p.name
         )));
     }
+    if p.name == crate::rpc_shell::NULL_PROCEDURE {
+        return Err(ConfigError(format!(
+            "rpc.procedure[{i}].name: \"null\" is served by every node itself (no parameters, an empty result); choose another name"
+        )));
+    }
     let key = |k: &str| format!("rpc.procedure[{i}].{k} (procedure {:?})", p.name);
     let params = p
         .params
@@ -907,6 +912,12 @@ mod tests {
         }
         let two = format!("{}\n{}", procedure(""), procedure(""));
         assert!(err(&two).contains("rpc.procedure[1].name: \"p\" is declared twice"));
+        let null = procedure("").replace("\"p\"", "\"null\"");
+        assert!(
+            err(&null).contains("served by every node itself"),
+            "{}",
+            err(&null)
+        );
         for bad in ["", "a b", "x/y", "é", "../p"] {
             let text = procedure("").replace("\"p\"", &format!("{bad:?}"));
             assert!(err(&text).contains("rpc.procedure[0].name"), "{bad:?}");

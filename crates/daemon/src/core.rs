@@ -811,8 +811,12 @@ impl Daemon {
                 {
                     self.on_node_event(event);
                 }
+                // What the engine asks is done before the next event: an in-process `null`
+                // call ends here, so it never counts as running for the next call's admission.
+                self.rpc.drain(now, &mut self.node);
             }
-            busy |= self.rpc.drain();
+            let now = self.now();
+            busy |= self.rpc.drain(now, &mut self.node);
             let replies = std::mem::take(&mut self.replies_after_flush);
             match self.node.store_mut().flush() {
                 Ok(()) => {

@@ -25,6 +25,11 @@ use crate::config::{Config, ProcedureConfig};
 use crate::exec;
 use crate::facts::Readings;
 
+/// The procedure every node serves in-process, without parameters, answering an empty result:
+/// like ONC RPC's procedure 0, it lets a caller check that a server is there and measure the
+/// cost of the call machinery alone.
+pub const NULL_PROCEDURE: &str = "null";
+
 /// The name of the identity file in the data directory.
 pub const IDENTITY_FILE: &str = "identity";
 
@@ -96,11 +101,19 @@ impl RpcShell {
     }
 
     /// Carries out what the engine asks. Returns whether there was anything.
-    pub fn drain(&mut self) -> bool {
+    pub fn drain(&mut self, now: DtnTime, node: &mut Node) -> bool {
         let mut any = false;
         while let Some(event) = self.engine.poll_event() {
             any = true;
             match event {
+                RpcEvent::Execute(job) if job.procedure == NULL_PROCEDURE => {
+                    let done = rpc::Outcome::Success {
+                        value: Bytes::new(),
+                        files: Vec::new(),
+                        run_ms: 0,
+                    };
+                    self.engine.finished(now, node, job.id, done);
+                }
                 RpcEvent::Execute(job) => self.execute(job),
                 RpcEvent::Abort { job, reason } => {
                     if let Some(cancel) = self.running.remove(&job) {
@@ -178,6 +191,9 @@ fn engine_config(config: &Config) -> anyhow::Result<rpc::RpcConfig> {
             .context("reading the [rpc] configuration")
     };
     let mut engine = rpc::RpcConfig::default();
+    let mut null = rpc::ProcedureSpec::new(NULL_PROCEDURE, Vec::new());
+    null.max_concurrent = u32::MAX;
+    engine.procedures.push(null);
     engine.timers.ack_ms = config.rpc.ack_timeout.as_millis() as u64;
     engine.timers.result_ms = config.rpc.result_timeout.as_millis() as u64;
     engine.timers.dtn_ms = config.rpc.dtn_timeout.as_millis() as u64;

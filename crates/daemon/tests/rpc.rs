@@ -105,6 +105,14 @@ async fn an_explicit_echo_call_returns_its_text_by_stream() {
     assert_eq!(r.server_key, status_b.public_key);
     assert_eq!(status_b.rpc.executions, 1);
     assert!(!done.timeline.is_empty());
+
+    // `null` is served in-process by every node, even one that declares no procedures.
+    let made = b.control.call(call("alpha", "null", vec![])).await.unwrap();
+    let done = finish(&b, &made, Duration::from_secs(20)).await;
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    assert_eq!(done.replies[0].value_text.as_deref(), Some(""));
+    let status_a = a.control.ask(Request::Status).await.unwrap();
+    assert_eq!(status_a.rpc.executions, 1);
     a.shut_down().await;
     b.shut_down().await;
 }
