@@ -14,6 +14,7 @@
 mod api;
 mod bundle_cmd;
 mod client;
+mod demo_cmd;
 mod info_cmd;
 mod node_cmd;
 mod output;
@@ -44,6 +45,8 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a node: the daemon (TCPCLv4, UDP, discovery, persistent store, local API).
     Node(node_cmd::NodeArgs),
+    /// Run a small network of real nodes on loopback and watch calls survive a broken link.
+    Demo(demo_cmd::DemoArgs),
     /// Show the running node's id, uptime, store usage and counters.
     Status(client::ApiArgs),
     /// List the running node's neighbours.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Node(args) => node_cmd::run(args),
+        Command::Demo(args) => demo_cmd::run(args),
         Command::Status(args) => info_cmd::run(info_cmd::Info::Status, args),
         Command::Peers(args) => info_cmd::run(info_cmd::Info::Peers, args),
         Command::Routes(args) => info_cmd::run(info_cmd::Info::Routes, args),

@@ -1,0 +1,150 @@
+//! `ferry demo` as a user runs it: the built binary, four real nodes on loopback, every scene's
+//! result in its output, the broken call's result by dtn and run once, the temporary directory
+//! gone afterwards. Bad flags fail before anything starts, with a message naming the flag.
+
+// A test of the I/O shell: it reads the clock and writes files.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::io::Read as _;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `ferry demo ARGS`, killing it after `limit`; `None` if it had to be killed.
+fn demo(args: &[&str], limit: Duration) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("demo")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferry demo");
+    // Read both pipes while waiting, so a full pipe never stalls the demo.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let stdout = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for ferry demo") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = stdout.join().expect("stdout reader");
+    let stderr = stderr.join().expect("stderr reader");
+    let status = status?;
+    Some(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Fails with the whole output when `text` is missing from it.
+fn assert_shows(output: &str, text: &str) {
+    assert!(
+        output.contains(text),
+        "the demo's output does not show {text:?}:\n{output}"
+    );
+}
+
+#[test]
+fn every_scene_gets_its_result_and_the_broken_call_arrives_by_dtn_once() {
+    let limit = Duration::from_secs(120);
+    let output = demo(&[], limit).unwrap_or_else(|| panic!("ferry demo ran over {limit:?}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "ferry demo failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    // Scene 1: the picture, saved and checked.
+    assert_shows(
+        &stdout,
+        "result: \"photo.pgm: 120x120 greyscale, 51409 bytes\" from the drone via stream",
+    );
+    assert_shows(&stdout, "aerial-photo.pgm (50.2 KiB)");
+    assert_shows(&stdout, "byte for byte the drone's copy");
+    // Scene 2: one server's 42.
+    assert_shows(&stdout, "result: \"42\" from the ");
+    // Scene 3: each server echoes the question, the truck two hops away too.
+    for server in ["drone", "tower", "truck"] {
+        assert_shows(
+            &stdout,
+            &format!("result: \"who is there?\" from the {server} via "),
+        );
+    }
+    assert_shows(&stdout, "3 of 3 servers answered");
+    // Scene 4: cut, waiting, restored, the result by dtn, run once.
+    assert_shows(&stdout, "the phone–drone link is cut");
+    assert_shows(&stdout, "stream path lost after the ack");
+    assert_shows(&stdout, "link restored");
+    assert_shows(&stdout, "result: \"slept 4 s on ");
+    assert_shows(&stdout, "from the drone via dtn");
+    // (The count before depends on which server won scene 2.)
+    assert_shows(&stdout, "the drone executed `slow` once (executions ");
+    assert_shows(&stdout, "); the phone got 1 result\n");
+    assert_shows(&stdout, "4 broken link   explicit  dtn (link cut)");
+    // The temporary directory is gone.
+    let dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("The nodes' stores and identities are in "))
+        .and_then(|l| l.strip_suffix(" (removed at the end)."))
+        .unwrap_or_else(|| panic!("the demo names its directory:\n{stdout}"));
+    assert!(!std::path::Path::new(dir).exists(), "{dir} is left behind");
+    assert_shows(&stdout, "Its directory was removed");
+}
+
+#[test]
+fn bad_flags_fail_before_anything_starts_and_say_which() {
+    let limit = Duration::from_secs(20);
+    for (args, expected) in [
+        (
+            &["--slow", "0"][..],
+            "invalid value '0' for '--slow <SECONDS>'",
+        ),
+        (
+            &["--slow", "abc"][..],
+            "invalid value 'abc' for '--slow <SECONDS>'",
+        ),
+        (&["--slow", "61"][..], "61 is not in 1..=60"),
+        (&["--fly"][..], "unexpected argument '--fly'"),
+    ] {
+        let output = demo(args, limit).expect("a refused flag ends at once");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: stderr does not say {expected:?}:\n{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{args:?} started the demo");
+    }
+    // A --dir with something in it is refused rather than mixed with old nodes.
+    let dir = std::env::temp_dir().join(format!("ferry-demo-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("precious.txt"), "keep me").unwrap();
+    let output = demo(&["--dir", dir.to_str().unwrap()], limit).expect("refused at once");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("is not empty"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("precious.txt")).unwrap(),
+        "keep me"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
