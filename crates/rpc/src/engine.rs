@@ -40,6 +40,8 @@ const MAX_FRAME: usize = wire::rpc::MAX_CONTROL_LEN + 1024;
 const MAX_DATAGRAM_LIFETIME_MS: u64 = 30_000;
 /// Any-mode notices from other servers are remembered this long at most.
 const NOTICE_MEMORY_MS: u64 = 24 * 3_600_000;
+/// A node is introduced to another (a hello sent) at most this often.
+const HELLO_INTERVAL_MS: u64 = 60_000;
 /// Priority of RPC bundles in the store (expedited).
 const PRIORITY: u8 = 2;
 
@@ -492,6 +494,8 @@ pub struct Rpc {
     pinned: BTreeMap<Eid, PublicKey>,
     /// Any-mode notices from other servers: call id → (done?, forget at).
     notices: BTreeMap<CallId, (bool, DtnTime)>,
+    /// When this node last introduced itself to a node (a hello), so it does not repeat itself.
+    hellos: BTreeMap<Eid, DtnTime>,
     streams: BTreeMap<StreamId, StreamState>,
     /// Data-channel files held: hash → (size, expiry).
     files: BTreeMap<[u8; 32], (u64, DtnTime)>,
@@ -588,6 +592,7 @@ impl Rpc {
             keys: BTreeMap::new(),
             pinned,
             notices: BTreeMap::new(),
+            hellos: BTreeMap::new(),
             streams: BTreeMap::new(),
             files: BTreeMap::new(),
             file_bytes: 0,
@@ -702,6 +707,15 @@ impl Rpc {
                 }
             }
             Event::Stream(s) => self.handle_stream(now, node, s),
+            // A node this one can reach now: if its key is unknown, introduce ourselves, and
+            // its answering hello teaches us its key, so calls to it can be encrypted. The
+            // event is the shell's too.
+            Event::NeighbourUp { node: n, .. } | Event::Reachable { node: n, .. } => {
+                if self.key_of(&n.node_id()).is_none() {
+                    self.introduce(now, node, &n.node_id());
+                }
+                false
+            }
             _ => false,
         };
         self.drain_local(now, node);
@@ -816,6 +830,33 @@ impl Rpc {
         true
     }
 
+    /// Sends this node's hello (signed: the signature carries its key) to `to` by datagram,
+    /// unless it did so within [`HELLO_INTERVAL_MS`].
+    fn introduce(&mut self, now: DtnTime, node: &mut Node, to: &Eid) {
+        if *to == self.me
+            || self
+                .hellos
+                .get(to)
+                .is_some_and(|&at| now < at.saturating_add(HELLO_INTERVAL_MS))
+        {
+            return;
+        }
+        if self.hellos.len() >= 4096 {
+            self.hellos
+                .retain(|_, at| now < at.saturating_add(HELLO_INTERVAL_MS));
+        }
+        self.hellos.insert(to.clone(), now);
+        let hello = Message::Hello(wire::rpc::Hello {
+            node: self.me.clone(),
+        });
+        if let Ok(sealed) = self.seal(&hello, None) {
+            let until = now.saturating_add(MAX_DATAGRAM_LIFETIME_MS);
+            let channel = Channel::Control(Class::Datagram);
+            // Not reachable after all: the next reachability event tries again.
+            let _ = self.send_bundle(now, node, Some(to), channel, sealed, until);
+        }
+    }
+
     // ----- receiving -----
 
     fn handle_sealed(&mut self, now: DtnTime, node: &mut Node, sealed: Bytes, via: Via) {
@@ -837,6 +878,15 @@ impl Rpc {
         match message {
             Message::Call(call) => self.serve_call(now, node, call, sender, via),
             Message::Cancel(cancel) => self.serve_cancel(now, node, cancel, sender),
+            Message::Hello(hello) => {
+                let from = hello.node.node_id();
+                if !self.learn_key(&from, sender, node) {
+                    self.stats.key_mismatches += 1;
+                    return;
+                }
+                // Its sender does not know our key (that is why it says hello): answer in kind.
+                self.introduce(now, node, &from);
+            }
             Message::Started(n) => self.serve_notice(now, node, n, sender, false),
             Message::Done(n) => self.serve_notice(now, node, n, sender, true),
             Message::Ack(_) | Message::Result(_) | Message::Reject(_) => {

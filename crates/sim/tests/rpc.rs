@@ -54,6 +54,10 @@ fn explicit_call_over_a_live_chain_uses_a_stream() {
     assert_eq!(result_value(view), vec!["hi@3".to_string()]);
     assert_eq!(view.replies[0].via, "stream", "{:#?}", view.timeline);
     assert_eq!(app.max_executions(), 1);
+    // Node 1 had never heard from node 3, three hops away: their hellos, exchanged when the
+    // mesh made them reachable, taught each the other's key, so the call was encrypted.
+    let sent = &view.timeline[0].1;
+    assert!(sent.ends_with(", encrypted"), "{sent}");
 }
 
 /// One simulated run: `setup` configures the app and schedules, the run goes to `duration_ms`.
@@ -605,7 +609,18 @@ fn any_mode_runs_on_one_server_when_the_others_hear_it_started() {
     let runs: u32 = app.executions.values().sum();
     let skipped: u64 = (1..6).map(|i| app.engine(i).unwrap().stats().skipped).sum();
     // The broadcast reaches the five servers at once; each waits a random moment before it
-    // starts, and those that hear STARTED first skip the call.
-    assert_eq!(runs, 1, "skipped {skipped}, aborted {}", app.aborted);
+    // starts, and those that hear STARTED first skip the call. Two that start within the time a
+    // notice takes to cross hear each other's STARTED, and the one with the larger key stops:
+    // whatever the draw, one execution runs to its end.
+    let completed = runs - app.aborted as u32;
+    assert_eq!(
+        completed, 1,
+        "runs {runs}, skipped {skipped}, aborted {}",
+        app.aborted
+    );
+    assert!(
+        runs <= 2,
+        "runs {runs}: a third should have heard a STARTED"
+    );
     assert_eq!(skipped, 4);
 }

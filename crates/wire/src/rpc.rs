@@ -14,6 +14,7 @@
 //! started = [ 1, 5, id, server (EID) ]
 //! done    = [ 1, 6, id, server (EID) ]
 //! cancel  = [ 1, 7, id, caller (EID) ]
+//! hello   = [ 1, 8, node (EID) ]
 //! id      = bytes .size 16
 //! value   = [ 0, bool ] / [ 1, int ] / [ 2, float64 ] / [ 3, text ] / [ 4, bytes ] / [ 5, file ]
 //! file    = [ hash (bytes .size 32, BLAKE3), size, name (text) ]
@@ -273,6 +274,14 @@ pub struct Cancel {
     pub caller: Eid,
 }
 
+/// A node introduces itself: the envelope's signature carries its public key, so that callers
+/// can encrypt calls to it before it ever answers one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The node.
+    pub node: Eid,
+}
+
 /// One RPC message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -290,6 +299,8 @@ pub enum Message {
     Done(Notice),
     /// The caller cancels the call.
     Cancel(Cancel),
+    /// A node introduces itself (no call).
+    Hello(Hello),
 }
 
 /// Why a message could not be encoded.
@@ -499,15 +510,16 @@ impl std::fmt::Display for RejectCode {
 }
 
 impl Message {
-    /// The call this message is about.
-    pub fn call_id(&self) -> CallId {
+    /// The call this message is about (a hello is about none).
+    pub fn call_id(&self) -> Option<CallId> {
         match self {
-            Message::Call(m) => m.id,
-            Message::Ack(m) => m.id,
-            Message::Result(m) => m.id,
-            Message::Reject(m) => m.id,
-            Message::Started(m) | Message::Done(m) => m.id,
-            Message::Cancel(m) => m.id,
+            Message::Call(m) => Some(m.id),
+            Message::Ack(m) => Some(m.id),
+            Message::Result(m) => Some(m.id),
+            Message::Reject(m) => Some(m.id),
+            Message::Started(m) | Message::Done(m) => Some(m.id),
+            Message::Cancel(m) => Some(m.id),
+            Message::Hello(_) => None,
         }
     }
 
@@ -521,6 +533,7 @@ impl Message {
             Message::Started(_) => "started",
             Message::Done(_) => "done",
             Message::Cancel(_) => "cancel",
+            Message::Hello(_) => "hello",
         }
     }
 
@@ -555,6 +568,7 @@ mod codec {
     const KIND_STARTED: u64 = 5;
     const KIND_DONE: u64 = 6;
     const KIND_CANCEL: u64 = 7;
+    const KIND_HELLO: u64 = 8;
 
     const TAG_BOOL: u64 = 0;
     const TAG_INT: u64 = 1;
@@ -651,6 +665,7 @@ mod codec {
                 put_id(out, m.id);
                 m.caller.encode(out);
             }
+            Message::Hello(m) => m.node.encode(out),
         }
     }
 
@@ -664,6 +679,7 @@ mod codec {
             Message::Started(_) => (KIND_STARTED, 2),
             Message::Done(_) => (KIND_DONE, 2),
             Message::Cancel(_) => (KIND_CANCEL, 2),
+            Message::Hello(_) => (KIND_HELLO, 1),
         }
     }
 
@@ -791,6 +807,7 @@ mod codec {
             }
             Message::Started(m) | Message::Done(m) => id_len() + m.server.encoded_len(),
             Message::Cancel(m) => id_len() + m.caller.encoded_len(),
+            Message::Hello(m) => m.node.encoded_len(),
         }
     }
 
@@ -828,6 +845,7 @@ mod codec {
             KIND_STARTED => ("started", 2),
             KIND_DONE => ("done", 2),
             KIND_CANCEL => ("cancel", 2),
+            KIND_HELLO => ("hello", 1),
             _ => {
                 return Err(DecodeError::new(
                     kind_at,
@@ -857,10 +875,13 @@ mod codec {
                     Message::Done(notice)
                 }
             }
-            _ => {
+            KIND_CANCEL => {
                 let (id, caller) = id_and_eid(&mut r, buf)?;
                 Message::Cancel(Cancel { id, caller })
             }
+            _ => Message::Hello(Hello {
+                node: eid(&mut r, buf)?,
+            }),
         };
         if !r.is_empty() {
             return Err(r.err(K::TrailingBytes));

@@ -6,8 +6,8 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use wire::rpc::{
-    Ack, Call, CallId, CallResult, Cancel, EncodeError, FileRef, MAX_CONTROL_LEN, MAX_STDERR_TAIL,
-    Message, Mode, Notice, Reject, RejectCode, Transport, Value,
+    Ack, Call, CallId, CallResult, Cancel, EncodeError, FileRef, Hello, MAX_CONTROL_LEN,
+    MAX_STDERR_TAIL, Message, Mode, Notice, Reject, RejectCode, Transport, Value,
 };
 use wire::{DecodeError, DecodeErrorKind as K, Eid};
 
@@ -282,6 +282,12 @@ fn layout_started_done_cancel() {
         }),
         &format!("84 01 07 {ID} 82 02 82 01 00"),
     );
+    // A hello names no call.
+    let hello = Message::Hello(Hello {
+        node: Eid::ipn(9, 0),
+    });
+    assert_layout(&hello, "83 01 08 82 02 82 09 00");
+    assert_eq!(hello.call_id(), None);
 }
 
 #[test]
@@ -483,6 +489,7 @@ fn message() -> impl Strategy<Value = Message> {
         notice().prop_map(Message::Started),
         notice().prop_map(Message::Done),
         (call_id(), endpoint()).prop_map(|(id, caller)| Message::Cancel(Cancel { id, caller })),
+        endpoint().prop_map(|node| Message::Hello(Hello { node })),
     ]
 }
 
@@ -754,7 +761,7 @@ fn wrong_versions_are_refused() {
 
 #[test]
 fn unknown_kinds_are_refused() {
-    for kind in [0x00, 0x08, 0x17] {
+    for kind in [0x00, 0x09, 0x17] {
         let mut bytes = ack_bytes();
         bytes[2] = kind;
         let err = decode_err(&bytes);

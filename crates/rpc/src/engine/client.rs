@@ -435,7 +435,9 @@ impl Rpc {
         sender: PublicKey,
         via: Via,
     ) {
-        let id = message.call_id();
+        let Some(id) = message.call_id() else {
+            return;
+        };
         let Some(c) = self.calls.get(&id) else {
             self.stats.unmatched += 1;
             return;

@@ -779,6 +779,16 @@ impl Rpc {
                         reason: "another server finished this any-mode call",
                     });
                 }
+                // Two servers started within the time a notice takes to cross: each hears the
+                // other's STARTED, and both agree, without another message, that the one with
+                // the smaller key goes on.
+                ServeState::Running(job) if sender.0 < self.identity.public().0 => {
+                    self.jobs.remove(&job);
+                    self.events.push_back(RpcEvent::Abort {
+                        job,
+                        reason: "another server started this any-mode call too, and goes on",
+                    });
+                }
                 _ => continue,
             }
             self.stats.skipped += 1;
