@@ -11,25 +11,33 @@
 //! Receiving is at-least-once: reading an inbox takes nothing; `DELETE …/bundles/{seq}` (or
 //! `{"ack": seq}` on the WebSocket) removes a bundle once the application has it, so a client
 //! that dies mid-download loses nothing.
+//!
+//! Remote procedure calls: `POST /v1/calls` answers once the call is durable; a client then
+//! follows it by long poll (`…/wait`) or WebSocket (`…/watch`), both woken by the event loop's
+//! call-change signal rather than by polling, and fetches result files by hash.
 
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get, post};
 use serde::Deserialize;
 
-use crate::control::{ApiError, ControlHandle, Received, Request, SendRequest};
+use crate::control::{ApiError, CallInfo, CallSpec, ControlHandle, Received, Request, SendRequest};
 
 /// The OpenAPI description of this API.
 pub const OPENAPI_YAML: &str = include_str!("../openapi.yaml");
 
-/// The longest a receive may wait for a bundle (`wait=`).
+/// The longest a receive may wait for a bundle (`wait=`), and a call for its end (`timeout=`).
 const MAX_WAIT: Duration = Duration::from_secs(300);
+/// How long `GET /v1/calls/{id}/wait` waits when not told.
+const DEFAULT_CALL_WAIT: Duration = Duration::from_secs(30);
+/// How long a call watcher waits for the client's answer to its closing frame.
+const WS_CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Most bundles one receive returns.
 const MAX_BATCH: usize = 1000;
 /// How many bundles a WebSocket subscriber is sent ahead of its acknowledgements.
@@ -42,25 +50,30 @@ pub fn router(control: ControlHandle, max_payload: usize) -> Router {
         .route("/v1/peers", get(peers))
         .route("/v1/routes", get(routes))
         .route("/v1/bundles", get(bundles).post(send_json))
-        .route("/v1/bundles/raw", axum::routing::post(send_raw))
+        .route("/v1/bundles/raw", post(send_raw))
         .route("/v1/endpoints/{endpoint}/bundles", get(receive))
-        .route(
-            "/v1/endpoints/{endpoint}/bundles/{seq}",
-            axum::routing::delete(ack),
-        )
+        .route("/v1/endpoints/{endpoint}/bundles/{seq}", delete(ack))
         .route(
             "/v1/endpoints/{endpoint}/bundles/{seq}/payload",
             get(payload),
         )
         .route("/v1/endpoints/{endpoint}/subscribe", get(subscribe))
         .route("/v1/reports", get(reports))
+        .route("/v1/calls", get(calls).post(make_call))
+        .route("/v1/calls/{id}", get(get_call).delete(forget_call))
+        .route("/v1/calls/{id}/wait", get(wait_call))
+        .route("/v1/calls/{id}/cancel", post(cancel_call))
+        .route("/v1/calls/{id}/watch", get(watch_call))
+        .route("/v1/files/{hash}", get(file))
+        .route("/v1/procedures", get(procedures))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))
         .fallback(|| async { ApiError::new("not_found", "no such route; see /v1/openapi.yaml") })
         .method_not_allowed_fallback(|| async {
             ApiError::new("method_not_allowed", "this route does not take that method")
         })
-        // The raw send takes the payload as is; a JSON send carries it in base64 (4/3 larger).
+        // The raw send takes the payload as is; a JSON send (or a call with a file parameter)
+        // carries it in base64 (4/3 larger).
         .layer(DefaultBodyLimit::max(
             max_payload.saturating_mul(4) / 3 + 4096,
         ))
@@ -207,17 +220,19 @@ struct ReceiveQuery {
     payload: Option<bool>,
 }
 
-fn parse_wait(wait: Option<&str>) -> ApiResult<Duration> {
-    let Some(text) = wait else {
-        return Ok(Duration::ZERO);
+/// A waiting time from the query parameter `name` (`30s`, `2m`): `default` when absent, at
+/// most [`MAX_WAIT`].
+fn parse_wait(name: &str, text: Option<&str>, default: Duration) -> ApiResult<Duration> {
+    let Some(text) = text else {
+        return Ok(default);
     };
     let d = humantime::parse_duration(text)
-        .map_err(|e| ApiError::new("bad_request", format!("wait {text:?}: {e}")))?;
+        .map_err(|e| ApiError::new("bad_request", format!("{name} {text:?}: {e}")))?;
     if d > MAX_WAIT {
         return Err(ApiError::new(
             "bad_request",
             format!(
-                "wait {text:?} is longer than the limit of {}s",
+                "{name} {text:?} is longer than the limit of {}s",
                 MAX_WAIT.as_secs()
             ),
         ));
@@ -232,7 +247,7 @@ async fn receive(
     query: Result<Query<ReceiveQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(query_error)?;
-    let wait = parse_wait(q.wait.as_deref())?;
+    let wait = parse_wait("wait", q.wait.as_deref(), Duration::ZERO)?;
     let max = q.max.unwrap_or(100).clamp(1, MAX_BATCH);
     let found = api
         .control
@@ -372,6 +387,163 @@ async fn reports(
         })
         .await??;
     Ok(json(reports))
+}
+
+/// `POST /v1/calls`: a JSON [`CallSpec`]; answered once the call is durable.
+async fn make_call(
+    State(api): State<Api>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<Response> {
+    let body = body.map_err(|e| body_error(e, api.max_payload))?;
+    let spec: CallSpec = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new("bad_request", format!("the body is not a call: {e}")))?;
+    let call = api.control.call(spec).await?;
+    Ok((StatusCode::CREATED, axum::Json(call)).into_response())
+}
+
+/// `GET /v1/calls`: the calls this node made, oldest first, without timelines.
+async fn calls(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Calls).await?))
+}
+
+/// `GET /v1/calls/{id}`: one call with its timeline.
+async fn get_call(State(api): State<Api>, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(json(api.control.get_call(&id).await?))
+}
+
+/// `?timeout=&replies=` of a call's long poll.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitCallQuery {
+    timeout: Option<String>,
+    replies: Option<usize>,
+}
+
+/// `GET /v1/calls/{id}/wait`: the call once it is finished, has more than `replies` replies,
+/// or `timeout` passed (then as it stands).
+async fn wait_call(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    query: Result<Query<WaitCallQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(query_error)?;
+    let wait = parse_wait("timeout", q.timeout.as_deref(), DEFAULT_CALL_WAIT)?;
+    Ok(json(api.control.wait_call(&id, q.replies, wait).await?))
+}
+
+/// `POST /v1/calls/{id}/cancel`: the call as it stands after cancelling.
+async fn cancel_call(State(api): State<Api>, Path(id): Path<String>) -> ApiResult<Response> {
+    let call = api
+        .control
+        .ask(|reply| Request::CancelCall { id, reply })
+        .await??;
+    Ok(json(call))
+}
+
+/// `DELETE /v1/calls/{id}`: this node forgets the call.
+async fn forget_call(State(api): State<Api>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    api.control
+        .ask(|reply| Request::ForgetCall { id, reply })
+        .await??;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/calls/{id}/watch`: a WebSocket.
+async fn watch_call(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    // Refuse a malformed or unknown call with an HTTP error before upgrading, as a subscription
+    // to a bad endpoint is.
+    api.control.get_call(&id).await?;
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::new(
+            "bad_request",
+            format!("this route is a WebSocket: {}", e.body_text()),
+        )
+    })?;
+    Ok(upgrade.on_upgrade(move |socket| serve_watcher(api.control, id, socket)))
+}
+
+/// Sends the call as a JSON [`CallInfo`] text message now and again after every change, then
+/// closes normally once it has sent a finished call. Stops when the client goes; an error
+/// (the call was forgotten, the node stops) is sent as an [`ApiError`] message before closing.
+async fn serve_watcher(control: ControlHandle, id: String, mut socket: WebSocket) {
+    let mut changes = control.call_changes();
+    let mut last: Option<CallInfo> = None;
+    loop {
+        // Mark the current value seen before looking, so a change between the look and the
+        // wait still wakes us.
+        changes.borrow_and_update();
+        let call = match control.get_call(&id).await {
+            Ok(call) => call,
+            Err(e) => {
+                if socket.send(ws_json(&e)).await.is_ok() {
+                    close(socket, close_code::NORMAL, "error").await;
+                }
+                return;
+            }
+        };
+        // A change to another call wakes every watcher; only news is sent.
+        if last.as_ref() != Some(&call) {
+            if socket.send(ws_json(&call)).await.is_err() {
+                return;
+            }
+            if call.finished() {
+                close(socket, close_code::NORMAL, "the call is finished").await;
+                return;
+            }
+            last = Some(call);
+        }
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    let _ = socket.send(ws_json(&ApiError::shutting_down())).await;
+                    close(socket, close_code::AWAY, "the node is shutting down").await;
+                    return;
+                }
+            }
+            message = socket.recv() => match message {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                // The client has nothing to say; pings are answered by axum.
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
+
+/// Sends a closing frame and waits (a bounded time) for the client's, so the close is clean.
+async fn close(mut socket: WebSocket, code: u16, reason: &'static str) {
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    if socket.send(Message::Close(Some(frame))).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(WS_CLOSE_WAIT, async {
+        while let Some(Ok(message)) = socket.recv().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// `GET /v1/files/{hash}`: a data-channel file this node holds.
+async fn file(State(api): State<Api>, Path(hash): Path<String>) -> ApiResult<Response> {
+    let bytes = api
+        .control
+        .ask(|reply| Request::File { hash, reply })
+        .await??;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+/// `GET /v1/procedures`: what this node serves.
+async fn procedures(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Procedures).await?))
 }
 
 async fn metrics(State(api): State<Api>) -> ApiResult<Response> {
