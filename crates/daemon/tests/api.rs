@@ -1,12 +1,15 @@
 //! The HTTP/WebSocket API of a running daemon, checked against `openapi.yaml`: every route the
 //! server has is described and every described route answers; every JSON answer (errors
 //! included) matches its schema; receiving is at-least-once (read, fetch the payload, delete);
-//! the WebSocket delivers and removes only what was acknowledged. Every wait is bounded.
+//! the WebSocket delivers and removes only what was acknowledged; calls to a neighbour serving
+//! the example procedures, made over HTTP, bring back their values, files and timelines, by long
+//! poll and by WebSocket. Every wait is bounded.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -223,13 +226,89 @@ fn start() -> (
     SocketAddr,
     TempDir,
 ) {
-    let dir = TempDir::new("api");
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    start_with(|_| {})
+}
+
+/// `examples/node.toml`, whose `rpc` serves echo, photo, slow and sum.
+fn examples() -> daemon::Config {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/node.toml");
+    daemon::Config::load(&file, "test").expect("examples/node.toml loads")
+}
+
+/// `alpha`, serving nothing, connected to `bravo`, which serves the examples; both with their
+/// API.
+struct Pair {
+    rt: tokio::runtime::Runtime,
+    alpha: daemon::Running,
+    bravo: daemon::Running,
+    _dirs: (TempDir, TempDir),
+}
+
+impl Pair {
+    fn start() -> Self {
+        let rt = runtime();
+        let dirs = (TempDir::new("api"), TempDir::new("api"));
+        let mut b = config(dirs.1.path());
+        b.node_id = daemon::config::parse_node_id("dtn://bravo/").unwrap();
+        b.rpc = examples().rpc;
+        let bravo = rt.block_on(daemon::start(b)).unwrap();
+        let mut a = config(dirs.0.path());
+        a.peers = bravo.tcpcl_addrs.clone();
+        a.keepalive = Duration::from_secs(1);
+        let alpha = rt.block_on(daemon::start(a)).unwrap();
+        let s = server(alpha.api_addr.expect("the API listens"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while s.checked("get", "/v1/status", "/v1/status", None, 200)["peers"] != 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no session within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            rt,
+            alpha,
+            bravo,
+            _dirs: dirs,
+        }
+    }
+
+    fn alpha(&self) -> (Server, SocketAddr) {
+        let addr = self.alpha.api_addr.expect("the API listens");
+        (server(addr), addr)
+    }
+
+    fn bravo(&self) -> Server {
+        server(self.bravo.api_addr.expect("the API listens"))
+    }
+
+    fn shut_down(self) {
+        self.rt.block_on(self.alpha.shut_down());
+        self.rt.block_on(self.bravo.shut_down());
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
-    let running = rt.block_on(daemon::start(config(dir.path()))).unwrap();
+        .unwrap()
+}
+
+fn start_with(
+    adjust: impl FnOnce(&mut daemon::Config),
+) -> (
+    tokio::runtime::Runtime,
+    daemon::Running,
+    SocketAddr,
+    TempDir,
+) {
+    let dir = TempDir::new("api");
+    let rt = runtime();
+    let mut c = config(dir.path());
+    adjust(&mut c);
+    let running = rt.block_on(daemon::start(c)).unwrap();
     let addr = running.api_addr.expect("the API listens");
     (rt, running, addr, dir)
 }
@@ -276,7 +355,11 @@ fn every_route_is_described_and_every_described_route_answers() {
     let s = server(addr);
     for (path, ops) in spec["paths"].as_mapping().unwrap() {
         let path = path.as_str().unwrap();
-        let concrete = path.replace("{endpoint}", "inbox").replace("{seq}", "0");
+        let concrete = path
+            .replace("{endpoint}", "inbox")
+            .replace("{seq}", "0")
+            .replace("{id}", &"0".repeat(32))
+            .replace("{hash}", &"0".repeat(64));
         for method in ops.as_mapping().unwrap().keys() {
             let method = method.as_str().unwrap();
             let body: Option<(&str, &[u8])> =
@@ -633,5 +716,559 @@ fn a_bundle_nobody_takes_leaves_the_inbox_when_its_lifetime_ends() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    rt.block_on(running.shut_down());
+}
+
+/// A WebSocket to `path` on `addr`, each read bounded to 10 s, or the HTTP status and body
+/// of a refused upgrade.
+fn websocket(
+    addr: SocketAddr,
+    path: &str,
+) -> Result<tungstenite::WebSocket<std::net::TcpStream>, (u16, Vec<u8>)> {
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    match tungstenite::client(format!("ws://{addr}{path}"), stream) {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => Err((
+            response.status().as_u16(),
+            response.body().clone().unwrap_or_default(),
+        )),
+        Err(e) => panic!("{path}: {e}"),
+    }
+}
+
+/// Reads a call watcher's messages until the server closes: the calls it sent (each checked
+/// against the `Call` schema) and the close code.
+fn watched(
+    s: &Server,
+    ws: &mut tungstenite::WebSocket<std::net::TcpStream>,
+) -> (
+    Vec<Value>,
+    Option<tungstenite::protocol::frame::coding::CloseCode>,
+) {
+    let schema = &s.spec["components"]["schemas"]["Call"];
+    let mut calls = Vec::new();
+    loop {
+        match ws.read().expect("a message or the close within 10 s") {
+            tungstenite::Message::Text(t) => {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                if let Err(e) = check(&s.spec, schema, &v, "message") {
+                    panic!("the watcher sent {v}, which is not a Call: {e}");
+                }
+                calls.push(v);
+            }
+            tungstenite::Message::Close(frame) => return (calls, frame.map(|f| f.code)),
+            tungstenite::Message::Ping(_) | tungstenite::Message::Pong(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn calls_made_over_http_bring_back_values_files_and_reasons() {
+    let pair = Pair::start();
+    let (s, _) = pair.alpha();
+    let post_call = |body: &str, expect: u16| -> Value {
+        s.checked(
+            "post",
+            "/v1/calls",
+            "/v1/calls",
+            Some(("application/json", body.as_bytes())),
+            expect,
+        )
+    };
+    let wait = |id: &str| -> Value {
+        s.checked(
+            "get",
+            "/v1/calls/{id}/wait",
+            &format!("/v1/calls/{id}/wait?timeout=15s"),
+            None,
+            200,
+        )
+    };
+
+    // What each serves: alpha nothing, bravo what examples/node.toml says.
+    assert_eq!(
+        s.checked("get", "/v1/procedures", "/v1/procedures", None, 200),
+        serde_json::json!([])
+    );
+    let procedures = pair
+        .bravo()
+        .checked("get", "/v1/procedures", "/v1/procedures", None, 200);
+    let names: Vec<&str> = procedures
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo", "photo", "slow", "sum"], "{procedures}");
+    let params = |name: &str| {
+        procedures
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["params"]
+            .clone()
+    };
+    assert_eq!(params("echo"), serde_json::json!(["text"]));
+    assert_eq!(params("sum"), serde_json::json!(["int", "int"]));
+    assert_eq!(procedures[1]["require"], "has(camera)");
+
+    // Echo: the text comes back byte for byte.
+    let text = "it's $(not) a \"shell\"; * ü";
+    let body = serde_json::json!({
+        "target": "dtn://bravo/",
+        "procedure": "echo",
+        "params": [{"text": text}],
+    });
+    let made = post_call(&body.to_string(), 201);
+    let echo_id = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(echo_id.len(), 32, "{made}");
+    assert_eq!(made["procedure"], "echo");
+    assert!(
+        !made["timeline"].as_array().unwrap().is_empty(),
+        "a new call has a timeline: {made}"
+    );
+    let done = wait(&echo_id);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let reply = &done["replies"][0];
+    assert_eq!(reply["ok"], true, "{done}");
+    assert_eq!(reply["value_text"], text);
+    assert_eq!(reply["server"], "dtn://bravo/");
+    assert_eq!(reply["via"], "stream");
+    let bravo = pair
+        .bravo()
+        .checked("get", "/v1/status", "/v1/status", None, 200);
+    assert_eq!(reply["server_key"], bravo["public_key"]);
+    assert_eq!(bravo["rpc"]["executions"], 1, "{bravo}");
+    let alpha = s.checked("get", "/v1/status", "/v1/status", None, 200);
+    assert_eq!(alpha["rpc"]["calls_made"], 1, "{alpha}");
+
+    // The list has it, without a timeline; the call itself has one.
+    let list = s.checked("get", "/v1/calls", "/v1/calls", None, 200);
+    let listed = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == echo_id.as_str())
+        .unwrap_or_else(|| panic!("{echo_id} is not in {list}"));
+    assert_eq!(listed["state"], "succeeded");
+    assert!(listed.get("timeline").is_none(), "{listed}");
+    let one = s.checked(
+        "get",
+        "/v1/calls/{id}",
+        &format!("/v1/calls/{echo_id}"),
+        None,
+        200,
+    );
+    assert!(one["timeline"].as_array().unwrap().len() >= 2, "{one}");
+
+    // A file result, fetched by hash.
+    let made = post_call(
+        r#"{"target":"bravo","procedure":"photo","params":[{"int":40}]}"#,
+        201,
+    );
+    let photo_id = made["id"].as_str().unwrap().to_owned();
+    let photo = wait(&photo_id);
+    assert_eq!(photo["state"], "succeeded", "{photo}");
+    let reply = &photo["replies"][0];
+    assert!(
+        reply["value_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("photo.pgm: 40x40"),
+        "{reply}"
+    );
+    let file = &reply["files"][0];
+    assert_eq!(file["name"], "photo.pgm");
+    assert_eq!(file["arrived"], true);
+    let bytes = s.call(
+        "get",
+        &format!("/v1/files/{}", file["hash"].as_str().unwrap()),
+        None,
+    );
+    assert_eq!(bytes.status, 200);
+    assert_eq!(bytes.content_type, "application/octet-stream");
+    assert_eq!(bytes.body.len() as u64, file["size"].as_u64().unwrap());
+    assert!(bytes.body.starts_with(b"P2\n"), "not a PGM");
+
+    // A procedure bravo does not serve: the call fails with its reason.
+    let made = post_call(r#"{"target":"bravo","procedure":"nope"}"#, 201);
+    let nope_id = made["id"].as_str().unwrap().to_owned();
+    let refused = wait(&nope_id);
+    assert_eq!(refused["state"], "failed", "{refused}");
+    assert_eq!(refused["replies"][0]["ok"], false);
+    assert_eq!(refused["replies"][0]["code"], "not_offered");
+
+    // A long poll that times out answers with the call as it stands; cancelling ends it.
+    let made = post_call(
+        r#"{"target":"bravo","procedure":"slow","params":[{"int":30}]}"#,
+        201,
+    );
+    let slow_id = made["id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let still = s.checked(
+        "get",
+        "/v1/calls/{id}/wait",
+        &format!("/v1/calls/{slow_id}/wait?timeout=300ms&replies=0"),
+        None,
+        200,
+    );
+    assert_eq!(still["state"], "waiting", "{still}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let cancelled = s.checked(
+        "post",
+        "/v1/calls/{id}/cancel",
+        &format!("/v1/calls/{slow_id}/cancel"),
+        Some(("application/json", b"")),
+        200,
+    );
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // An `all` call gathers replies until its deadline; `replies=N` answers at the N+1st.
+    let made = post_call(
+        r#"{"target":"all","procedure":"echo","params":[{"text":"roll call"}],"deadline":"2m"}"#,
+        201,
+    );
+    let all_id = made["id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let first = s.checked(
+        "get",
+        "/v1/calls/{id}/wait",
+        &format!("/v1/calls/{all_id}/wait?timeout=15s&replies=0"),
+        None,
+        200,
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "{first}");
+    assert_eq!(first["state"], "waiting", "{first}");
+    assert_eq!(first["replies"][0]["value_text"], "roll call", "{first}");
+
+    // Forgotten, finished or not: gone.
+    let forgotten = s.call("delete", &format!("/v1/calls/{all_id}"), None);
+    assert_eq!(forgotten.status, 204);
+    let forgotten = s.call("delete", &format!("/v1/calls/{echo_id}"), None);
+    assert_eq!(
+        forgotten.status,
+        204,
+        "{}",
+        String::from_utf8_lossy(&forgotten.body)
+    );
+    let gone = s.checked(
+        "get",
+        "/v1/calls/{id}",
+        &format!("/v1/calls/{echo_id}"),
+        None,
+        404,
+    );
+    assert_eq!(gone["code"], "not_found");
+
+    // Errors: each a JSON Error with its stable code and status.
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for (method, spec_path, path, body, status, code) in [
+        (
+            "get",
+            "/v1/calls/{id}",
+            format!("/v1/calls/{unknown}"),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}",
+            "/v1/calls/not-a-call".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}",
+            format!("/v1/calls/{unknown}00"),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "delete",
+            "/v1/calls/{id}",
+            format!("/v1/calls/{echo_id}"),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "post",
+            "/v1/calls/{id}/cancel",
+            format!("/v1/calls/{unknown}/cancel"),
+            Some(""),
+            404,
+            "not_found",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}/wait",
+            format!("/v1/calls/{unknown}/wait"),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}/wait",
+            format!("/v1/calls/{slow_id}/wait?timeout=1year"),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}/wait",
+            format!("/v1/calls/{slow_id}/wait?timeout=soon"),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}/wait",
+            format!("/v1/calls/{slow_id}/wait?replies=some"),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}/wait",
+            format!("/v1/calls/{slow_id}/wait?wait=1s"),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/files/{hash}",
+            format!("/v1/files/{}", "ab".repeat(32)),
+            None,
+            404,
+            "not_found",
+        ),
+        (
+            "get",
+            "/v1/files/{hash}",
+            "/v1/files/abc".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/files/{hash}",
+            format!("/v1/files/{}", "zz".repeat(32)),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some("{not json"),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some(r#"{"target":"bravo"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some(r#"{"target":"","procedure":"echo"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some(r#"{"target":"bravo","procedure":"echo","transport":"pigeon"}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some(r#"{"target":"bravo","procedure":"echo","params":[{"bytes":"***"}]}"#),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some(
+                r#"{"target":"bravo","procedure":"echo","params":[{"file":{"name":"a","base64":"%%"}}]}"#,
+            ),
+            400,
+            "bad_request",
+        ),
+        (
+            "post",
+            "/v1/calls",
+            "/v1/calls".into(),
+            Some(r#"{"target":"dtn://charlie/","procedure":"echo","transport":"datagram"}"#),
+            409,
+            "no_route",
+        ),
+    ] {
+        let body = body.map(|b| ("application/json", b.as_bytes()));
+        let e = s.checked(method, spec_path, &path, body, status);
+        assert_eq!(e["code"], code, "{method} {path}: {e}");
+    }
+    // A refused call was never made; the forgotten ones are gone.
+    let list = s.checked("get", "/v1/calls", "/v1/calls", None, 200);
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [photo_id.as_str(), nope_id.as_str(), slow_id.as_str()],
+        "oldest first"
+    );
+    pair.shut_down();
+}
+
+#[test]
+fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
+    let pair = Pair::start();
+    let (s, addr) = pair.alpha();
+    let call = |body: &str| -> String {
+        let made = s.checked(
+            "post",
+            "/v1/calls",
+            "/v1/calls",
+            Some(("application/json", body.as_bytes())),
+            201,
+        );
+        made["id"].as_str().unwrap().to_owned()
+    };
+
+    let slow = call(r#"{"target":"bravo","procedure":"slow","params":[{"int":1}]}"#);
+    let mut ws = websocket(addr, &format!("/v1/calls/{slow}/watch")).expect("a WebSocket");
+    // Other calls change while this one runs: each wakes the watcher, which sends nothing new.
+    for i in 0..3 {
+        let echo = call(&format!(
+            r#"{{"target":"bravo","procedure":"echo","params":[{{"text":"{i}"}}]}}"#
+        ));
+        let done = s.checked(
+            "get",
+            "/v1/calls/{id}/wait",
+            &format!("/v1/calls/{echo}/wait?timeout=15s"),
+            None,
+            200,
+        );
+        assert_eq!(done["state"], "succeeded", "{done}");
+    }
+    let (calls, close) = watched(&s, &mut ws);
+    assert!(calls.len() >= 2, "{calls:?}");
+    assert_eq!(calls[0]["state"], "waiting", "sent at once: {calls:?}");
+    assert!(calls.iter().all(|c| c["id"] == slow.as_str()));
+    assert!(
+        !calls[0]["timeline"].as_array().unwrap().is_empty(),
+        "with its timeline"
+    );
+    let last = calls.last().unwrap();
+    assert_eq!(last["state"], "succeeded", "{last}");
+    assert!(
+        last["replies"][0]["value_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("slept 1 s")
+    );
+    assert!(
+        calls[..calls.len() - 1]
+            .iter()
+            .all(|c| c["state"] == "waiting"),
+        "nothing after the end: {calls:?}"
+    );
+    for pair in calls.windows(2) {
+        assert_ne!(pair[0], pair[1], "a message repeats the one before");
+    }
+    assert_eq!(
+        close,
+        Some(tungstenite::protocol::frame::coding::CloseCode::Normal)
+    );
+
+    // A finished call: one message, then the close.
+    let mut ws = websocket(addr, &format!("/v1/calls/{slow}/watch")).expect("a WebSocket");
+    let (calls, close) = watched(&s, &mut ws);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["state"], "succeeded");
+    assert_eq!(
+        close,
+        Some(tungstenite::protocol::frame::coding::CloseCode::Normal)
+    );
+
+    // Unknown and malformed ids are refused before the upgrade, with a JSON error.
+    for (path, status) in [
+        ("/v1/calls/0123456789abcdef0123456789abcdef/watch", 404),
+        ("/v1/calls/nope/watch", 400),
+    ] {
+        let (got, body) = match websocket(addr, path) {
+            Ok(_) => panic!("{path}: upgraded"),
+            Err(refused) => refused,
+        };
+        assert_eq!(got, status, "{path}");
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        let schema = &s.spec["components"]["schemas"]["Error"];
+        check(&s.spec, schema, &body, "body").unwrap();
+    }
+    pair.shut_down();
+}
+
+// The engine queues a call to its own node (and the reply to it) without handling the queue
+// until the next node event or timer, so on an idle node such a call waits for its deadline.
+#[test]
+#[ignore = "rpc engine: Rpc::call and Rpc::finished leave local messages undrained"]
+fn a_node_calls_itself() {
+    let (rt, running, addr, _dir) = start_with(|c| c.rpc = examples().rpc);
+    let s = server(addr);
+    let made = s.checked(
+        "post",
+        "/v1/calls",
+        "/v1/calls",
+        Some((
+            "application/json",
+            br#"{"target":"dtn://alpha/","procedure":"echo","params":[{"text":"me"}]}"#,
+        )),
+        201,
+    );
+    let done = s.checked(
+        "get",
+        "/v1/calls/{id}/wait",
+        &format!(
+            "/v1/calls/{}/wait?timeout=15s",
+            made["id"].as_str().unwrap()
+        ),
+        None,
+        200,
+    );
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["replies"][0]["value_text"], "me");
+    assert_eq!(done["replies"][0]["via"], "local");
     rt.block_on(running.shut_down());
 }
