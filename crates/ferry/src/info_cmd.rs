@@ -93,6 +93,20 @@ fn status_text(s: &Status) -> String {
         ("duplicates", c.duplicates.to_string()),
         ("dropped", c.dropped.to_string()),
         (
+            "calls",
+            format!(
+                "{} made; {} accepted, {} refused, {} ({} running), {} answered from the cache, {} forged messages dropped",
+                s.rpc.calls_made,
+                s.rpc.calls_accepted,
+                s.rpc.calls_rejected,
+                plural(s.rpc.executions, "execution"),
+                s.rpc.running,
+                plural(s.rpc.duplicates, "duplicate"),
+                s.rpc.forged
+            ),
+        ),
+        ("key", s.public_key.clone()),
+        (
             "listening",
             if s.listening.is_empty() {
                 "-".into()
@@ -209,6 +223,16 @@ mod tests {
                 dropped: 0,
             },
             listening: vec!["tcpcl://127.0.0.1:4556".into(), "udp://0.0.0.0:4556".into()],
+            public_key: "ab".repeat(32),
+            rpc: daemon::control::RpcCounters {
+                calls_made: 2,
+                calls_accepted: 5,
+                calls_rejected: 1,
+                executions: 5,
+                duplicates: 1,
+                forged: 0,
+                running: 1,
+            },
         };
         let text = status_text(&s);
         assert!(text.starts_with("node        dtn://a/\n"), "{text}");
@@ -219,6 +243,14 @@ mod tests {
         );
         assert!(text.contains("inbox       3 bundles waiting\n"), "{text}");
         assert!(text.contains("sent        4 bundles, 2.0 KiB\n"), "{text}");
+        assert!(
+            text.contains("calls       2 made; 5 accepted, 1 refused, 5 executions (1 running), 1 duplicate answered from the cache, 0 forged messages dropped\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("key         {}\n", "ab".repeat(32))),
+            "{text}"
+        );
         assert!(
             text.contains("listening   tcpcl://127.0.0.1:4556, udp://0.0.0.0:4556\n"),
             "{text}"

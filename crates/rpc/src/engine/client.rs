@@ -141,8 +141,8 @@ impl Rpc {
                     c.timeline.push((
                         now,
                         format!(
-                            "called {target} by stream ({} hops), {encrypted}",
-                            hops(node, &s)
+                            "called {target} by stream ({}), {encrypted}",
+                            plural(u64::from(hops(node, &s)), "hop")
                         ),
                     ));
                 }
@@ -505,10 +505,10 @@ impl Rpc {
                 };
                 let what = match &message {
                     Message::Result(r) => format!(
-                        "result from {server} by {} ({} bytes, {} files, ran {} ms)",
+                        "result from {server} by {} ({}, {}, ran {} ms)",
                         via.name(),
-                        r.value.len(),
-                        r.files.len(),
+                        plural(r.value.len() as u64, "byte"),
+                        plural(r.files.len() as u64, "file"),
                         r.run_ms
                     ),
                     Message::Reject(r) => format!(
@@ -534,7 +534,10 @@ impl Rpc {
                     self.note(
                         now,
                         id,
-                        format!("waiting for {missing} result files by dtn"),
+                        format!(
+                            "waiting for {} by dtn",
+                            plural(missing as u64, "result file")
+                        ),
                     );
                 }
                 self.events.push_back(RpcEvent::CallChanged(id));
@@ -650,4 +653,13 @@ fn mode_name(mode: Mode) -> &'static str {
 
 fn hops(node: &Node, to: &Eid) -> u32 {
     node.reachable(to).unwrap_or(0)
+}
+
+/// `1 hop`, `2 hops`.
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }
