@@ -1154,7 +1154,19 @@ impl Daemon {
             }
             Request::ForgetCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
+                    let waiting = self
+                        .rpc
+                        .engine
+                        .call_view(&call_id)
+                        .is_some_and(|v| v.state == rpc::CallState::Waiting);
+                    if waiting {
+                        // The servers are told, and a running execution stops.
+                        let now = self.now();
+                        let _ = self.rpc.engine.cancel(now, &mut self.node, call_id);
+                    }
                     if self.rpc.engine.forget(&mut self.node, call_id) {
+                        // Watchers of the call look again (and find it gone).
+                        self.rpc.calls_changed = true;
                         Ok(())
                     } else {
                         Err(ApiError::new(
@@ -1649,39 +1661,6 @@ pub(crate) fn parse_endpoint(node: &Eid, text: &str) -> Result<Eid, ApiError> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_are_full_ids_or_services_of_this_node() {
-        let me: Eid = "dtn://alpha/".parse().unwrap();
-        assert_eq!(
-            parse_endpoint(&me, "inbox").unwrap().to_string(),
-            "dtn://alpha/inbox"
-        );
-        assert_eq!(
-            parse_endpoint(&me, "dtn://bravo/x").unwrap().to_string(),
-            "dtn://bravo/x"
-        );
-        assert!(parse_endpoint(&me, "dtn:").is_err());
-        let ipn = Eid::ipn(7, 0);
-        assert_eq!(parse_endpoint(&ipn, "12").unwrap(), Eid::ipn(7, 12));
-        assert!(parse_endpoint(&ipn, "inbox").is_err());
-    }
-
-    #[test]
-    fn the_clock_is_dtn_time_and_maps_back_to_instants() {
-        let c = Clock::new();
-        let now = c.now();
-        // After 2020 and before 2100, in ms since 2000.
-        assert!(now > 20 * 365 * 86_400_000 && now < 100 * 365 * 86_400_000);
-        let later = c.instant(now + 1_000);
-        let d = later.saturating_duration_since(Instant::now());
-        assert!(d <= Duration::from_millis(1_000) && d >= Duration::from_millis(900));
-    }
-}
-
 /// A call id from the API (32 hex digits).
 fn parse_call_id(text: &str) -> Result<wire::rpc::CallId, ApiError> {
     text.parse().map_err(|_| {
@@ -1717,5 +1696,38 @@ fn call_error(e: rpc::CallError, spec: &CallSpec) -> ApiError {
         rpc::CallError::Send(e) => ApiError::new("internal", e.to_string()),
         rpc::CallError::Store(e) => ApiError::new("internal", e.to_string()),
         e => ApiError::new("bad_request", e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_full_ids_or_services_of_this_node() {
+        let me: Eid = "dtn://alpha/".parse().unwrap();
+        assert_eq!(
+            parse_endpoint(&me, "inbox").unwrap().to_string(),
+            "dtn://alpha/inbox"
+        );
+        assert_eq!(
+            parse_endpoint(&me, "dtn://bravo/x").unwrap().to_string(),
+            "dtn://bravo/x"
+        );
+        assert!(parse_endpoint(&me, "dtn:").is_err());
+        let ipn = Eid::ipn(7, 0);
+        assert_eq!(parse_endpoint(&ipn, "12").unwrap(), Eid::ipn(7, 12));
+        assert!(parse_endpoint(&ipn, "inbox").is_err());
+    }
+
+    #[test]
+    fn the_clock_is_dtn_time_and_maps_back_to_instants() {
+        let c = Clock::new();
+        let now = c.now();
+        // After 2020 and before 2100, in ms since 2000.
+        assert!(now > 20 * 365 * 86_400_000 && now < 100 * 365 * 86_400_000);
+        let later = c.instant(now + 1_000);
+        let d = later.saturating_duration_since(Instant::now());
+        assert!(d <= Duration::from_millis(1_000) && d >= Duration::from_millis(900));
     }
 }

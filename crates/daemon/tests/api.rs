@@ -1240,10 +1240,9 @@ fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
     pair.shut_down();
 }
 
-// The engine queues a call to its own node (and the reply to it) without handling the queue
-// until the next node event or timer, so on an idle node such a call waits for its deadline.
+// A call to the node's own id is served at once, and its reply handled at once, with no other
+// event to wake the engine.
 #[test]
-#[ignore = "rpc engine: Rpc::call and Rpc::finished leave local messages undrained"]
 fn a_node_calls_itself() {
     let (rt, running, addr, _dir) = start_with(|c| c.rpc = examples().rpc);
     let s = server(addr);

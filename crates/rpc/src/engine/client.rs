@@ -191,6 +191,8 @@ impl Rpc {
         self.calls.insert(id, c);
         self.save_call(node, id);
         self.arm_call(id);
+        // A call to this node itself is served now, not at the next event.
+        self.drain_local(now, node);
         Ok(id)
     }
 

@@ -400,6 +400,8 @@ impl Rpc {
                 deadline,
             );
         }
+        // A reply to this node's own call is handled now, not at the next event.
+        self.drain_local(now, node);
     }
 
     /// Records a call this node serves (in memory; the caller saves it).
