@@ -239,6 +239,12 @@ impl Client {
         self.json_answer(answer)
     }
 
+    /// `POST path` without a body (an action on a resource); the JSON answer as it came.
+    pub(crate) fn post_empty(&self, path: &str) -> Result<Value, ClientError> {
+        let answer = self.agent.post(self.url(path)).send_empty();
+        self.json_answer(answer)
+    }
+
     /// `POST path` with `len` raw bytes read from `body`; the JSON answer as it came.
     pub(crate) fn post_raw(
         &self,

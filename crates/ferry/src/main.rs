@@ -1,8 +1,8 @@
 //! `ferry`: the one binary. It offers the bundle tools built on the wire formats (`ferry bundle
 //! create`, `ferry bundle inspect`), the network simulator (`ferry sim`), the daemon (`ferry
 //! node`) and the commands that talk to a running daemon over its local HTTP API (`status`,
-//! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`); the RPC client joins it as its
-//! issue lands.
+//! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`) and the remote procedure
+//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`).
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -13,6 +13,8 @@
 
 mod api;
 mod bundle_cmd;
+mod call_cmd;
+mod calls_view;
 mod client;
 mod demo_cmd;
 mod info_cmd;
@@ -63,6 +65,19 @@ enum Command {
     Ping(ping_cmd::PingArgs),
     /// Follow a bundle to its destination by its status reports.
     Trace(trace_cmd::TraceArgs),
+    /// Call a procedure on a node, on any node that offers it, or on all of them, and wait for
+    /// the result.
+    Call(call_cmd::CallArgs),
+    /// List the calls the running node made.
+    Calls(client::ApiArgs),
+    /// Show a call's result as it stands now (the value, files, or why it failed).
+    Result(call_cmd::ResultArgs),
+    /// Wait for a call made earlier (`ferry call --detach`) and show its result.
+    Wait(call_cmd::WaitArgs),
+    /// Cancel a call: its servers are told, a running execution is stopped.
+    Cancel(call_cmd::CancelArgs),
+    /// List the procedures the running node serves.
+    Procedures(client::ApiArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +95,12 @@ fn main() -> ExitCode {
         Command::Recv(args) => recv_cmd::run(args),
         Command::Ping(args) => ping_cmd::run(args),
         Command::Trace(args) => trace_cmd::run(args),
+        Command::Call(args) => call_cmd::run_call(args),
+        Command::Calls(args) => call_cmd::run_calls(args),
+        Command::Result(args) => call_cmd::run_result(args),
+        Command::Wait(args) => call_cmd::run_wait(args),
+        Command::Cancel(args) => call_cmd::run_cancel(args),
+        Command::Procedures(args) => call_cmd::run_procedures(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
