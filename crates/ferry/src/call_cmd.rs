@@ -6,8 +6,9 @@
 //! `/v1/calls/{id}/wait` until it ends: the call's timeline goes to stderr as it grows, the
 //! result value to stdout byte for byte, result files to `--out` once they have arrived. A
 //! failure is the error message (who refused, the stable code, the detail, the stderr tail) and
-//! a nonzero exit status. Ctrl-C while waiting only stops the waiting (exit status 130): the
-//! call goes on in the node, and `ferry wait ID` picks it up again.
+//! a nonzero exit status. Ctrl-C while waiting only stops the waiting (exit status 130; a file
+//! being written is finished first): the call goes on in the node, and `ferry wait ID` picks it
+//! up again.
 //!
 //! How command-line arguments become parameters:
 //!
@@ -364,29 +365,29 @@ pub(crate) fn run_cancel(args: CancelArgs) -> Result<()> {
     // Looked at first: the API answers a cancel of an ended call with the call as it is, which
     // would read as if this cancel had ended it.
     let before = get_call(&client, &id)?;
-    let call = if before.finished() {
+    let ended_before = before.finished();
+    let call = if ended_before {
         before
     } else {
         let answer = client
             .post_empty(&format!("{}/cancel", call_path(&id)))
             .map_err(|e| not_found_as_unknown(e, &id))?;
-        let call: CallInfo = serde_json::from_value(answer)
-            .context("unexpected answer from the ferry node API to a cancel")?;
-        if call.state == "cancelled" {
-            if args.api.json {
-                return print_json_pretty(&call);
-            }
-            return Ok(write_stdout(&format!("call {}: cancelled\n", call.id))?);
-        }
-        call
+        serde_json::from_value::<CallInfo>(answer)
+            .context("unexpected answer from the ferry node API to a cancel")?
     };
     if args.api.json {
         return print_json_pretty(&call);
     }
-    Ok(write_stdout(&format!(
-        "call {}: {} (it had already ended; nothing to cancel)\n",
-        call.id, call.state
-    ))?)
+    let line = if ended_before {
+        format!(
+            "call {}: {} (it had already ended; nothing to cancel)\n",
+            call.id, call.state
+        )
+    } else {
+        // `cancelled`, unless the call ended by itself in the meantime.
+        format!("call {}: {}\n", call.id, call.state)
+    };
+    Ok(write_stdout(&line)?)
 }
 
 pub(crate) fn run_calls(api: ApiArgs) -> Result<()> {
@@ -455,7 +456,7 @@ fn follow_to_end(
     json: bool,
     until: Option<(Instant, Duration)>,
 ) -> Result<()> {
-    let _interrupt = Interrupt::watch(&call.id);
+    stop_waiting_on_ctrl_c(&call.id);
     let mut show = Show::new(
         client,
         &call,
@@ -498,16 +499,16 @@ fn follow_to_end(
                 ("replies", call.replies.len().to_string()),
             ])
         );
-        call =
-            client
-                .long_poll(&path, wait)
-                .map_err(|e| match not_found_as_unknown(e, &call.id) {
-                    e if e.is::<ClientError>() => e.context(format!(
-                        "waiting for call {} (`ferry wait {0}` to try again)",
-                        call.id
-                    )),
-                    e => e,
-                })?;
+        call = client.long_poll(&path, wait).map_err(|e| {
+            if e.is_not_found() {
+                not_found_as_unknown(e, &call.id)
+            } else {
+                anyhow!(e).context(format!(
+                    "waiting for call {} (`ferry wait {0}` to try again)",
+                    call.id
+                ))
+            }
+        })?;
     }
     if args.timeline {
         eprint!("{}", calls_view::timeline(&call));
@@ -574,7 +575,7 @@ impl<'a> Show<'a> {
                 if !value.ends_with(b"\n") {
                     value.push(b'\n');
                 }
-                let _busy = Interrupt::hold();
+                let _busy = hold_interrupts();
                 write_stdout_bytes(&value).context("writing the result to stdout")?;
             }
         }
@@ -654,7 +655,7 @@ impl<'a> Show<'a> {
             {
                 value.push(b'\n');
             }
-            let _busy = Interrupt::hold();
+            let _busy = hold_interrupts();
             write_stdout_bytes(&value).context("writing the result to stdout")?;
         }
         Ok(())
@@ -683,7 +684,7 @@ impl<'a> Show<'a> {
             }
         };
         let path = dir.join(rel);
-        let _busy = Interrupt::hold();
+        let _busy = hold_interrupts();
         download(self.client, f, &path, self.opts.out.force)?;
         if self.opts.progress {
             eprintln!(
@@ -767,43 +768,36 @@ fn write_part(mut body: Box<dyn Read>, part: &Path, size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Ctrl-C while waiting: say how to pick the call up again and exit, without cancelling it.
-/// Writes of results and files hold [`Interrupt::hold`], so an interrupt waits for them to end
-/// instead of leaving half a file.
-struct Interrupt;
-
-/// Held while a result is being written.
+/// Held while a result is being written (see [`hold_interrupts`]).
 static WRITING: Mutex<()> = Mutex::new(());
 
-impl Interrupt {
-    /// Watches for Ctrl-C from now on (for as long as the process lives).
-    fn watch(id: &str) -> Self {
-        let id = id.to_owned();
-        let spawned = std::thread::Builder::new()
-            .name("ctrl-c".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
-                    // Wait for a write in progress to end; a poisoned lock is as good.
-                    let _writing = WRITING.lock();
-                    eprintln!("\nferry: stopped waiting; the call goes on: ferry wait {id}");
-                    std::process::exit(130);
-                }
-            });
-        // Without the thread, Ctrl-C simply ends the process as usual.
-        drop(spawned);
-        Interrupt
-    }
+/// From now on, Ctrl-C stops the waiting, not the call: it says how to pick the call up again
+/// and exits with status 130. Without this (before it, or if the watcher thread cannot start),
+/// Ctrl-C ends the process as usual, which also leaves the call alone.
+fn stop_waiting_on_ctrl_c(id: &str) {
+    let id = id.to_owned();
+    let _ = std::thread::Builder::new()
+        .name("ctrl-c".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
+                // A write in progress ends first (a poisoned lock is as good as a free one).
+                let _writing = WRITING.lock();
+                eprintln!("\nferry: stopped waiting; the call goes on: ferry wait {id}");
+                std::process::exit(130);
+            }
+        });
+}
 
-    /// Keeps an interrupt from ending the process until the guard is dropped.
-    fn hold() -> std::sync::MutexGuard<'static, ()> {
-        WRITING.lock().unwrap_or_else(|e| e.into_inner())
-    }
+/// Keeps Ctrl-C from ending the process until the guard is dropped, so an interrupt never
+/// leaves half a result on stdout or a half-written file behind.
+fn hold_interrupts() -> std::sync::MutexGuard<'static, ()> {
+    WRITING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

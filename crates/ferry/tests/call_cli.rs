@@ -217,6 +217,19 @@ fn a_call_prints_its_value_exactly_and_writes_its_files() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // --timeline: the whole timeline once, at the end, instead of line by line.
+    let out = solo.ferry(&["call", "solo", "echo", "t", "--timeline"]);
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        progress.matches("called dtn://solo/").count(),
+        1,
+        "{progress}"
+    );
+    assert!(
+        progress.trim_end().ends_with("succeeded: done"),
+        "{progress}"
+    );
+
     // Text stands for the declared int parameters of sum.
     assert_eq!(solo.ok(&["call", "solo", "sum", "2", "3"]), "5\n");
     assert_eq!(solo.ok(&["call", "solo", "sum", "int:-7", "3"]), "-4\n");
