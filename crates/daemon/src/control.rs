@@ -288,9 +288,11 @@ pub struct Status {
     /// Addresses the convergence layers listen on (`tcpcl://127.0.0.1:4556`, `udp://…`).
     pub listening: Vec<String>,
     /// This node's Ed25519 public key (hex): what it signs calls and results with, and what
-    /// other nodes pin or list in `allow`.
+    /// other nodes list in `allow`. (Defaults when absent, so clients read older nodes.)
+    #[serde(default)]
     pub public_key: String,
     /// Remote procedure call counters.
+    #[serde(default)]
     pub rpc: RpcCounters,
 }
 

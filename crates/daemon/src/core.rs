@@ -1676,8 +1676,9 @@ fn call_error(e: rpc::CallError, spec: &CallSpec) -> ApiError {
     match e {
         rpc::CallError::Requirements(p) => ApiError::new(
             "bad_request",
+            // On a line of its own, so the caret under it points at the right character.
             format!(
-                "requirements: {}",
+                "requirements:\n{}",
                 p.render(spec.requirements.as_deref().unwrap_or(""))
             ),
         ),
