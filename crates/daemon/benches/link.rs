@@ -42,7 +42,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use daemon::control::{Request, SendRequest, Status};
 use daemon::{Config, Running};
@@ -577,7 +577,7 @@ fn print_table(t: &Tables<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
         out,
         "ferry link benchmark (loopback, 2 daemons in one process, durable stores on both ends){}   {}",
         if t.quick { ", QUICK" } else { "" },
-        today()
+        common::today()
     )?;
     writeln!(
         out,
@@ -740,21 +740,4 @@ fn ms(d: Duration) -> String {
     } else {
         format!("{ms:.1}")
     }
-}
-
-/// Today's UTC date, `YYYY-MM-DD` (days to civil date, after Howard Hinnant).
-fn today() -> String {
-    let secs = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }

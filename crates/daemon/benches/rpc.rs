@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use daemon::calls::CallSpec;
 use daemon::control::{ControlHandle, Request};
@@ -722,7 +722,7 @@ fn print_table(
         out,
         "ferry rpc benchmark (loopback; gRPC and two Ferry daemons in one process, one tokio runtime, 2 workers){}   {}",
         if plan.quick { ", QUICK" } else { "" },
-        today()
+        common::today()
     )?;
     writeln!(
         out,
@@ -910,21 +910,4 @@ fn count(n: f64) -> String {
     } else {
         format!("{n:.0}")
     }
-}
-
-/// Today's UTC date, `YYYY-MM-DD` (days to civil date, after Howard Hinnant).
-fn today() -> String {
-    let secs = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }

@@ -74,7 +74,8 @@ pub(crate) struct DemoArgs {
 }
 
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
-    init_logging(args.verbose);
+    // The nodes log errors only unless asked (a cut link is expected here, not worth a warning).
+    crate::node_cmd::init_logging(args.verbose, "error");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -1054,21 +1055,6 @@ fn reply_line(net: &Net, call: &CallInfo, r: &ReplyInfo) -> String {
         )),
         millis(r.run_ms.unwrap_or(0))
     )
-}
-
-/// The nodes log errors only unless asked (a cut link is expected here, not worth a warning).
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "error",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub(crate) struct NodeArgs {
 }
 
 pub(crate) fn run(args: NodeArgs) -> Result<()> {
-    init_logging(args.verbose);
+    init_logging(args.verbose, "warn");
     let config = build_config(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -100,9 +100,11 @@ async fn running_node_id(running: &daemon::Running) -> String {
         .unwrap_or_default()
 }
 
-fn init_logging(verbose: u8) {
+/// Logs to stderr: `quiet` when not `verbose`, then info (`-v`) and debug (`-vv`); `RUST_LOG`
+/// overrides.
+pub(crate) fn init_logging(verbose: u8, quiet: &str) {
     let default = match verbose {
-        0 => "warn",
+        0 => quiet,
         1 => "info",
         _ => "debug",
     };
