@@ -40,7 +40,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -105,16 +105,7 @@ fn main() {
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
     let run = |what: &str| only.is_empty() || only.split(',').any(|o| o.trim() == what);
     let plan = Plan::new(quick);
-    let base = std::env::var_os("FERRY_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&base).expect("create the bench directory");
-    let fs_type = Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(&base)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into());
+    let (base, fs_type) = common::bench_dir();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

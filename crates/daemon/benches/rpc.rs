@@ -50,8 +50,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -122,16 +121,7 @@ fn main() {
     let plan = Plan::from_env();
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
     let run = |what: &str| only.is_empty() || only.split(',').any(|o| o.trim() == what);
-    let base = std::env::var_os("FERRY_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&base).expect("create the bench directory");
-    let fs_type = Command::new("stat")
-        .args(["-f", "-c", "%T"])
-        .arg(&base)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into());
+    let (base, fs_type) = common::bench_dir();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

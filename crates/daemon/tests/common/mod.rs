@@ -80,3 +80,19 @@ pub(crate) fn today() -> String {
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!("{year:04}-{month:02}-{day:02}")
 }
+
+/// Where a benchmark keeps its stores (`FERRY_BENCH_DIR`, else the temporary directory), created,
+/// and its file system's type (what `stat -f` says), for the report.
+pub(crate) fn bench_dir() -> (PathBuf, String) {
+    let base = std::env::var_os("FERRY_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base).expect("create the bench directory");
+    let fs_type = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(&base)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    (base, fs_type)
+}
