@@ -487,6 +487,11 @@ pub struct Rpc {
     rng: ChaCha20Rng,
     calls: BTreeMap<CallId, ClientCall>,
     serving: BTreeMap<ServeKey, Serving>,
+    /// The served calls not yet answered (waiting for files or running): what `admit` counts
+    /// and what a new file may unblock, without walking every call served in the last hours.
+    unfinished: BTreeSet<ServeKey>,
+    /// Replies sent on a stream and not yet confirmed, by stream.
+    reply_streams: BTreeSet<(StreamId, ServeKey)>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
@@ -586,6 +591,8 @@ impl Rpc {
             rng: ChaCha20Rng::from_seed(seed),
             calls: BTreeMap::new(),
             serving: BTreeMap::new(),
+            unfinished: BTreeSet::new(),
+            reply_streams: BTreeSet::new(),
             by_call: BTreeMap::new(),
             jobs: BTreeMap::new(),
             next_job: 1,
@@ -1014,10 +1021,10 @@ impl Rpc {
         self.persist(node, RpcTable::Files, &hash, Some(&value));
         // Calls waiting for this file may start; results waiting for it may be complete.
         let waiting: Vec<ServeKey> = self
-            .serving
+            .unfinished
             .iter()
-            .filter(|(_, s)| s.state == ServeState::WaitingFiles)
-            .map(|(k, _)| *k)
+            .filter(|k| self.serving[k].state == ServeState::WaitingFiles)
+            .copied()
             .collect();
         for key in waiting {
             self.try_start(now, node, key);
@@ -1100,7 +1107,12 @@ impl Rpc {
     }
 
     fn forget_serving(&mut self, node: &mut Node, key: &ServeKey) {
-        self.serving.remove(key);
+        if let Some(s) = self.serving.remove(key) {
+            self.unfinished.remove(key);
+            if let Some(stream) = s.reply_stream {
+                self.reply_streams.remove(&(stream, *key));
+            }
+        }
         if let Some(set) = self.by_call.get_mut(&key.1) {
             set.remove(&key.0);
             if set.is_empty() {

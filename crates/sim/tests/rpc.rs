@@ -624,3 +624,40 @@ fn any_mode_runs_on_one_server_when_the_others_hear_it_started() {
     );
     assert_eq!(skipped, 4);
 }
+
+#[test]
+fn a_procedure_runs_at_most_its_concurrency_limit_at_once() {
+    // "slow" runs 10 s with the default limit of one execution at a time. The second call comes
+    // while the first runs and is refused with the count; the third comes after the first
+    // finished and runs (the count went down again).
+    let sim = run(
+        19,
+        Topology::Hub { nodes: 3 },
+        60_000,
+        |app| {
+            slow(app, 1, 10_000);
+            for tag in 1..=3 {
+                app.script(tag, slow_request(Target::Node(node_id(1)), 50));
+            }
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_action(6_000, 2, 2);
+            sim.schedule_action(20_000, 2, 3);
+        },
+    );
+    let app = sim.app();
+    assert_eq!(app.outcome(1).unwrap().state, CallState::Succeeded);
+    let second = app.outcome(2).expect("finished");
+    assert_eq!(second.state, CallState::Failed, "{:#?}", second.timeline);
+    match &second.replies[0].message {
+        Message::Reject(r) => {
+            assert_eq!(r.code, wire::rpc::RejectCode::PredicateFailed);
+            assert!(r.detail.contains("running 1 of at most 1"), "{}", r.detail);
+        }
+        other => panic!("{other:?}"),
+    }
+    let third = app.outcome(3).expect("finished");
+    assert_eq!(third.state, CallState::Succeeded, "{:#?}", third.timeline);
+    assert_eq!(app.engine(1).unwrap().stats().executions, 2);
+}

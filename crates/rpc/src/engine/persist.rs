@@ -71,6 +71,12 @@ impl Rpc {
         let Some(s) = self.serving.get(key) else {
             return;
         };
+        // Every change of state is saved, so this is where the index of unfinished calls follows.
+        if matches!(s.state, ServeState::WaitingFiles | ServeState::Running(_)) {
+            self.unfinished.insert(*key);
+        } else {
+            self.unfinished.remove(key);
+        }
         let Ok(call) = Message::Call(s.call.clone()).encode() else {
             return;
         };
@@ -257,6 +263,9 @@ impl Rpc {
                         _ => {}
                     }
                     self.by_call.entry(key.1).or_default().insert(key.0);
+                    if matches!(s.state, ServeState::WaitingFiles | ServeState::Running(_)) {
+                        self.unfinished.insert(key);
+                    }
                     self.serving.insert(key, s);
                 }
                 Err(_) => self.stats.damaged_records += 1,

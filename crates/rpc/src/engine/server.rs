@@ -130,12 +130,9 @@ impl Rpc {
             }
         }
         let running_here = self
-            .serving
-            .values()
-            .filter(|s| {
-                s.call.procedure == call.procedure
-                    && matches!(s.state, ServeState::Running(_) | ServeState::WaitingFiles)
-            })
+            .unfinished
+            .iter()
+            .filter(|k| self.serving[k].call.procedure == call.procedure)
             .count();
         if running_here >= spec.max_concurrent as usize {
             let detail = format!(
@@ -520,9 +517,7 @@ impl Rpc {
             {
                 let _ = node.stream_close(now, stream);
                 // Kept in the outbox until the stream confirms delivery.
-                if let Some(s) = self.serving.get_mut(&key) {
-                    s.reply_stream = Some(stream);
-                }
+                self.set_reply_stream(key, Some(stream));
                 return;
             }
             Via::Datagram
@@ -566,17 +561,30 @@ impl Rpc {
     fn mark_sent(&mut self, node: &mut Node, key: ServeKey, stream: Option<StreamId>) {
         if let Some(s) = self.serving.get_mut(&key) {
             s.unsent = false;
-            s.reply_stream = stream;
         }
+        self.set_reply_stream(key, stream);
         self.save_serving(node, &key);
+    }
+
+    /// Records the stream a reply went on (or none), keeping the by-stream index in step.
+    fn set_reply_stream(&mut self, key: ServeKey, stream: Option<StreamId>) {
+        let Some(s) = self.serving.get_mut(&key) else {
+            return;
+        };
+        if let Some(old) = std::mem::replace(&mut s.reply_stream, stream) {
+            self.reply_streams.remove(&(old, key));
+        }
+        if let Some(new) = stream {
+            self.reply_streams.insert((new, key));
+        }
     }
 
     pub(super) fn stream_delivered(&mut self, node: &mut Node, stream: StreamId) {
         let keys: Vec<ServeKey> = self
-            .serving
-            .iter()
-            .filter(|(_, s)| s.reply_stream == Some(stream))
-            .map(|(k, _)| *k)
+            .reply_streams
+            .range((stream, (PublicKey([0; 32]), CallId([0; 16])))..)
+            .take_while(|(s, _)| *s == stream)
+            .map(|(_, k)| *k)
             .collect();
         for key in keys {
             self.mark_sent(node, key, None);
@@ -591,11 +599,11 @@ impl Rpc {
             .map(|(k, _)| *k)
             .collect();
         for key in keys {
+            self.set_reply_stream(key, None);
             let Some(s) = self.serving.get_mut(&key) else {
                 continue;
             };
             s.via = Via::Dtn;
-            s.reply_stream = None;
             if s.state == ServeState::Answered && s.unsent {
                 // The reply may not have arrived: by dtn (the caller takes one copy).
                 self.send_reply(now, node, key);
