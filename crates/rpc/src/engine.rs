@@ -44,6 +44,8 @@ const NOTICE_MEMORY_MS: u64 = 24 * 3_600_000;
 const HELLO_INTERVAL_MS: u64 = 60_000;
 /// Priority of RPC bundles in the store (expedited).
 const PRIORITY: u8 = 2;
+/// Most pair keys kept.
+const MAX_PAIR_KEYS: usize = 4096;
 
 /// Who a call is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -496,6 +498,9 @@ pub struct Rpc {
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
     keys: BTreeMap<Eid, PublicKey>,
+    /// Keys shared with peers ([`seal::PairKey`]): one X25519 multiplication per peer instead
+    /// of a signature and two multiplications per message. Bounded; emptied when full.
+    pair_keys: BTreeMap<PublicKey, seal::PairKey>,
     pinned: BTreeMap<Eid, PublicKey>,
     /// Any-mode notices from other servers: call id → (done?, forget at).
     notices: BTreeMap<CallId, (bool, DtnTime)>,
@@ -597,6 +602,7 @@ impl Rpc {
             jobs: BTreeMap::new(),
             next_job: 1,
             keys: BTreeMap::new(),
+            pair_keys: BTreeMap::new(),
             pinned,
             notices: BTreeMap::new(),
             hellos: BTreeMap::new(),
@@ -766,16 +772,42 @@ impl Rpc {
         e
     }
 
+    /// Seals a message: to one node whose key we know, a pairwise envelope (authenticated
+    /// encryption under the key only the two share); to every node, a signed one.
     fn seal(&mut self, message: &Message, to: Option<PublicKey>) -> Result<Bytes, EncodeError> {
         let body = message.encode()?;
         let entropy = self.entropy();
-        let sealed = match self.identity.seal(&body, to.as_ref(), entropy) {
-            Ok(sealed) => sealed,
-            // Only an invalid recipient key fails, and keys here were checked (pinned ones by the
-            // configuration, learnt ones by a signature): signed alone rather than not at all.
-            Err(_) => self.identity.seal(&body, None, entropy).unwrap_or_default(),
-        };
+        if let Some(pair) = to.and_then(|peer| self.pair_key(&peer)) {
+            return Ok(Bytes::from(pair.seal(&body, entropy)));
+        }
+        // Only an invalid recipient key fails, and keys here were checked (pinned ones by the
+        // configuration, learnt ones by a signature): signed alone rather than not at all.
+        let sealed = self.identity.seal(&body, None, entropy).unwrap_or_default();
         Ok(Bytes::from(sealed))
+    }
+
+    /// The key shared with `peer`, computed on first use; `None` if `peer` is no valid key.
+    fn pair_key(&mut self, peer: &PublicKey) -> Option<&seal::PairKey> {
+        if !self.pair_keys.contains_key(peer) {
+            let pair = self.identity.pair_key(peer).ok()?;
+            if self.pair_keys.len() >= MAX_PAIR_KEYS {
+                self.pair_keys.clear();
+            }
+            self.pair_keys.insert(*peer, pair);
+        }
+        self.pair_keys.get(peer)
+    }
+
+    /// Opens an envelope: a pairwise one with the key shared with its sender, a signed one by its
+    /// signature.
+    fn open(&mut self, sealed: &[u8]) -> Result<seal::Opened, seal::OpenError> {
+        match seal::pairwise_sender(sealed) {
+            Some(sender) => match self.pair_key(&sender) {
+                Some(pair) => pair.open(sealed),
+                None => Err(seal::OpenError::Malformed("invalid sender key")),
+            },
+            None => self.identity.open(sealed),
+        }
     }
 
     /// Sends a sealed message to `to` (a node id, or `None` for every node) by `class`.
@@ -867,7 +899,7 @@ impl Rpc {
     // ----- receiving -----
 
     fn handle_sealed(&mut self, now: DtnTime, node: &mut Node, sealed: Bytes, via: Via) {
-        let opened = match self.identity.open(&sealed) {
+        let opened = match self.open(&sealed) {
             Ok(o) => o,
             Err(_) => {
                 self.stats.forged += 1;

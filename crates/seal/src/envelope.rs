@@ -138,6 +138,11 @@ fn parse(sealed: &[u8]) -> Result<Parts<'_>, OpenError> {
     if version != VERSION {
         return Err(OpenError::Version(version));
     }
+    if flags == crate::pairwise::FLAGS_PAIRWISE {
+        return Err(OpenError::Malformed(
+            "a pairwise envelope (it has no signature; only its recipient can open it)",
+        ));
+    }
     if flags & !FLAG_ENCRYPTED != 0 {
         return Err(OpenError::Malformed("unknown flags"));
     }
@@ -287,7 +292,17 @@ impl Identity {
     /// Opens an envelope: checks that it is well formed and that its sender signed it, then, if
     /// it is encrypted, that it is encrypted to us, and decrypts it. Anything forged, modified,
     /// truncated, extended or addressed to another node is an error.
+    ///
+    /// A pairwise envelope (see [`PairKey`](crate::PairKey)) is opened too, at the cost of one
+    /// X25519 multiplication; a receiver that hears often from the same peers keeps their
+    /// [`PairKey`](crate::PairKey)s and opens with those instead.
     pub fn open(&self, sealed: &[u8]) -> Result<Opened, OpenError> {
+        if let Some(sender) = crate::pairwise::pairwise_sender(sealed) {
+            let key = self
+                .pair_key(&sender)
+                .map_err(|_| OpenError::Malformed("the sender key is not a valid Ed25519 key"))?;
+            return key.open(sealed);
+        }
         let parts = parse_and_verify(sealed)?;
         let Some((recipient, ephemeral)) = parts.encryption else {
             return Ok(Opened {

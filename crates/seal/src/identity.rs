@@ -23,6 +23,8 @@ pub struct Identity {
     pub(crate) x25519: Zeroizing<[u8; 32]>,
     /// Keys the BLAKE3 hash that makes each envelope's ephemeral secret (see `envelope.rs`).
     pub(crate) ephemeral_key: Zeroizing<[u8; 32]>,
+    /// Keys the BLAKE3 hash that makes each pairwise envelope's nonce (see `pairwise.rs`).
+    pub(crate) pairwise_nonce_key: Zeroizing<[u8; 32]>,
     pub(crate) public: PublicKey,
 }
 
@@ -34,11 +36,16 @@ impl Identity {
         let signing = SigningKey::from_bytes(&secret);
         let x25519 = Zeroizing::new(signing.to_scalar_bytes());
         let ephemeral_key = Zeroizing::new(blake3::derive_key(EPHEMERAL_KEY_CONTEXT, &secret));
+        let pairwise_nonce_key = Zeroizing::new(blake3::derive_key(
+            crate::pairwise::NONCE_KEY_CONTEXT,
+            &secret,
+        ));
         let public = PublicKey(signing.verifying_key().to_bytes());
         Identity {
             signing,
             x25519,
             ephemeral_key,
+            pairwise_nonce_key,
             public,
         }
     }

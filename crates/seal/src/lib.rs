@@ -60,6 +60,15 @@
 //! protection (the RPC layer's dedup cache keeps that), hiding who talks to whom (both keys travel
 //! in clear), or forward secrecy against the loss of a recipient's long-term key.
 //!
+//! # Pairwise envelopes
+//!
+//! Two nodes that know each other's keys can skip the signature and the ephemeral key: a
+//! [`PairKey`] ([`Identity::pair_key`], one X25519 multiplication per peer, kept) seals and opens
+//! with authenticated encryption alone, under a key derived from the static-static X25519 secret
+//! only the two of them can compute. Flags `0x03`; layout and reasoning in `pairwise.rs`. Only the
+//! recipient can check one (a relay's [`verify`] refuses it): the RPC layer uses them for
+//! messages to one known node, and signed envelopes for what goes to many.
+//!
 //! Besides envelopes, [`Identity::sign`] and [`verify_signature`] make and check detached
 //! signatures bound to a context string; what they sign can never be taken for an envelope.
 //!
@@ -74,6 +83,7 @@
 mod envelope;
 mod identity;
 mod key;
+mod pairwise;
 
 pub use envelope::{
     ENCRYPTED_OVERHEAD, OpenError, Opened, SIGNED_OVERHEAD, SealError, Signed, VERSION,
@@ -81,6 +91,7 @@ pub use envelope::{
 };
 pub use identity::{Identity, verify_signature};
 pub use key::{ParseKeyError, PublicKey};
+pub use pairwise::{PAIRWISE_OVERHEAD, PairKey, pairwise_sender};
 /// A value zeroed when dropped (from the `zeroize` crate): what [`Identity::secret_bytes`]
 /// returns, re-exported so callers can name it and hold their own secrets in one.
 pub use zeroize::Zeroizing;

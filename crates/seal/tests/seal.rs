@@ -151,11 +151,16 @@ fn other_versions_are_refused() {
 fn unknown_flags_are_refused() {
     let (a, b) = (alice(), bob());
     let sealed = a.seal(b"hello", None, [0; 32]).unwrap();
-    for flags in [0x02u8, 0x80, 0x03, 0xff] {
+    for flags in [0x02u8, 0x80, 0x07, 0xff] {
         let mut other = sealed.clone();
         other[1] = flags;
         assert_eq!(b.open(&other), Err(OpenError::Malformed("unknown flags")));
     }
+    // 0x03 is a pairwise envelope's: a signed one relabelled so is refused all the same.
+    let mut relabelled = sealed.clone();
+    relabelled[1] = 0x03;
+    assert!(b.open(&relabelled).is_err());
+    assert!(seal::verify(&relabelled).is_err());
 }
 
 #[test]
