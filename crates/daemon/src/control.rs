@@ -85,6 +85,18 @@ pub enum Request {
         /// The answer, or `not_found`.
         reply: oneshot::Sender<Result<CallInfo, ApiError>>,
     },
+    /// Answer once the call has finished, or, with `until_replies`, once it has more than that
+    /// many replies (at once if it already has). What arrived is answered as soon as it is
+    /// known, before it is durable: a result a crash loses is asked for again after the restart
+    /// (the server keeps it), so nothing a caller saw goes missing for good.
+    WaitCall {
+        /// Its id.
+        id: String,
+        /// Replies the caller has seen already (all mode), if it wants each new one.
+        until_replies: Option<usize>,
+        /// The call then, or `not_found` (also when it is forgotten while waited for).
+        reply: oneshot::Sender<Result<CallInfo, ApiError>>,
+    },
     /// Cancel a call: the servers are told, a running execution is stopped.
     CancelCall {
         /// Its id.
@@ -221,20 +233,15 @@ impl ControlHandle {
         until_replies: Option<usize>,
         wait: std::time::Duration,
     ) -> Result<CallInfo, ApiError> {
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut changes = self.call_changes();
-        loop {
-            changes.borrow_and_update();
-            let call = self.get_call(id).await?;
-            let more = until_replies.is_some_and(|n| call.replies.len() > n);
-            if call.finished() || more {
-                return Ok(call);
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(ApiError::shutting_down()),
-                Err(_) => return Ok(call),
-            }
+        let waited = self.ask(|reply| Request::WaitCall {
+            id: id.to_owned(),
+            until_replies,
+            reply,
+        });
+        match tokio::time::timeout(wait, waited).await {
+            Ok(answer) => answer?,
+            // Not yet: the call as it stands (the node drops the abandoned wait).
+            Err(_) => self.get_call(id).await,
         }
     }
 

@@ -3,8 +3,10 @@
 //! node's inputs, then carries out what the node asks.
 //!
 //! After every input the loop *pumps*: it takes the node's events (deliveries go to the durable
-//! inboxes), flushes the store, and only then releases the node's transmits and feeds inbox
-//! subscribers, so nothing is announced to a peer or an application that a crash could lose.
+//! inboxes), flushes the store, and only then releases the node's store-carry-forward transmits,
+//! starts RPC executions and feeds inbox subscribers, so nothing is announced to a peer or an
+//! application, and no program runs, that a crash could lose. Real-time transmits (which promise
+//! nothing durable) leave before the flush, so its fsync overlaps their trip.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -172,6 +174,8 @@ pub(crate) struct Daemon {
     deliveries: tokio::sync::watch::Sender<u64>,
     /// Bumped after a change to a call this node made is durable.
     call_changes: tokio::sync::watch::Sender<u64>,
+    /// Requests waiting for a call to finish or to get more replies (`Request::WaitCall`).
+    call_waiters: BTreeMap<wire::rpc::CallId, Vec<CallWaiter>>,
     /// The RPC engine and the executions it started.
     rpc: RpcShell,
     /// Whether an inbox got a bundle since the last flush.
@@ -191,6 +195,9 @@ pub(crate) struct Daemon {
     next_beacon: Instant,
     metrics: Metrics,
 }
+
+/// A `Request::WaitCall`: how many replies its caller has seen, and where the answer goes.
+type CallWaiter = (Option<usize>, oneshot::Sender<Result<CallInfo, ApiError>>);
 
 /// An answer waiting for the next flush; called with the flush's error, if any.
 type AfterFlush = Box<dyn FnOnce(Option<&str>) + Send>;
@@ -287,6 +294,7 @@ impl Daemon {
             inboxes,
             deliveries,
             call_changes,
+            call_waiters: BTreeMap::new(),
             rpc,
             delivered_unflushed: false,
             broadcast_round: Default::default(),
@@ -817,9 +825,23 @@ impl Daemon {
             }
             let now = self.now();
             busy |= self.rpc.drain(now, &mut self.node);
+            self.answer_call_waiters();
+            // Real-time traffic (control, datagram and stream bundles) promises nothing durable,
+            // so it leaves before the flush and the fsync overlaps its trip: an RPC reply is on
+            // the wire while its record is being written. Store-carry-forward bundles wait.
+            let mut after_flush = Vec::new();
+            while let Some(t) = self.node.poll_transmit() {
+                busy = true;
+                if t.urgent {
+                    self.transmit(t);
+                } else {
+                    after_flush.push(t);
+                }
+            }
             let replies = std::mem::take(&mut self.replies_after_flush);
             match self.node.store_mut().flush() {
                 Ok(()) => {
+                    self.rpc.start_executions();
                     if std::mem::take(&mut self.delivered_unflushed) {
                         self.deliveries.send_modify(|n| *n += 1);
                     }
@@ -842,10 +864,15 @@ impl Daemon {
                     // senders keep them and send them again later.
                     self.confirm_after_flush.clear();
                     let e = e.to_string();
+                    let now = self.now();
+                    self.rpc.refuse_executions(now, &mut self.node, &e);
                     for answer in replies {
                         answer(Some(&e));
                     }
                 }
+            }
+            for t in after_flush {
+                self.transmit(t);
             }
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
@@ -1141,6 +1168,24 @@ impl Daemon {
             Request::GetCall { id, reply } => {
                 let _ = reply.send(self.call_info(&id, true));
             }
+            Request::WaitCall {
+                id,
+                until_replies,
+                reply,
+            } => {
+                let info = self.call_info(&id, true);
+                match (&info, parse_call_id(&id)) {
+                    (Ok(call), Ok(call_id)) if !waited_for(call, until_replies) => {
+                        let waiters = self.call_waiters.entry(call_id).or_default();
+                        // Waits given up on (timed out) go when a new one comes.
+                        waiters.retain(|(_, reply)| !reply.is_closed());
+                        waiters.push((until_replies, reply));
+                    }
+                    _ => {
+                        let _ = reply.send(info);
+                    }
+                }
+            }
             Request::CancelCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
                     let now = self.now();
@@ -1167,6 +1212,7 @@ impl Daemon {
                     if self.rpc.engine.forget(&mut self.node, call_id) {
                         // Watchers of the call look again (and find it gone).
                         self.rpc.calls_changed = true;
+                        self.rpc.changed_calls.insert(call_id);
                         Ok(())
                     } else {
                         Err(ApiError::new(
@@ -1279,6 +1325,33 @@ impl Daemon {
             result_ms: self.config.rpc.result_timeout.as_millis() as u64,
             dtn_ms: self.config.rpc.dtn_timeout.as_millis() as u64,
             ..rpc::Timers::default()
+        }
+    }
+
+    /// Answers the waits (`Request::WaitCall`) of the calls that changed and now have what
+    /// their waiters wait for.
+    fn answer_call_waiters(&mut self) {
+        for call_id in std::mem::take(&mut self.rpc.changed_calls) {
+            let Some(waiters) = self.call_waiters.remove(&call_id) else {
+                continue;
+            };
+            let info = self.call_info(&call_id.to_string(), true);
+            let mut still = Vec::new();
+            for (until_replies, reply) in waiters {
+                match &info {
+                    Ok(call) if !waited_for(call, until_replies) => {
+                        if !reply.is_closed() {
+                            still.push((until_replies, reply));
+                        }
+                    }
+                    _ => {
+                        let _ = reply.send(info.clone());
+                    }
+                }
+            }
+            if !still.is_empty() {
+                self.call_waiters.insert(call_id, still);
+            }
         }
     }
 
@@ -1619,6 +1692,12 @@ fn received(w: Waiting) -> crate::control::Received {
             .payload
             .map(|p| base64::engine::general_purpose::STANDARD.encode(&p)),
     }
+}
+
+/// Whether a call has what a waiter who saw `until_replies` replies waits for: its end, or a
+/// new reply.
+fn waited_for(call: &CallInfo, until_replies: Option<usize>) -> bool {
+    call.finished() || until_replies.is_some_and(|n| call.replies.len() > n)
 }
 
 fn internal(e: store::StoreError) -> ApiError {

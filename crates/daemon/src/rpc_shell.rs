@@ -44,9 +44,15 @@ pub struct RpcShell {
     work_root: PathBuf,
     /// Cancel switches of running executions.
     running: BTreeMap<JobId, oneshot::Sender<()>>,
+    /// Executions the engine asked for, started only after the store flush that makes their
+    /// calls' records durable: a crash can then never forget a call whose program already ran
+    /// (which would run it again when a copy of the call comes back).
+    to_start: Vec<(JobId, exec::Job, oneshot::Receiver<()>)>,
     finished: mpsc::Sender<Finished>,
     /// Whether a call this node made changed since the last flush (API waiters look again).
     pub calls_changed: bool,
+    /// Which calls changed since the core last looked (it answers their waiters).
+    pub changed_calls: std::collections::BTreeSet<wire::rpc::CallId>,
 }
 
 impl RpcShell {
@@ -84,8 +90,10 @@ impl RpcShell {
                 .collect(),
             work_root: config.rpc.work_dir(data_dir),
             running: BTreeMap::new(),
+            to_start: Vec::new(),
             finished: tx,
             calls_changed: false,
+            changed_calls: Default::default(),
         };
         Ok((shell, rx))
     }
@@ -120,8 +128,12 @@ impl RpcShell {
                         tracing::info!("stopping execution {}: {reason}", job.0);
                         let _ = cancel.send(());
                     }
+                    self.to_start.retain(|(id, ..)| *id != job);
                 }
-                RpcEvent::CallChanged(_) | RpcEvent::CallFinished(_) => self.calls_changed = true,
+                RpcEvent::CallChanged(id) | RpcEvent::CallFinished(id) => {
+                    self.calls_changed = true;
+                    self.changed_calls.insert(id);
+                }
             }
         }
         for e in self.engine.take_errors() {
@@ -174,11 +186,29 @@ impl RpcShell {
         );
         let (cancel, cancelled) = oneshot::channel();
         self.running.insert(id, cancel);
-        let finished = self.finished.clone();
-        tokio::spawn(async move {
-            let outcome = exec::run(exec_job, cancelled).await;
-            let _ = finished.send((id, engine_outcome(outcome))).await;
-        });
+        self.to_start.push((id, exec_job, cancelled));
+    }
+
+    /// Starts the executions asked for since the last flush, which made their calls durable.
+    pub fn start_executions(&mut self) {
+        for (id, exec_job, cancelled) in self.to_start.drain(..) {
+            let finished = self.finished.clone();
+            tokio::spawn(async move {
+                let outcome = exec::run(exec_job, cancelled).await;
+                let _ = finished.send((id, engine_outcome(outcome))).await;
+            });
+        }
+    }
+
+    /// The flush that should have made the waiting executions' calls durable failed: they are
+    /// not run (a restart could not know they had), and their callers hear why.
+    pub fn refuse_executions(&mut self, now: DtnTime, node: &mut Node, error: &str) {
+        for (id, ..) in std::mem::take(&mut self.to_start) {
+            self.running.remove(&id);
+            let detail = format!("the call could not be recorded, so it was not run: {error}");
+            self.engine
+                .finished(now, node, id, failure(RejectCode::Internal, detail));
+        }
     }
 }
 

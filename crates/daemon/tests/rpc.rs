@@ -382,3 +382,62 @@ async fn refusals_and_failures_say_why() {
     a.shut_down().await;
     b.shut_down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    // `slow 30` runs 30 s: a 300 ms wait ends with the call still waiting.
+    let made = a
+        .control
+        .call(call("bravo", "slow", vec![ParamSpec::Text("30".into())]))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let still = a
+        .control
+        .wait_call(&made.id, None, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(still.state, "waiting", "{still:#?}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // Two waits in progress when the call is forgotten both end, with not_found.
+    let waits: Vec<_> = (0..2)
+        .map(|_| {
+            let control = a.control.clone();
+            let id = made.id.clone();
+            tokio::spawn(async move { control.wait_call(&id, None, Duration::from_secs(20)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    a.control
+        .ask(|reply| Request::ForgetCall {
+            id: made.id.clone(),
+            reply,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    for w in waits {
+        let ended = tokio::time::timeout(Duration::from_secs(5), w)
+            .await
+            .expect("the wait ended when the call was forgotten")
+            .unwrap();
+        assert_eq!(ended.unwrap_err().code, "not_found");
+    }
+    // An unknown call is not_found at once.
+    let unknown = a
+        .control
+        .wait_call(&"0".repeat(32), None, Duration::from_secs(20))
+        .await;
+    assert_eq!(unknown.unwrap_err().code, "not_found");
+    a.shut_down().await;
+    b.shut_down().await;
+}
