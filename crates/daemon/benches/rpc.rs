@@ -1,10 +1,10 @@
 //! Ferry's RPC between two daemons on loopback, beside a gRPC (tonic) echo measured in the same
 //! run.
 //!
-//! `cargo bench -p ferry-daemon --bench rpc` prints one table: rows gRPC echo, Ferry `null`,
-//! Ferry `echo` (a process per call); columns p50/p90/p99 of sequential calls, calls/s with 64
-//! in flight, and Ferry's ratios to gRPC. The brief's targets are p50 ≤ 2× gRPC and calls/s ≥
-//! gRPC. Sizes come from the environment:
+//! `cargo bench -p ferry-daemon --bench rpc` prints one table: rows gRPC echo, Ferry `null` (by
+//! `call_and_wait`, then by `call` + `wait_call`), Ferry `echo` (a process per call); columns
+//! p50/p90/p99 of sequential calls, calls/s with 64 in flight, and Ferry's ratios to gRPC. The
+//! brief's targets are p50 ≤ 2× gRPC and calls/s ≥ gRPC. Sizes come from the environment:
 //!
 //! | variable | default | what |
 //! |---|---|---|
@@ -13,7 +13,7 @@
 //! | `FERRY_BENCH_ECHO_CALLS` | 200 | sequential calls of Ferry `echo` (a process each) |
 //! | `FERRY_BENCH_WARMUP` | 200 | unmeasured calls before each measurement |
 //! | `FERRY_BENCH_QUICK` | unset | 1: a smoke run (200 / 2000 / 20 / 20) |
-//! | `FERRY_BENCH_ONLY` | all | any of `grpc,null,echo` |
+//! | `FERRY_BENCH_ONLY` | all | any of `grpc,null,null-durable,echo` |
 //! | `FERRY_BENCH_NULL_PROCEDURE` | `null` | the procedure of the "null" row |
 //! | `FERRY_BENCH_DIR` | temp dir | where the daemons' stores live |
 //!
@@ -26,9 +26,11 @@
 //!   so no protoc is needed.
 //! - Ferry: a client daemon `dtn://a/` dialing a server daemon `dtn://b/` as its static peer
 //!   (TCPCLv4), each with its own durable store (SQLite WAL + payload files), `b` serving
-//!   `examples/node.toml`'s procedures. A call is `ControlHandle::call` (answered once the call
-//!   is durable) then `ControlHandle::wait_call` until it finished, through the Rust library API
-//!   (what the HTTP API does for a client, minus HTTP): explicit target `dtn://b/`, transport
+//!   `examples/node.toml`'s procedures. A call is `ControlHandle::call_and_wait` (one request,
+//!   answered when the call finished: a unary call, as gRPC's; `POST /v1/calls?wait=` over
+//!   HTTP), or, in the row "call + wait" (`FERRY_BENCH_ONLY=null-durable`), `ControlHandle::call`
+//!   (answered once the call is durable) then `ControlHandle::wait_call`, through the Rust library
+//!   API (what the HTTP API does for a client, minus HTTP): explicit target `dtn://b/`, transport
 //!   `auto` (which takes the live path by stream). `null` takes no parameters and is answered
 //!   in-process by every node; `echo` runs `examples/echo.sh` once per call, with an empty text
 //!   (latency only: the example allows 4 at once). Each Ferry measurement gets a fresh pair of
@@ -55,7 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use daemon::calls::CallSpec;
+use daemon::calls::{CallInfo, CallSpec};
 use daemon::control::{ControlHandle, Request};
 use daemon::{Config, Running};
 use tokio::task::JoinSet;
@@ -134,7 +136,7 @@ fn main() {
         rows.push(runtime.block_on(grpc_row(&plan)));
     }
     if run("null") {
-        let name = format!("Ferry {}", plan.null_procedure);
+        let name = format!("Ferry {}, call_and_wait", plan.null_procedure);
         let procedure = plan.null_procedure.clone();
         rows.push(runtime.block_on(ferry_row(
             &base,
@@ -143,6 +145,20 @@ fn main() {
             plan.sequential,
             plan.in_flight,
             plan.warmup,
+            true,
+        )));
+    }
+    if run("null-durable") {
+        let name = format!("Ferry {}, call + wait", plan.null_procedure);
+        let procedure = plan.null_procedure.clone();
+        rows.push(runtime.block_on(ferry_row(
+            &base,
+            name,
+            &procedure,
+            plan.sequential,
+            plan.in_flight,
+            plan.warmup,
+            false,
         )));
     }
     if run("echo") {
@@ -154,6 +170,7 @@ fn main() {
             plan.echo,
             0,
             plan.warmup.min(plan.echo),
+            true,
         )));
     }
     runtime.shutdown_timeout(Duration::from_secs(2));
@@ -193,6 +210,9 @@ enum Caller {
     Ferry {
         control: ControlHandle,
         spec: Arc<CallSpec>,
+        /// `call_and_wait` (one request, the call not first made durable) instead of `call`
+        /// (answered once durable) then `wait_call`.
+        blocking: bool,
     },
 }
 
@@ -214,7 +234,22 @@ impl Caller {
                     accepted: None,
                 })
             }
-            Self::Ferry { control, spec } => {
+            Self::Ferry {
+                control,
+                spec,
+                blocking: true,
+            } => {
+                let done = control
+                    .call_and_wait(CallSpec::clone(spec), CALL_TIMEOUT)
+                    .await
+                    .map_err(|e| format!("call_and_wait: {e}"))?;
+                outcome(done, None)
+            }
+            Self::Ferry {
+                control,
+                spec,
+                blocking: false,
+            } => {
                 let start = Instant::now();
                 let made = control
                     .call(CallSpec::clone(spec))
@@ -225,20 +260,7 @@ impl Caller {
                     .wait_call(&made.id, None, CALL_TIMEOUT)
                     .await
                     .map_err(|e| format!("wait_call: {e}"))?;
-                if done.state != "succeeded" {
-                    let reply = done.replies.first();
-                    return Err(format!(
-                        "call {} {}: {} {}",
-                        done.id,
-                        done.state,
-                        reply.and_then(|r| r.code.as_deref()).unwrap_or(""),
-                        reply.and_then(|r| r.detail.as_deref()).unwrap_or("")
-                    ));
-                }
-                Ok(Outcome {
-                    via: done.replies.first().map(|r| r.via.clone()),
-                    accepted: Some(accepted),
-                })
+                outcome(done, Some(accepted))
             }
         }
     }
@@ -249,6 +271,24 @@ impl Caller {
             .await
             .unwrap_or_else(|_| Err(format!("no answer within {CALL_TIMEOUT:?}")))
     }
+}
+
+/// A finished Ferry call as an [`Outcome`], or why it did not succeed.
+fn outcome(done: CallInfo, accepted: Option<Duration>) -> Result<Outcome, String> {
+    if done.state != "succeeded" {
+        let reply = done.replies.first();
+        return Err(format!(
+            "call {} {}: {} {}",
+            done.id,
+            done.state,
+            reply.and_then(|r| r.code.as_deref()).unwrap_or(""),
+            reply.and_then(|r| r.detail.as_deref()).unwrap_or("")
+        ));
+    }
+    Ok(Outcome {
+        via: done.replies.first().map(|r| r.via.clone()),
+        accepted,
+    })
 }
 
 /// Calls that failed, and how the first one did.
@@ -473,6 +513,7 @@ async fn ferry_row(
     sequential_calls: usize,
     in_flight_calls: usize,
     warmup: usize,
+    blocking: bool,
 ) -> Row {
     let spec = Arc::new(CallSpec {
         target: "dtn://b/".into(),
@@ -489,6 +530,7 @@ async fn ferry_row(
     let mut caller = Caller::Ferry {
         control: pair.a.control.clone(),
         spec: spec.clone(),
+        blocking,
     };
     let latency = sequential(&mut caller, sequential_calls, warmup).await;
     pair.shut_down().await;
@@ -500,6 +542,7 @@ async fn ferry_row(
         let caller = Caller::Ferry {
             control: pair.a.control.clone(),
             spec,
+            blocking,
         };
         let rate = in_flight(&caller, in_flight_calls, warmup).await;
         pair.shut_down().await;

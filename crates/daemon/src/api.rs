@@ -392,13 +392,27 @@ async fn reports(
 /// `POST /v1/calls`: a JSON [`CallSpec`]; answered once the call is durable.
 async fn make_call(
     State(api): State<Api>,
+    query: Result<Query<MakeCallQuery>, axum::extract::rejection::QueryRejection>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<Response> {
+    let Query(q) = query.map_err(query_error)?;
     let body = body.map_err(|e| body_error(e, api.max_payload))?;
     let spec: CallSpec = serde_json::from_slice(&body)
         .map_err(|e| ApiError::new("bad_request", format!("the body is not a call: {e}")))?;
+    if q.wait.is_some() {
+        let wait = parse_wait("wait", q.wait.as_deref(), DEFAULT_CALL_WAIT)?;
+        let call = api.control.call_and_wait(spec, wait).await?;
+        return Ok((StatusCode::CREATED, axum::Json(call)).into_response());
+    }
     let call = api.control.call(spec).await?;
     Ok((StatusCode::CREATED, axum::Json(call)).into_response())
+}
+
+/// `?wait=` of `POST /v1/calls`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MakeCallQuery {
+    wait: Option<String>,
 }
 
 /// `GET /v1/calls`: the calls this node made, oldest first, without timelines.

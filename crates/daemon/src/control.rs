@@ -76,6 +76,11 @@ pub enum Request {
     Metrics(oneshot::Sender<String>),
     /// Make a remote procedure call; answered once the call is durable.
     Call(CallSpec, oneshot::Sender<Result<CallInfo, ApiError>>),
+    /// Make a remote procedure call; answered as soon as it is sent, before it is durable. For a
+    /// caller that waits for the result anyway ([`ControlHandle::call_and_wait`]): a crash in
+    /// the next fsync's time would fail its wait, not leave it believing in a call the node
+    /// forgot.
+    CallNow(CallSpec, oneshot::Sender<Result<CallInfo, ApiError>>),
     /// The calls this node made (without timelines), oldest first.
     Calls(oneshot::Sender<Vec<CallInfo>>),
     /// One call, with its timeline.
@@ -213,6 +218,24 @@ impl ControlHandle {
     /// Makes a call (see [`Request::Call`]).
     pub async fn call(&self, spec: CallSpec) -> Result<CallInfo, ApiError> {
         self.ask(|reply| Request::Call(spec, reply)).await?
+    }
+
+    /// Makes a call and waits up to `wait` for it to finish (the blocking convenience, like a
+    /// unary call of request/response RPC systems). Returns the call as it stands then. The call
+    /// is not first made durable: what the caller gets is the end of the call, and the node
+    /// records it durably all the same, on the way.
+    pub async fn call_and_wait(
+        &self,
+        spec: CallSpec,
+        wait: std::time::Duration,
+    ) -> Result<CallInfo, ApiError> {
+        let start = tokio::time::Instant::now();
+        let made = self.ask(|reply| Request::CallNow(spec, reply)).await??;
+        if made.finished() {
+            return Ok(made);
+        }
+        let left = wait.saturating_sub(start.elapsed());
+        self.wait_call(&made.id, None, left).await
     }
 
     /// One call as it stands, with its timeline.

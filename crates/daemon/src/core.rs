@@ -315,7 +315,7 @@ impl Daemon {
 
     /// Runs until `shutdown` fires, then closes sessions and flushes the store.
     pub(crate) async fn run(mut self, mut inputs: Inputs, mut shutdown: oneshot::Receiver<()>) {
-        self.pump();
+        self.pump().await;
         loop {
             let deadline = self.next_deadline();
             tokio::select! {
@@ -339,7 +339,7 @@ impl Daemon {
                     break;
                 }
             }
-            self.pump();
+            self.pump().await;
         }
         self.shut_down(&mut inputs).await;
     }
@@ -378,7 +378,7 @@ impl Daemon {
                 Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
                 _ = tokio::time::sleep_until(until) => break,
             }
-            self.pump();
+            self.pump().await;
         }
         if let Err(e) = self.node.store_mut().flush() {
             tracing::error!("final store flush failed: {e}");
@@ -806,7 +806,7 @@ impl Daemon {
 
     /// Node events, then a store flush, then transmits and inbox subscribers, until the node is
     /// quiet.
-    fn pump(&mut self) {
+    async fn pump(&mut self) {
         loop {
             let mut busy = false;
             while let Some(event) = self.node.poll_event() {
@@ -830,16 +830,23 @@ impl Daemon {
             // so it leaves before the flush and the fsync overlaps its trip: an RPC reply is on
             // the wire while its record is being written. Store-carry-forward bundles wait.
             let mut after_flush = Vec::new();
+            let mut urgent = false;
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
                 if t.urgent {
+                    urgent = true;
                     self.transmit(t);
                 } else {
                     after_flush.push(t);
                 }
             }
+            if urgent {
+                // The sessions' writers were woken on this worker thread, where they would wait
+                // behind the fsync; yielding lets them write first.
+                tokio::task::yield_now().await;
+            }
             let replies = std::mem::take(&mut self.replies_after_flush);
-            match self.node.store_mut().flush() {
+            match flush_off_the_workers(self.node.store_mut()) {
                 Ok(()) => {
                     self.rpc.start_executions();
                     if std::mem::take(&mut self.delivered_unflushed) {
@@ -1153,6 +1160,9 @@ impl Daemon {
             Request::Call(spec, reply) => {
                 let result = self.api_call(&spec);
                 self.replies_after_flush.push(after_flush(reply, result));
+            }
+            Request::CallNow(spec, reply) => {
+                let _ = reply.send(self.api_call(&spec));
             }
             Request::Calls(reply) => {
                 let calls = self
@@ -1691,6 +1701,18 @@ fn received(w: Waiting) -> crate::control::Received {
         payload_base64: w
             .payload
             .map(|p| base64::engine::general_purpose::STANDARD.encode(&p)),
+    }
+}
+
+/// Flushes the store (an fsync) without holding up the runtime: on a multi-threaded runtime the
+/// worker hands its other tasks (the sessions' readers and writers, the API, another daemon in
+/// the same process) to another thread while this one waits for the disk.
+fn flush_off_the_workers(store: &mut (dyn store::Store + Send)) -> store::Result<()> {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            tokio::task::block_in_place(|| store.flush())
+        }
+        _ => store.flush(),
     }
 }
 

@@ -847,6 +847,32 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
     let alpha = s.checked("get", "/v1/status", "/v1/status", None, 200);
     assert_eq!(alpha["rpc"]["calls_made"], 1, "{alpha}");
 
+    // With `wait`, one request makes the call and brings its end.
+    let body = serde_json::json!({
+        "target": "dtn://bravo/",
+        "procedure": "echo",
+        "params": [{"text": "at once"}],
+    });
+    let done = s.checked(
+        "post",
+        "/v1/calls",
+        "/v1/calls?wait=15s",
+        Some(("application/json", body.to_string().as_bytes())),
+        201,
+    );
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["replies"][0]["value_text"], "at once", "{done}");
+    let at_once = done["id"].as_str().unwrap();
+    let forgotten = s.call("delete", &format!("/v1/calls/{at_once}"), None);
+    assert_eq!(forgotten.status, 204);
+    s.checked(
+        "post",
+        "/v1/calls",
+        "/v1/calls?wait=forever",
+        Some(("application/json", body.to_string().as_bytes())),
+        400,
+    );
+
     // The list has it, without a timeline; the call itself has one.
     let list = s.checked("get", "/v1/calls", "/v1/calls", None, 200);
     let listed = list
