@@ -1,0 +1,315 @@
+//! Pairwise envelopes: authenticated encryption under a key two nodes share, with no signature.
+//!
+//! A signed and encrypted envelope costs its sender an Ed25519 signature and two X25519
+//! multiplications, and its recipient a signature check and one multiplication: ≈270 µs a
+//! message on the machines Ferry is measured on, more than the rest of a call over a live path.
+//! Two nodes that know each other's keys can do without all of it: `X25519(our secret, their
+//! public key)` is a secret only the two of them can compute (the static-static exchange of
+//! Noise's KK pattern and of WireGuard), so a message sealed with a key derived from it can only
+//! come from the other one. Computed once per peer ([`Identity::pair_key`]) and kept, sealing and
+//! opening are a keyed hash and ChaCha20-Poly1305: a few microseconds.
+//!
+//! What it gives up against a signed envelope: nobody but the recipient can check it (a relay
+//! cannot verify it, and the recipient cannot prove to a third party who sent it), and it has no
+//! forward secrecy against the later loss of either node's long-term key.
+//!
+//! # Layout (version 1, flags 0x03: encrypted and pairwise)
+//!
+//! ```text
+//! offset     length  field
+//! 0          1       version = 1
+//! 1          1       flags = 0x03
+//! 2          32      sender: Ed25519 public key
+//! 34         32      recipient: Ed25519 public key
+//! 66         24      nonce
+//! 90         n       ciphertext (as long as the body)
+//! 90 + n     16      tag (Poly1305)
+//! ```
+//!
+//! - `key = BLAKE3-derive_key("ferry-seal v1 pairwise key", shared ‖ lower key ‖ higher key)`,
+//!   where `shared = X25519(own secret, peer's Montgomery key)` (refused if all zero) and the two
+//!   Ed25519 public keys are ordered bytewise, so both ends derive the same key.
+//! - `nonce = BLAKE3-keyed(k, entropy ‖ recipient ‖ body)[..24]` with
+//!   `k = BLAKE3-derive_key("ferry-seal v1 pairwise nonce key", sender's seed)`: a synthetic
+//!   nonce, so repeated entropy repeats a nonce only for the same body to the same peer (which
+//!   gives the same envelope again) and never breaks the cipher.
+//! - XChaCha20-Poly1305 with the 90-byte header as associated data: the sender and recipient
+//!   fields cannot be swapped or changed without the tag failing, so a message cannot be passed
+//!   off as going the other way.
+
+use chacha20poly1305::aead::{AeadInPlace as _, KeyInit as _};
+use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
+use zeroize::Zeroizing;
+
+use crate::envelope::{OpenError, Opened, SealError, VERSION};
+use crate::identity::Identity;
+use crate::key::PublicKey;
+
+/// Flags byte of a pairwise envelope: encrypted (bit 0) and pairwise (bit 1).
+pub(crate) const FLAGS_PAIRWISE: u8 = 0x03;
+const KEY_LEN: usize = 32;
+const NONCE_LEN: usize = 24;
+const TAG_LEN: usize = 16;
+/// Version, flags, sender, recipient, nonce.
+const HEADER_LEN: usize = 2 + 2 * KEY_LEN + NONCE_LEN;
+
+/// Bytes a pairwise envelope adds to its body: 106 (version, flags, two keys, nonce, tag).
+pub const PAIRWISE_OVERHEAD: usize = HEADER_LEN + TAG_LEN;
+
+const PAIR_KEY_CONTEXT: &str = "ferry-seal v1 pairwise key";
+pub(crate) const NONCE_KEY_CONTEXT: &str = "ferry-seal v1 pairwise nonce key";
+
+/// The key this node shares with one peer: what seals envelopes to it and opens envelopes from
+/// it. Zeroed when dropped.
+#[derive(Clone)]
+pub struct PairKey {
+    me: PublicKey,
+    peer: PublicKey,
+    key: Zeroizing<[u8; 32]>,
+    nonce_key: Zeroizing<[u8; 32]>,
+}
+
+impl std::fmt::Debug for PairKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("PairKey")
+            .field("me", &self.me)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sender of a pairwise envelope, **unverified**, if `sealed` is one (else `None`): what
+/// tells a receiver which [`PairKey`] to open it with.
+pub fn pairwise_sender(sealed: &[u8]) -> Option<PublicKey> {
+    if sealed.len() < PAIRWISE_OVERHEAD || sealed[0] != VERSION || sealed[1] != FLAGS_PAIRWISE {
+        return None;
+    }
+    Some(PublicKey(sealed[2..34].try_into().ok()?))
+}
+
+impl Identity {
+    /// The key this identity shares with `peer` (which may be itself). Costs one X25519
+    /// multiplication: compute it once per peer and keep it. Fails only if `peer` is not a
+    /// valid public key.
+    pub fn pair_key(&self, peer: &PublicKey) -> Result<PairKey, SealError> {
+        let montgomery = peer
+            .verifying_key()
+            .ok_or(SealError::InvalidRecipient(*peer))?
+            .to_montgomery();
+        let shared = Zeroizing::new(montgomery.mul_clamped(*self.x25519).to_bytes());
+        if *shared == [0; 32] {
+            return Err(SealError::InvalidRecipient(*peer));
+        }
+        let (lo, hi) = if self.public.0 <= peer.0 {
+            (self.public, *peer)
+        } else {
+            (*peer, self.public)
+        };
+        let mut hasher = blake3::Hasher::new_derive_key(PAIR_KEY_CONTEXT);
+        hasher.update(&shared[..]);
+        hasher.update(&lo.0);
+        hasher.update(&hi.0);
+        Ok(PairKey {
+            me: self.public,
+            peer: *peer,
+            key: Zeroizing::new(*hasher.finalize().as_bytes()),
+            nonce_key: self.pairwise_nonce_key.clone(),
+        })
+    }
+}
+
+impl PairKey {
+    /// The peer this key is shared with.
+    pub fn peer(&self) -> PublicKey {
+        self.peer
+    }
+
+    /// Wraps `body` in a pairwise envelope from us to the peer. `entropy` makes the nonce (pass
+    /// 32 fresh random bytes; repeated entropy costs nothing but the envelope's uniqueness). The
+    /// result is `body.len() +` [`PAIRWISE_OVERHEAD`] bytes long.
+    pub fn seal(&self, body: &[u8], entropy: [u8; 32]) -> Vec<u8> {
+        let mut hasher = blake3::Hasher::new_keyed(&self.nonce_key);
+        hasher.update(&entropy);
+        hasher.update(&self.peer.0);
+        hasher.update(body);
+        let nonce = hasher.finalize();
+        let mut out = Vec::with_capacity(body.len() + PAIRWISE_OVERHEAD);
+        out.push(VERSION);
+        out.push(FLAGS_PAIRWISE);
+        out.extend_from_slice(&self.me.0);
+        out.extend_from_slice(&self.peer.0);
+        out.extend_from_slice(&nonce.as_bytes()[..NONCE_LEN]);
+        out.extend_from_slice(body);
+        let (header, plaintext) = out.split_at_mut(HEADER_LEN);
+        let tag = XChaCha20Poly1305::new(Key::from_slice(&self.key[..]))
+            .encrypt_in_place_detached(XNonce::from_slice(&header[66..]), header, plaintext)
+            .expect("XChaCha20-Poly1305 encrypts up to 256 GiB");
+        out.extend_from_slice(&tag);
+        out
+    }
+
+    /// Opens a pairwise envelope the peer sealed to us. Anything else — another sender, another
+    /// recipient, a modified, truncated or extended envelope — is an error.
+    pub fn open(&self, sealed: &[u8]) -> Result<Opened, OpenError> {
+        match sealed.first() {
+            Some(&v) if v != VERSION => return Err(OpenError::Version(v)),
+            _ => {}
+        }
+        if sealed.len() < PAIRWISE_OVERHEAD {
+            return Err(OpenError::Malformed("cut short"));
+        }
+        if sealed[1] != FLAGS_PAIRWISE {
+            return Err(OpenError::Malformed("not a pairwise envelope"));
+        }
+        let (header, rest) = sealed.split_at(HEADER_LEN);
+        if header[2..34] != self.peer.0 {
+            return Err(OpenError::Malformed(
+                "sent by another node than this key's peer",
+            ));
+        }
+        if header[34..66] != self.me.0 {
+            return Err(OpenError::NotForUs);
+        }
+        let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
+        let mut body = ciphertext.to_vec();
+        XChaCha20Poly1305::new(Key::from_slice(&self.key[..]))
+            .decrypt_in_place_detached(
+                XNonce::from_slice(&header[66..]),
+                header,
+                &mut body,
+                Tag::from_slice(tag),
+            )
+            .map_err(|_| OpenError::Decrypt)?;
+        Ok(Opened {
+            sender: self.peer,
+            encrypted: true,
+            body,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> (Identity, Identity, Identity) {
+        (
+            Identity::from_secret([1; 32]),
+            Identity::from_secret([2; 32]),
+            Identity::from_secret([3; 32]),
+        )
+    }
+
+    #[test]
+    fn both_ends_derive_the_same_key_and_a_message_round_trips() {
+        let (a, b, _) = ids();
+        let ab = a.pair_key(&b.public()).unwrap();
+        let ba = b.pair_key(&a.public()).unwrap();
+        let sealed = ab.seal(b"hello", [7; 32]);
+        assert_eq!(sealed.len(), 5 + PAIRWISE_OVERHEAD);
+        assert_eq!(pairwise_sender(&sealed), Some(a.public()));
+        let opened = ba.open(&sealed).unwrap();
+        assert_eq!(opened.body, b"hello");
+        assert_eq!(opened.sender, a.public());
+        assert!(opened.encrypted);
+        // And the other way, with the same key.
+        let back = ba.seal(b"world", [7; 32]);
+        assert_eq!(ab.open(&back).unwrap().body, b"world");
+        // Identity::open takes it too (computing the key itself).
+        assert_eq!(b.open(&sealed).unwrap().body, b"hello");
+    }
+
+    #[test]
+    fn layout_is_as_documented() {
+        let (a, b, _) = ids();
+        let sealed = a.pair_key(&b.public()).unwrap().seal(b"hi", [0; 32]);
+        assert_eq!(sealed[0], VERSION);
+        assert_eq!(sealed[1], 0x03);
+        assert_eq!(sealed[2..34], a.public().0);
+        assert_eq!(sealed[34..66], b.public().0);
+        assert_ne!(&sealed[90..92], b"hi");
+        assert_eq!(PAIRWISE_OVERHEAD, 106);
+    }
+
+    #[test]
+    fn every_modified_byte_is_refused() {
+        let (a, b, _) = ids();
+        let ba = b.pair_key(&a.public()).unwrap();
+        let sealed = a.pair_key(&b.public()).unwrap().seal(b"a call", [5; 32]);
+        for i in 0..sealed.len() {
+            let mut bad = sealed.clone();
+            bad[i] ^= 0x01;
+            assert!(ba.open(&bad).is_err(), "byte {i} changed and still opened");
+            assert!(
+                b.open(&bad).is_err(),
+                "byte {i} changed and Identity::open took it"
+            );
+        }
+        for len in 0..sealed.len() {
+            assert!(ba.open(&sealed[..len]).is_err(), "cut to {len}");
+        }
+        let mut longer = sealed.clone();
+        longer.push(0);
+        assert!(ba.open(&longer).is_err());
+    }
+
+    #[test]
+    fn a_third_node_can_neither_open_nor_pass_one_off_as_its_own() {
+        let (a, b, c) = ids();
+        let sealed = a.pair_key(&b.public()).unwrap().seal(b"secret", [1; 32]);
+        // C holds its own key with A and with B: neither opens A's message to B.
+        assert_eq!(
+            c.pair_key(&a.public()).unwrap().open(&sealed),
+            Err(OpenError::NotForUs)
+        );
+        assert!(c.open(&sealed).is_err());
+        // C rewrites the sender to itself: B's key with C does not open it.
+        let mut forged = sealed.clone();
+        forged[2..34].copy_from_slice(&c.public().0);
+        assert_eq!(
+            b.pair_key(&c.public()).unwrap().open(&forged),
+            Err(OpenError::Decrypt)
+        );
+        // Swapping sender and recipient does not turn A→B into B→A.
+        let mut swapped = sealed.clone();
+        swapped[2..34].copy_from_slice(&b.public().0);
+        swapped[34..66].copy_from_slice(&a.public().0);
+        assert_eq!(
+            a.pair_key(&b.public()).unwrap().open(&swapped),
+            Err(OpenError::Decrypt)
+        );
+    }
+
+    #[test]
+    fn the_nonce_depends_on_entropy_body_and_peer() {
+        let (a, b, c) = ids();
+        let ab = a.pair_key(&b.public()).unwrap();
+        let ac = a.pair_key(&c.public()).unwrap();
+        let nonce = |s: Vec<u8>| s[66..90].to_vec();
+        let base = nonce(ab.seal(b"x", [0; 32]));
+        assert_eq!(base, nonce(ab.seal(b"x", [0; 32])));
+        assert_ne!(base, nonce(ab.seal(b"y", [0; 32])));
+        assert_ne!(base, nonce(ab.seal(b"x", [1; 32])));
+        assert_ne!(base, nonce(ac.seal(b"x", [0; 32])));
+    }
+
+    #[test]
+    fn refuses_a_key_with_an_invalid_peer() {
+        let (a, _, _) = ids();
+        assert!(a.pair_key(&PublicKey([0; 32])).is_err());
+        // A node may talk to itself.
+        let aa = a.pair_key(&a.public()).unwrap();
+        assert_eq!(aa.open(&aa.seal(b"me", [0; 32])).unwrap().body, b"me");
+    }
+
+    #[test]
+    fn signed_envelopes_are_not_pairwise_and_pairwise_ones_do_not_verify() {
+        let (a, b, _) = ids();
+        let signed = a.seal(b"x", Some(&b.public()), [0; 32]).unwrap();
+        assert_eq!(pairwise_sender(&signed), None);
+        assert!(b.pair_key(&a.public()).unwrap().open(&signed).is_err());
+        let pairwise = a.pair_key(&b.public()).unwrap().seal(b"x", [0; 32]);
+        assert!(crate::verify(&pairwise).is_err());
+    }
+}
