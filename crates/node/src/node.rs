@@ -676,6 +676,53 @@ impl Node {
         Ok(())
     }
 
+    /// Opens a stream, queues `data` on it and, if `close`, closes our side, as one command: the
+    /// node takes the stream's segments only afterwards, so a short request is one segment
+    /// (OPEN, data and CLOSE together) and one bundle.
+    pub fn stream_open_with(
+        &mut self,
+        now: DtnTime,
+        local: Eid,
+        remote: Eid,
+        data: Bytes,
+        close: bool,
+    ) -> Result<StreamId, SendError> {
+        if local.node_id() != self.me {
+            return Err(SendError::ForeignSource(local));
+        }
+        let id = self.streams.open(now, local, remote)?;
+        let sent = self.streams.send(now, id, data).and_then(|()| {
+            if close {
+                self.streams.close(now, id)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = sent {
+            self.streams.reset(now, id);
+            self.pump(now);
+            return Err(e.into());
+        }
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// Queues `data` and closes our side, as one command: the CLOSE rides on the data's last
+    /// segment (a reply is one bundle).
+    pub fn stream_send_last(
+        &mut self,
+        now: DtnTime,
+        id: StreamId,
+        data: Bytes,
+    ) -> Result<(), SendError> {
+        let sent = self
+            .streams
+            .send(now, id, data)
+            .and_then(|()| self.streams.close(now, id));
+        self.pump(now);
+        sent.map_err(Into::into)
+    }
+
     /// Closes our side of a stream.
     pub fn stream_close(&mut self, now: DtnTime, id: StreamId) -> Result<(), SendError> {
         self.streams.close(now, id)?;

@@ -12,7 +12,8 @@
 //!
 //! **Sequencing.** Every segment of a stream carries one sequence number: the OPEN marker is 0
 //! (it may carry the first data), then each data segment of at most `max_segment` bytes, then
-//! the CLOSE marker. Acknowledgements are cumulative (`acknowledged` = next sequence number
+//! the CLOSE marker, which rides on the last data segment if the node has not taken that yet
+//! (so a request sent and closed at once, and a reply, are one segment each). Acknowledgements are cumulative (`acknowledged` = next sequence number
 //! expected) and ride on every outgoing segment. Up to `window` segments are unacknowledged at a
 //! time; the receiver holds segments that arrive early (within two windows and `max_buffered`
 //! bytes) and delivers in order, exactly once. A lost segment is resent when its retransmission
@@ -184,7 +185,7 @@ type WireKey = (Eid, Eid, u64, bool);
 /// A segment given a sequence number and sent at least once (or about to be).
 #[derive(Debug)]
 struct Sent {
-    /// OPEN or CLOSE marker, or 0 for plain data.
+    /// OPEN or CLOSE marker (either may come with data), or 0 for plain data.
     flags: u64,
     data: Bytes,
     sent_at: DtnTime,
@@ -414,9 +415,26 @@ impl Streams {
             .ok_or(StreamError::UnknownStream)?;
         if !s.closing {
             s.closing = true;
-            s.pending
-                .push_back((s.next_seq, StreamSegment::CLOSE, Bytes::new()));
-            s.next_seq += 1;
+            // The CLOSE rides on the last segment the node has not taken yet, as TCP's FIN on
+            // its last data: a request sent and closed at once is one segment, and so is a
+            // reply. Otherwise it is a marker of its own.
+            let last_unsent = match s.pending.back_mut() {
+                Some(last) => Some(&mut last.1),
+                None => s
+                    .in_flight
+                    .values_mut()
+                    .next_back()
+                    .filter(|sent| !sent.polled)
+                    .map(|sent| &mut sent.flags),
+            };
+            match last_unsent {
+                Some(flags) => *flags |= StreamSegment::CLOSE,
+                None => {
+                    s.pending
+                        .push_back((s.next_seq, StreamSegment::CLOSE, Bytes::new()));
+                    s.next_seq += 1;
+                }
+            }
             self.flush(now, id);
         }
         Ok(())
@@ -1524,6 +1542,82 @@ mod tests {
             "the ACK for sequence 1 is not here yet: nothing resent"
         );
         assert_eq!((out[0].segment.flags, out[0].segment.sequence), (A | F, 2));
+    }
+
+    #[test]
+    fn a_request_and_its_reply_take_three_segments() {
+        let (a_ep, b_ep) = (ep("dtn://a/x"), ep("dtn://b/y"));
+        let mut a = Streams::new(StreamConfig::default(), 1);
+        let mut b = Streams::new(StreamConfig::default(), 2);
+        // A opens, sends the request and closes at once: one segment carries all three.
+        let id = a.open(0, a_ep.clone(), b_ep.clone()).unwrap();
+        a.send(0, id, Bytes::from_static(b"request")).unwrap();
+        a.close(0, id).unwrap();
+        let out = drain(&mut a);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].segment.flags, O | C | A | F);
+        assert_eq!(&out[0].segment.data[..], b"request");
+        b.handle_segment(1, &a_ep, &b_ep, out[0].segment.clone());
+        let got = events(&mut b);
+        let StreamEvent::Opened { id: bid, .. } = got[0] else {
+            panic!("{got:?}");
+        };
+        assert_eq!(
+            got[1..],
+            [
+                StreamEvent::Data {
+                    id: bid,
+                    data: Bytes::from_static(b"request")
+                },
+                StreamEvent::Finished { id: bid }
+            ]
+        );
+        // B replies and closes: one segment, acknowledging A's.
+        b.send(2, bid, Bytes::from_static(b"reply")).unwrap();
+        b.close(2, bid).unwrap();
+        let out = drain(&mut b);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].segment.flags, C | A);
+        assert_eq!(
+            (out[0].segment.acknowledged, &out[0].segment.data[..]),
+            (1, &b"reply"[..])
+        );
+        a.handle_segment(3, &b_ep, &a_ep, out[0].segment.clone());
+        assert_eq!(
+            events(&mut a),
+            [
+                StreamEvent::Data {
+                    id,
+                    data: Bytes::from_static(b"reply")
+                },
+                StreamEvent::Finished { id },
+                StreamEvent::Closed { id }
+            ]
+        );
+        // A's pure acknowledgement of B's reply closes B too.
+        let out = drain(&mut a);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (out[0].segment.flags, out[0].segment.acknowledged),
+            (A | F, 1)
+        );
+        b.handle_segment(4, &a_ep, &b_ep, out[0].segment.clone());
+        assert_eq!(events(&mut b), [StreamEvent::Closed { id: bid }]);
+        // A CLOSE after the last segment went out is a marker of its own.
+        let id = a.open(5, a_ep.clone(), b_ep.clone()).unwrap();
+        a.send(5, id, Bytes::from_static(b"x")).unwrap();
+        assert_eq!(drain(&mut a).len(), 1);
+        a.close(5, id).unwrap();
+        let out = drain(&mut a);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (
+                out[0].segment.flags & C,
+                out[0].segment.sequence,
+                out[0].segment.data.len()
+            ),
+            (C, 1, 0)
+        );
     }
 
     #[test]

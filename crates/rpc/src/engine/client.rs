@@ -125,8 +125,16 @@ impl Rpc {
                 Some(Transport::Stream) => {
                     let s = server.clone().unwrap_or(Eid::Null);
                     let remote = endpoint(&s, RPC_DEMUX).unwrap_or(Eid::Null);
-                    let stream = node.stream_open(now, self.rpc_endpoint.clone(), remote)?;
-                    node.stream_send(now, stream, frame(&c.sealed))?;
+                    // The call is all we send: open, call and close go as one segment, one
+                    // bundle (the reply, also closed at once, another; an acknowledgement the
+                    // third).
+                    let stream = node.stream_open_with(
+                        now,
+                        self.rpc_endpoint.clone(),
+                        remote,
+                        frame(&c.sealed),
+                        true,
+                    )?;
                     self.streams.insert(
                         stream,
                         StreamState {

@@ -513,9 +513,8 @@ impl Rpc {
             }
             Via::Stream(stream)
                 if self.streams.contains_key(&stream)
-                    && node.stream_send(now, stream, frame(&sealed)).is_ok() =>
+                    && node.stream_send_last(now, stream, frame(&sealed)).is_ok() =>
             {
-                let _ = node.stream_close(now, stream);
                 // Kept in the outbox until the stream confirms delivery.
                 self.set_reply_stream(key, Some(stream));
                 return;
