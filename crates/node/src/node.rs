@@ -222,6 +222,9 @@ pub struct Node {
     strategy: Box<dyn Strategy>,
     mesh: Mesh,
     streams: Streams,
+    /// Streams owe pure acknowledgements since this time; made when the shell next takes the
+    /// transmits (see `poll_transmit`).
+    stream_acks_at: Option<DtnTime>,
     links: BTreeMap<LinkId, Link>,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
@@ -257,6 +260,7 @@ impl Node {
         let mut node = Self {
             mesh: Mesh::new(me.clone(), config.mesh.clone(), now),
             streams: Streams::new(config.stream.clone(), config.seed ^ 0x5752_4541_4d00),
+            stream_acks_at: None,
             strategy: config.strategy.build(),
             me,
             store,
@@ -405,6 +409,17 @@ impl Node {
 
     /// The next frame to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        if self.transmits.is_empty()
+            && let Some(now) = self.stream_acks_at.take()
+        {
+            // Streams' pure acknowledgements wait until the shell takes the transmits: by then
+            // the application has answered what arrived, and a reply carries the ack instead.
+            while let Some(out) = self.streams.poll_pure_ack() {
+                self.carry_segment(now, out);
+            }
+            // One looped back to a stream between two endpoints of this node is input.
+            self.pump(now);
+        }
         self.transmits.pop_front()
     }
 
@@ -1622,24 +1637,12 @@ impl Node {
                     }
                 }
             }
-            while let Some(out) = self.streams.poll_segment() {
+            while let Some(out) = self.streams.poll_data_segment() {
                 progressed = true;
-                let primary = PrimaryBlock::new(
-                    out.to,
-                    out.from,
-                    self.next_timestamp(now),
-                    REAL_TIME_LIFETIME_MS,
-                );
-                let mut bundle = Bundle::new(primary, Control::Stream(out.segment).encode());
-                set_class(&mut bundle, Class::Stream);
-                ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
-                let dest_node = bundle.primary.destination.node_id();
-                if dest_node == self.me {
-                    // A stream between two endpoints of this node: loop back.
-                    self.accept(now, None, None, bundle);
-                } else {
-                    self.route_real_time(now, None, bundle);
-                }
+                self.carry_segment(now, out);
+            }
+            if self.streams.acks_due() {
+                self.stream_acks_at = Some(now);
             }
             while let Some(event) = self.streams.poll_event() {
                 progressed = true;
@@ -1648,6 +1651,26 @@ impl Node {
             if !progressed {
                 break;
             }
+        }
+    }
+
+    /// Wraps a stream segment in a bundle of class stream and sends it along the mesh.
+    fn carry_segment(&mut self, now: DtnTime, out: crate::stream::OutSegment) {
+        let primary = PrimaryBlock::new(
+            out.to,
+            out.from,
+            self.next_timestamp(now),
+            REAL_TIME_LIFETIME_MS,
+        );
+        let mut bundle = Bundle::new(primary, Control::Stream(out.segment).encode());
+        set_class(&mut bundle, Class::Stream);
+        ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
+        let dest_node = bundle.primary.destination.node_id();
+        if dest_node == self.me {
+            // A stream between two endpoints of this node: loop back.
+            self.accept(now, None, None, bundle);
+        } else {
+            self.route_real_time(now, None, bundle);
         }
     }
 

@@ -581,6 +581,18 @@ impl Streams {
     /// The next segment for the node to carry. Pure acknowledgements come last, one per stream
     /// that owes one and sent no data segment to carry it.
     pub fn poll_segment(&mut self) -> Option<OutSegment> {
+        self.poll_data_segment().or_else(|| self.poll_pure_ack())
+    }
+
+    /// Whether a stream owes its peer a pure acknowledgement ([`Streams::poll_pure_ack`]).
+    pub fn acks_due(&self) -> bool {
+        !self.ack_due.is_empty()
+    }
+
+    /// The next segment for the node to carry, except pure acknowledgements: a node that polls
+    /// these later, once its application answered what arrived, lets a reply carry the
+    /// acknowledgement instead.
+    pub fn poll_data_segment(&mut self) -> Option<OutSegment> {
         while let Some(queued) = self.out.pop_front() {
             match queued {
                 Queued::Ready(out) => return Some(out),
@@ -606,6 +618,11 @@ impl Streams {
                 }
             }
         }
+        None
+    }
+
+    /// The next pure acknowledgement owed (one per stream that sent no data segment to carry it).
+    pub fn poll_pure_ack(&mut self) -> Option<OutSegment> {
         while let Some(id) = self.ack_due.pop_first() {
             if let Some(s) = self.streams.get(&id) {
                 return Some(s.pure_ack());
@@ -1618,6 +1635,31 @@ mod tests {
             ),
             (C, 1, 0)
         );
+    }
+
+    #[test]
+    fn a_reply_made_before_the_pure_ack_is_polled_carries_the_ack() {
+        let (a_ep, b_ep) = (ep("dtn://a/x"), ep("dtn://b/y"));
+        let mut a = Streams::new(StreamConfig::default(), 1);
+        let mut b = Streams::new(StreamConfig::default(), 2);
+        let id = a.open(0, a_ep.clone(), b_ep.clone()).unwrap();
+        a.send(0, id, Bytes::from_static(b"request")).unwrap();
+        a.close(0, id).unwrap();
+        let request = drain(&mut a).remove(0);
+        b.handle_segment(1, &a_ep, &b_ep, request.segment);
+        // B owes an acknowledgement, but a node polling only data segments makes none yet.
+        assert!(b.acks_due());
+        assert!(b.poll_data_segment().is_none());
+        let bid = match events(&mut b)[0] {
+            StreamEvent::Opened { id, .. } => id,
+            ref other => panic!("{other:?}"),
+        };
+        b.send(2, bid, Bytes::from_static(b"reply")).unwrap();
+        b.close(2, bid).unwrap();
+        let reply = b.poll_data_segment().expect("the reply");
+        assert_eq!(reply.segment.acknowledged, 1, "the reply carries the ack");
+        assert!(!b.acks_due(), "nothing left to acknowledge on its own");
+        assert!(b.poll_segment().is_none());
     }
 
     #[test]
