@@ -398,6 +398,10 @@ async fn start_network(args: &DemoArgs, dir: &Path, removed_at_end: bool) -> Res
             .context("setting up the network")?;
     }
     let route = wait_for_route(&net.phone, "dtn://truck/", Duration::from_secs(5)).await?;
+    // And the way back: the phone advertises its second link up to a second after its first
+    // (the mesh's least interval between advertisements), and until the truck hears it the
+    // truck's replies would take dtn rather than a datagram.
+    wait_for_route(&net.truck, "dtn://phone/", Duration::from_secs(5)).await?;
     let mut out = format!(
         "All links up after {}: the phone has 2 neighbours, the tower 2, the drone and the truck 1.\n",
         secs(began.elapsed())

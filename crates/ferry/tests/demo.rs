@@ -82,11 +82,12 @@ fn every_scene_gets_its_result_and_the_broken_call_arrives_by_dtn_once() {
     assert_shows(&stdout, "byte for byte the drone's copy");
     // Scene 2: one server's 42.
     assert_shows(&stdout, "result: \"42\" from the ");
-    // Scene 3: each server echoes the question, the truck two hops away too.
+    // Scene 3: each server echoes the question by datagram, the truck two hops away too (its
+    // mesh knows the way back before the scenes start).
     for server in ["drone", "tower", "truck"] {
         assert_shows(
             &stdout,
-            &format!("result: \"who is there?\" from the {server} via "),
+            &format!("result: \"who is there?\" from the {server} via datagram"),
         );
     }
     assert_shows(&stdout, "3 of 3 servers answered");
