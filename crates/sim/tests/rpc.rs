@@ -661,3 +661,44 @@ fn a_procedure_runs_at_most_its_concurrency_limit_at_once() {
     assert_eq!(third.state, CallState::Succeeded, "{:#?}", third.timeline);
     assert_eq!(app.engine(1).unwrap().stats().executions, 2);
 }
+
+#[test]
+fn a_result_whose_file_misses_the_deadline_says_so() {
+    // 0 - 1; a 4 MB file result (3.4 s at 10 Mbit/s) follows a result sent at about 6 s; the
+    // link breaks at 6.5 s and comes back only after the call's 15 s deadline.
+    let sim = run(
+        20,
+        Topology::Chained { nodes: 2 },
+        40_000,
+        |app| {
+            app.offer(
+                1,
+                procedure(
+                    "picture",
+                    &[],
+                    Behaviour::File {
+                        size: 4_000_000,
+                        run_ms: 1_000,
+                    },
+                ),
+            );
+            let mut r = CallRequest::new(Target::Node(node_id(1)), "picture", vec![]);
+            r.deadline = Some(sim::SIM_EPOCH + 15_000);
+            app.script(1, r);
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_link(6_500, 0, 1, false);
+            sim.schedule_link(30_000, 0, 1, true);
+        },
+    );
+    let view = sim.app().outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Failed, "{:#?}", view.timeline);
+    assert_eq!(view.replies.len(), 1, "{:#?}", view.timeline);
+    assert!(view.replies[0].missing_files > 0);
+    let (_, last) = view.timeline.last().unwrap();
+    assert_eq!(
+        last,
+        "failed: deadline: a result came but its files did not"
+    );
+}

@@ -300,6 +300,17 @@ impl Rpc {
                 Mode::All if c.replies.iter().any(is_complete_result) => {
                     (CallState::Succeeded, "deadline: collection over")
                 }
+                _ if c
+                    .replies
+                    .iter()
+                    .any(|r| matches!(r.message, Message::Result(_))) =>
+                {
+                    // A result came, but not all of its files did.
+                    (
+                        CallState::Failed,
+                        "deadline: a result came but its files did not",
+                    )
+                }
                 _ if !c.replies.is_empty() => {
                     (CallState::Failed, "deadline: no result, only refusals")
                 }
