@@ -713,7 +713,8 @@ impl Rpc {
                     self.handle_sealed(now, node, d.payload.clone(), via);
                     true
                 } else if demux == DATA_DEMUX {
-                    self.handle_file(now, node, d.payload.clone(), d.expiry);
+                    let content = self.open_file(d.payload.clone());
+                    self.handle_file(now, node, content, d.expiry);
                     true
                 } else {
                     false
@@ -784,6 +785,28 @@ impl Rpc {
         // configuration, learnt ones by a signature): signed alone rather than not at all.
         let sealed = self.identity.seal(&body, None, entropy).unwrap_or_default();
         Ok(Bytes::from(sealed))
+    }
+
+    /// A data-channel file for one node whose key we know, sealed pairwise so relays cannot
+    /// read it (they cannot change it unnoticed either way: it is named by its hash); for every
+    /// node, or one whose key we do not know, as it is.
+    fn seal_file(&mut self, content: Bytes, to: Option<PublicKey>) -> Bytes {
+        let entropy = self.entropy();
+        match to.and_then(|peer| self.pair_key(&peer)) {
+            Some(pair) => Bytes::from(pair.seal(&content, entropy)),
+            None => content,
+        }
+    }
+
+    /// A received data-channel file: opened if it is sealed for us, else as it came (a file is
+    /// taken only if a call or result names its hash, so a forged one is never used).
+    fn open_file(&mut self, payload: Bytes) -> Bytes {
+        if seal::pairwise_sender(&payload).is_some()
+            && let Ok(opened) = self.open(&payload)
+        {
+            return Bytes::from(opened.body);
+        }
+        payload
     }
 
     /// The key shared with `peer`, computed on first use; `None` if `peer` is no valid key.

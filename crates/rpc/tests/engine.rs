@@ -163,3 +163,72 @@ fn text_stands_for_a_declared_number_or_flag_only_when_it_is_one() {
     assert!(check_params(&[T::Int, T::Int], &[V::Int(1)]).is_err());
     assert!(check_params(&[T::Text], &[text("a\0b")]).is_err());
 }
+
+#[test]
+fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
+    let server_id = Identity::from_secret([2; 32]);
+    let mut client_node = Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        Box::new(MemoryStore::new(1 << 24)),
+        NOW,
+    );
+    let mut config = RpcConfig::default();
+    config
+        .pinned_keys
+        .push((eid("dtn://server/"), server_id.public()));
+    let mut client = Rpc::new(
+        config,
+        Identity::from_secret([1; 32]),
+        [8; 32],
+        &mut client_node,
+        NOW,
+    );
+    let secret = Bytes::from(vec![0x5a; 20_000]);
+    let mut request = rpc::CallRequest::new(
+        rpc::Target::Node(eid("dtn://server/")),
+        "photo",
+        vec![rpc::Param::File {
+            name: "in.bin".into(),
+            content: secret.clone(),
+        }],
+    );
+    request.transport = Transport::Dtn;
+    client.call(NOW, &mut client_node, request).unwrap();
+    // What waits in the client's store for the data channel is not the file.
+    let store = client_node.store();
+    let payloads: Vec<Bytes> = store
+        .list()
+        .unwrap()
+        .iter()
+        .filter_map(|m| store.get(&m.id).unwrap())
+        .filter(|b| b.bundle.primary.destination == eid("dtn://server/~rpc-data"))
+        .map(|b| b.bundle.payload.data.clone())
+        .collect();
+    assert_eq!(payloads.len(), 1);
+    let sealed = &payloads[0];
+    assert_ne!(sealed, &secret);
+    assert!(
+        !sealed.windows(64).any(|w| w == &secret[..64]),
+        "the file's bytes show through"
+    );
+    // The server opens it: the file it keeps is the plaintext, by its hash.
+    let (mut node, mut rpc) = server();
+    let event = Event::Delivered(Delivery {
+        id: BundleId {
+            source: eid("dtn://client/~rpc-data"),
+            creation: CreationTimestamp {
+                time: NOW,
+                sequence: 1,
+            },
+            fragment: None,
+        },
+        destination: eid("dtn://server/~rpc-data"),
+        class: Class::Dtn,
+        created: NOW,
+        expiry: NOW + 60_000,
+        payload: sealed.clone(),
+    });
+    assert!(rpc.handle_node_event(NOW, &mut node, &event));
+    let hash = *blake3::hash(&secret).as_bytes();
+    assert_eq!(rpc.file(&node, &hash), Some(secret));
+}

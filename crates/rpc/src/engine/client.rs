@@ -92,7 +92,8 @@ impl Rpc {
         // Files first, by dtn (the data channel is always store-carry-forward).
         if !local {
             for content in files {
-                self.send_bundle(now, node, server.as_ref(), Channel::Data, content, deadline)?;
+                let payload = self.seal_file(content, to);
+                self.send_bundle(now, node, server.as_ref(), Channel::Data, payload, deadline)?;
             }
         }
         let mut c = ClientCall {

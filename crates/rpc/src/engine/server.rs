@@ -330,12 +330,13 @@ impl Rpc {
                         name,
                     });
                     if !local {
+                        let payload = self.seal_file(content, Some(key.0));
                         let _ = self.send_bundle(
                             now,
                             node,
                             Some(&caller),
                             Channel::Data,
-                            content,
+                            payload,
                             deadline,
                         );
                     }
