@@ -494,6 +494,9 @@ pub struct Rpc {
     unfinished: BTreeSet<ServeKey>,
     /// Replies sent on a stream and not yet confirmed, by stream.
     reply_streams: BTreeSet<(StreamId, ServeKey)>,
+    /// Records changed while handling the current input, written at its end (`write_dirty`).
+    dirty_calls: BTreeSet<CallId>,
+    dirty_serving: BTreeSet<ServeKey>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
@@ -598,6 +601,8 @@ impl Rpc {
             serving: BTreeMap::new(),
             unfinished: BTreeSet::new(),
             reply_streams: BTreeSet::new(),
+            dirty_calls: BTreeSet::new(),
+            dirty_serving: BTreeSet::new(),
             by_call: BTreeMap::new(),
             jobs: BTreeMap::new(),
             next_job: 1,
@@ -617,6 +622,7 @@ impl Rpc {
             errors: Vec::new(),
         };
         rpc.load(node, now);
+        rpc.write_dirty(node);
         rpc.timers.insert((now, Timer::Sweep));
         rpc
     }
@@ -732,7 +738,7 @@ impl Rpc {
             }
             _ => false,
         };
-        self.drain_local(now, node);
+        self.finish_input(now, node);
         mine
     }
 
@@ -749,7 +755,14 @@ impl Rpc {
                 Timer::Sweep => self.sweep(now, node),
             }
         }
+        self.finish_input(now, node);
+    }
+
+    /// What every public entry point that changes state ends with: messages this node sent
+    /// to itself are handled, then the records changed meanwhile are written (once each).
+    fn finish_input(&mut self, now: DtnTime, node: &mut Node) {
         self.drain_local(now, node);
+        self.write_dirty(node);
     }
 
     fn drain_local(&mut self, now: DtnTime, node: &mut Node) {

@@ -201,7 +201,7 @@ impl Rpc {
         self.save_call(node, id);
         self.arm_call(id);
         // A call to this node itself is served now, not at the next event.
-        self.drain_local(now, node);
+        self.finish_input(now, node);
         Ok(id)
     }
 
@@ -258,7 +258,7 @@ impl Rpc {
             CallState::Cancelled,
             "cancelled by the caller",
         );
-        self.drain_local(now, node);
+        self.finish_input(now, node);
         Ok(())
     }
 

@@ -19,7 +19,25 @@ fn serve_state_code(state: ServeState) -> u8 {
 }
 
 impl Rpc {
-    pub(super) fn save_call(&mut self, node: &mut Node, id: CallId) {
+    /// Marks a call's record to be written when the current input is done
+    /// ([`Rpc::write_dirty`]): a call that changes several times while one input is handled
+    /// (sent, answered, finished) costs one write, not one per change.
+    pub(super) fn save_call(&mut self, _node: &mut Node, id: CallId) {
+        self.dirty_calls.insert(id);
+    }
+
+    /// Writes the records changed while handling the current input. Every public entry point
+    /// that changes state ends here, before the shell flushes the store.
+    pub(super) fn write_dirty(&mut self, node: &mut Node) {
+        for id in std::mem::take(&mut self.dirty_calls) {
+            self.write_call(node, id);
+        }
+        for key in std::mem::take(&mut self.dirty_serving) {
+            self.write_serving(node, &key);
+        }
+    }
+
+    fn write_call(&mut self, node: &mut Node, id: CallId) {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
@@ -67,7 +85,9 @@ impl Rpc {
         self.persist(node, RpcTable::Pending, &id.0, Some(&value));
     }
 
-    pub(super) fn save_serving(&mut self, node: &mut Node, key: &ServeKey) {
+    /// Marks a served call's record to be written when the current input is done (see
+    /// [`Rpc::save_call`]).
+    pub(super) fn save_serving(&mut self, _node: &mut Node, key: &ServeKey) {
         let Some(s) = self.serving.get(key) else {
             return;
         };
@@ -77,6 +97,13 @@ impl Rpc {
         } else {
             self.unfinished.remove(key);
         }
+        self.dirty_serving.insert(*key);
+    }
+
+    fn write_serving(&mut self, node: &mut Node, key: &ServeKey) {
+        let Some(s) = self.serving.get(key) else {
+            return;
+        };
         let Ok(call) = Message::Call(s.call.clone()).encode() else {
             return;
         };

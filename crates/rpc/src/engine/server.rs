@@ -399,7 +399,7 @@ impl Rpc {
             );
         }
         // A reply to this node's own call is handled now, not at the next event.
-        self.drain_local(now, node);
+        self.finish_input(now, node);
     }
 
     /// Records a call this node serves (in memory; the caller saves it).
