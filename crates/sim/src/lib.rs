@@ -10,7 +10,8 @@
 //! bundles ride a reliable convergence layer, as TCPCL is) and an up/down schedule from a
 //! [`Topology`]. A link going down cuts the transfer in progress: the receiver keeps the bytes that
 //! arrived as a fragment and the sender learns how far it got (reactive fragmentation). Payloads
-//! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB.
+//! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB;
+//! so are the large data-channel files the RPC engines keep in their stores (`sim_store.rs`).
 //!
 //! Invariants are checked as the run goes: no bundle delivered twice to an application, nothing
 //! delivered that was never sent (or delivered altered), nothing held past its lifetime, every store
@@ -24,6 +25,7 @@
 
 mod rng;
 pub mod rpc;
+mod sim_store;
 mod topology;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -36,6 +38,8 @@ use node::{
 };
 use store::MemoryStore;
 use wire::{BundleId, DtnTime, Eid, bundle_key};
+
+use crate::sim_store::{Interner, SimStore};
 
 pub use rng::Rng;
 pub use topology::{ContactPlan, LinkEvent, PlanError, Topology};
@@ -438,6 +442,8 @@ pub struct Sim<A: App = NoApp> {
     delivered_count: usize,
     /// Store-carry-forward bundles on their way to a node, so a second sender is refused.
     receiving: BTreeSet<(usize, BundleId)>,
+    /// The topology's link changes for this run, in time order.
+    link_events: Vec<LinkEvent>,
 }
 
 /// The node id of node `i` in a simulation.
@@ -463,6 +469,7 @@ impl<A: App> Sim<A> {
     pub fn with_app(scenario: Scenario, app: A) -> Self {
         let mut rng = Rng::new(scenario.seed);
         let count = scenario.topology.nodes();
+        let interner = Interner::default();
         let nodes = (0..count)
             .map(|i| {
                 let mut config = NodeConfig::new(node_id(i));
@@ -473,7 +480,7 @@ impl<A: App> Sim<A> {
                 SimNode {
                     node: Node::new(
                         config,
-                        Box::new(MemoryStore::new(scenario.quota)),
+                        Box::new(SimStore::new(scenario.quota, interner.clone())),
                         SIM_EPOCH,
                     ),
                     timer_generation: 0,
@@ -498,6 +505,7 @@ impl<A: App> Sim<A> {
             contact_ends: BTreeMap::new(),
             delivered_count: 0,
             receiving: BTreeSet::new(),
+            link_events: Vec::new(),
             rng: rng.fork(),
             scenario,
         };
@@ -518,11 +526,12 @@ impl<A: App> Sim<A> {
                 }
             }
         }
-        for e in schedule {
+        for &e in &schedule {
             if e.a < count && e.b < count && e.a != e.b {
                 sim.schedule(SIM_EPOCH + e.at, Ev::Link(e));
             }
         }
+        sim.link_events = schedule;
         let w = sim.scenario.workload;
         let mut load_rng = sim.rng.fork();
         for i in 0..w.bundles {
@@ -568,6 +577,12 @@ impl<A: App> Sim<A> {
         self.run_in_place()
     }
 
+    /// The topology's link changes for this run (milliseconds from the start, in time order; not
+    /// those added with [`Sim::schedule_link`]).
+    pub fn link_events(&self) -> &[LinkEvent] {
+        &self.link_events
+    }
+
     /// The application layer.
     pub fn app(&self) -> &A {
         &self.app
@@ -602,7 +617,14 @@ impl<A: App> Sim<A> {
 
     /// Runs to the end of the scenario, keeping the simulation (and its app) for inspection.
     pub fn run_in_place(&mut self) -> Result<Report, Violation> {
+        self.run_until(|_| false)
+    }
+
+    /// Runs to the end of the scenario or until `done` says the app has finished (checked after
+    /// every event), keeping the simulation for inspection.
+    pub fn run_until(&mut self, mut done: impl FnMut(&A) -> bool) -> Result<Report, Violation> {
         let end = SIM_EPOCH + self.scenario.duration_ms;
+        let mut stopped = false;
         while let Some((&(at, _), _)) = self.queue.first_key_value() {
             if at > end {
                 break;
@@ -621,8 +643,12 @@ impl<A: App> Sim<A> {
             {
                 break;
             }
+            if done(&self.app) {
+                stopped = true;
+                break;
+            }
         }
-        if self.now < end && !self.scenario.stop_when_delivered {
+        if self.now < end && !self.scenario.stop_when_delivered && !stopped {
             self.now = end;
         }
         self.check_scans()?;

@@ -3,7 +3,7 @@
 //! the record the RPC invariants are checked against: how many times each call ran on each server
 //! (at most once), and how every call ended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use node::{Event, Node};
@@ -22,6 +22,14 @@ pub enum Behaviour {
     /// After `run_ms`, returns its text and bytes parameters concatenated, then the server's
     /// index as text (so results from different servers differ).
     Echo {
+        /// Running time.
+        run_ms: u64,
+    },
+    /// After `run_ms`, echoes every file parameter back as a result file of the same size, each
+    /// byte inverted (so its content hash differs and the caller has to receive it over the
+    /// network, as the DTN-RPC paper's echo sent its file both ways), with its text parameters
+    /// and the server's index as the value. Servers of the same file share one result buffer.
+    EchoFiles {
         /// Running time.
         run_ms: u64,
     },
@@ -84,6 +92,9 @@ pub struct RpcApp {
     jobs: BTreeMap<(usize, JobId), Running>,
     nested: BTreeMap<(usize, CallId), JobId>,
     script: BTreeMap<u64, CallRequest>,
+    /// Results of [`Behaviour::EchoFiles`] for the last few files echoed (file hash → echo), so
+    /// that many servers echoing one file share one buffer.
+    echoed: VecDeque<([u8; 32], Bytes)>,
     /// Calls the script made, in order.
     pub made: Vec<Made>,
     /// How many times each server ran each call: (server, call) → runs.
@@ -113,6 +124,7 @@ impl RpcApp {
             jobs: BTreeMap::new(),
             nested: BTreeMap::new(),
             script: BTreeMap::new(),
+            echoed: VecDeque::new(),
             made: Vec::new(),
             executions: BTreeMap::new(),
             aborted: 0,
@@ -139,6 +151,25 @@ impl RpcApp {
     /// Registers a call for [`crate::Sim::schedule_action`] with this tag.
     pub fn script(&mut self, tag: u64, request: CallRequest) {
         self.script.insert(tag, request);
+    }
+
+    /// Makes a call from node `i` now, recorded under `tag` like a scripted one (for apps that
+    /// decide their calls as the run goes, such as the paper experiments' call sequences). The
+    /// request is not kept, so its file parameters are freed once the network is done with them.
+    pub fn call(
+        &mut self,
+        now: DtnTime,
+        i: usize,
+        node: &mut Node,
+        tag: u64,
+        request: CallRequest,
+    ) {
+        let id = self
+            .engine_mut(now, i, node)
+            .call(now, node, request)
+            .map_err(|e| e.to_string());
+        self.made.push(Made { node: i, tag, id });
+        self.pump(now, i, node);
     }
 
     /// Node `i`'s engine, if it was started.
@@ -205,6 +236,19 @@ impl RpcApp {
         }
     }
 
+    /// The echo of a file: every byte inverted, computed once per file and shared.
+    fn echo_of(&mut self, hash: [u8; 32], content: &Bytes) -> Bytes {
+        if let Some((_, echo)) = self.echoed.iter().find(|(h, _)| *h == hash) {
+            return echo.clone();
+        }
+        let echo = Bytes::from(content.iter().map(|b| !b).collect::<Vec<u8>>());
+        if self.echoed.len() >= 4 {
+            self.echoed.pop_front();
+        }
+        self.echoed.push_back((hash, echo.clone()));
+        echo
+    }
+
     fn execute(&mut self, now: DtnTime, i: usize, node: &mut Node, job: Job) {
         *self.executions.entry((i, job.call)).or_default() += 1;
         let behaviour = self.procedures[i].get(&job.procedure).cloned();
@@ -225,6 +269,31 @@ impl RpcApp {
                 let outcome = Outcome::Success {
                     value: Bytes::from(value),
                     files: Vec::new(),
+                    run_ms,
+                };
+                Running::Timed(now + run_ms, outcome)
+            }
+            Some(Behaviour::EchoFiles { run_ms }) => {
+                let mut value = Vec::new();
+                for p in &job.params {
+                    if let Value::Text(t) = p {
+                        value.extend_from_slice(t.as_bytes());
+                    }
+                }
+                value.extend_from_slice(format!("@{i}").as_bytes());
+                let files = job
+                    .files
+                    .iter()
+                    .map(|(file, content)| {
+                        (
+                            format!("echo-{}", file.name),
+                            self.echo_of(file.hash, content),
+                        )
+                    })
+                    .collect();
+                let outcome = Outcome::Success {
+                    value: Bytes::from(value),
+                    files,
                     run_ms,
                 };
                 Running::Timed(now + run_ms, outcome)
@@ -353,16 +422,7 @@ impl App for RpcApp {
         let Some(request) = self.script.get(&action).cloned() else {
             return;
         };
-        let id = self
-            .engine_mut(now, i, node)
-            .call(now, node, request)
-            .map_err(|e| e.to_string());
-        self.made.push(Made {
-            node: i,
-            tag: action,
-            id,
-        });
-        self.pump(now, i, node);
+        self.call(now, i, node, action, request);
     }
 
     fn restarted(&mut self, now: DtnTime, i: usize, node: &mut Node) {
