@@ -20,9 +20,13 @@
 //!
 //! The simulator never reads a clock and draws randomness only from the scenario's seed; the wall
 //! time of a run is measured by whoever calls it (the `ferry sim` command).
+//!
+//! [`rpc`] puts the RPC engine on every node; [`paper`] reruns the DTN-RPC paper's experiments
+//! (`ferry sim --rpc fig5|chain-rtt`).
 
 #![forbid(unsafe_code)]
 
+pub mod paper;
 mod rng;
 pub mod rpc;
 mod sim_store;

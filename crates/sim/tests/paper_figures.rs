@@ -1,0 +1,361 @@
+//! The brief's "numbers to beat" from the DTN-RPC paper, measured in the simulator
+//! (`sim::paper`): the dtn-path RTT across the 32-node chain (paper ≈ 40 s, target ≤ 1 s) and the
+//! Islands experiment with 100 MB files (Fig. 5; paper 27.8–41.9 % of calls without a result,
+//! target: half the paper's loss in 210 s, none in 420 s). Each figure test also checks that its
+//! verdict turns to a failure when the network is made slower, so a pass means something.
+//!
+//! The whole Fig. 5 (six cells, three seeds, 30 calls, both budgets) takes about an hour on two
+//! cores: `ferry sim --rpc fig5` runs it, and so does the ignored `fig5_every_cell_every_seed`
+//! (`cargo test --release -p ferry-sim --test paper_figures -- --ignored fig5_every`). Here, in
+//! CI's debug build, the explicit cell with 50 % servers runs its first ten calls with one seed:
+//! every call moves 100 MB out and back and every node floods it on, and in any and all mode the
+//! file goes to all 64 nodes, whose engines each hash (and for explicit calls open) every copy.
+//!
+//! The tests marked `ignore = "engine bug: …"` show bugs in `crates/rpc` and `crates/node` found
+//! by these experiments; they fail (or hang, caught by a timeout) until the bug is fixed.
+
+#![allow(clippy::disallowed_methods)]
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use node::StrategyKind;
+use rpc::{CallRequest, CallState, Param, ParamType, Target};
+use sim::paper::{ChainRtt, Fig5, Fig5Cell, PAPER_BUDGET_MS};
+use sim::rpc::{Behaviour, RpcApp, procedure};
+use sim::{LinkParams, Scenario, Sim, Topology, node_id};
+use wire::rpc::{Mode, Transport, Value};
+
+// ----- dtn-path RTT over the paper's Chained topology -----
+
+#[test]
+fn chain_rtt_by_dtn_is_under_a_second_and_the_check_can_fail() {
+    let rtt = ChainRtt {
+        seeds: vec![1],
+        transports: vec![Transport::Dtn],
+        ..ChainRtt::default()
+    };
+    let table = rtt.run().expect("no invariant broken");
+    eprintln!("{table}");
+    let row = &table.rows[0];
+    assert_eq!(row.calls, 30);
+    assert_eq!(row.no_result, 0, "{table}");
+    assert_eq!(row.result_via.get("dtn"), Some(&30), "{table}");
+    let max = *row.rtts_ms.last().unwrap();
+    assert!(max <= 1_000, "dtn RTT max {max} ms over 31 hops:\n{table}");
+    // 31 hops × 5 ms each way is the floor; a figure below it would mean the links were skipped.
+    assert!(row.rtts_ms[0] >= 2 * 31 * 5, "{table}");
+    assert!(table.passes(), "{table}");
+
+    // The same check fails on slower links: 40 ms per hop puts the floor at 2.5 s.
+    let slow = ChainRtt {
+        calls: 3,
+        link: LinkParams {
+            latency_ms: 40,
+            ..rtt.link
+        },
+        ..rtt.clone()
+    };
+    let table = slow.run().expect("no invariant broken");
+    assert!(!table.passes(), "40 ms links should miss 1 s:\n{table}");
+}
+
+// ----- Fig. 5: Islands, 100 MB -----
+
+/// The Fig. 5 setup as the CI test runs it: the paper's explicit cell with 50 % servers (the
+/// one the paper gives a figure for, 41.9 %), its first ten calls, seed 1, and the file budget
+/// raised past the engine's bug (see `fig5_with_the_engines_file_budget`). The same run with all
+/// 30 calls and seeds 1–3 is in `ferry sim --rpc fig5`.
+fn fig5_ci() -> Fig5 {
+    Fig5 {
+        seeds: vec![1],
+        cells: vec![Fig5Cell {
+            mode: Mode::Explicit,
+            servers_percent: 50,
+        }],
+        calls: 10,
+        file_budget: 100_000_000_000,
+        ..Fig5::default()
+    }
+}
+
+fn check_runs(table: &sim::paper::Fig5Table) {
+    for row in &table.rows {
+        assert_eq!(row.calls(), table.setup.calls * table.setup.seeds.len());
+        for run in &row.runs {
+            assert!(run.max_executions <= 1, "a call ran twice: {run:?}");
+            assert_eq!(
+                run.results_realtime + run.results_dtn + run.no_result,
+                run.calls,
+                "{run:?}"
+            );
+            assert!(run.no_path <= run.no_result, "{run:?}");
+            assert_eq!(run.result_ms.len(), run.calls - run.no_result, "{run:?}");
+        }
+    }
+}
+
+#[test]
+fn fig5_explicit_calls_lose_under_half_the_papers_share_in_210_s() {
+    let table = fig5_ci().run().expect("no invariant broken");
+    eprintln!("{table}");
+    check_runs(&table);
+    // Real time carried some calls, dtn others (the islands split and join under them).
+    let row = &table.rows[0];
+    assert!(
+        row.sum_results_realtime() > 0 && row.sum_called_dtn() > 0,
+        "{table}"
+    );
+    assert!(table.passes(), "{table}");
+}
+
+#[test]
+fn fig5_explicit_calls_lose_nothing_in_420_s() {
+    let fig5 = Fig5 {
+        budget_ms: 2 * PAPER_BUDGET_MS,
+        ..fig5_ci()
+    };
+    let table = fig5.run().expect("no invariant broken");
+    eprintln!("{table}");
+    check_runs(&table);
+    assert!(table.rows.iter().all(|r| r.target_percent == 0.0));
+    assert!(table.passes(), "{table}");
+}
+
+#[test]
+fn fig5_check_fails_with_half_the_time() {
+    // With 105 s a call, a 100 MB file cannot go out and back across the islands' 3 to 8 hops
+    // (8 s a hop at 100 Mbit/s) while they split and join. The same check must say so.
+    let fig5 = Fig5 {
+        budget_ms: PAPER_BUDGET_MS / 2,
+        calls: 6,
+        ..fig5_ci()
+    };
+    let table = fig5.run().expect("no invariant broken");
+    eprintln!("{table}");
+    check_runs(&table);
+    assert!(!table.passes(), "{table}");
+    assert!(table.rows[0].mean_no_result_percent() > 50.0, "{table}");
+}
+
+#[test]
+#[ignore = "minutes in release: every cell, every seed, both budgets (ferry sim --rpc fig5)"]
+fn fig5_every_cell_every_seed() {
+    let mut failed = Vec::new();
+    for budget_ms in [PAPER_BUDGET_MS, 2 * PAPER_BUDGET_MS] {
+        let fig5 = Fig5 {
+            budget_ms,
+            file_budget: 100_000_000_000,
+            ..Fig5::default()
+        };
+        // The topology itself leaves some calls no path in time; those are reported, not excused.
+        let table = fig5.run().expect("no invariant broken");
+        eprintln!("{table}");
+        if !table.passes() {
+            failed.push(table.to_string());
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+#[ignore = "engine bug: the 1 GiB file budget fills with files of calls already over, and files waiting calls need are refused"]
+fn fig5_with_the_engines_file_budget() {
+    let fig5 = Fig5 {
+        budget_ms: 2 * PAPER_BUDGET_MS,
+        calls: 30,
+        file_budget: rpc::RpcConfig::default().max_file_bytes,
+        ..fig5_ci()
+    };
+    let table = fig5.run().expect("no invariant broken");
+    eprintln!("{table}");
+    let refused: u64 = table
+        .rows
+        .iter()
+        .flat_map(|r| &r.runs)
+        .map(|r| r.client_files_refused)
+        .sum();
+    assert_eq!(refused, 0, "{table}");
+    assert!(table.passes(), "{table}");
+}
+
+// ----- engine bugs the experiments found -----
+
+fn file(tag: u8, size: usize) -> Param {
+    let mut content = vec![tag; size];
+    content[0] = 0xf1;
+    Param::File {
+        name: format!("f{tag}.bin"),
+        content: Bytes::from(content),
+    }
+}
+
+fn echo_files(app: &mut RpcApp, i: usize) {
+    app.offer(
+        i,
+        procedure(
+            "echo",
+            &[ParamType::File],
+            Behaviour::EchoFiles { run_ms: 10 },
+        ),
+    );
+}
+
+/// Runs `build` on a thread and fails if the run does not end within `limit` of wall time: an
+/// engine that loops forever inside one event never returns to the simulator.
+fn within<T: Send + 'static>(limit: Duration, build: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(build());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("the run did not end within {limit:?}: an engine loops"))
+}
+
+#[test]
+#[ignore = "engine bug: an any-mode call whose file has not arrived when the start jitter ends spins its server's engine forever"]
+fn any_call_waiting_for_its_file_does_not_spin() {
+    // Server::try_start returns without clearing `start_at` while a file is missing, and
+    // arm_serving re-arms the timer at that past `start_at`: handle_timeout pops it again, for
+    // ever. The file (1 MB at 10 Mbit/s: 0.8 s) always arrives after the jitter (≤ 250 ms).
+    let state = within(Duration::from_secs(30), || {
+        let mut app = RpcApp::new(2);
+        echo_files(&mut app, 1);
+        app.script(
+            1,
+            CallRequest::new(Target::Any, "echo", vec![file(1, 1_000_000)]),
+        );
+        let scenario = Scenario::new(
+            1,
+            Topology::Hub { nodes: 2 },
+            StrategyKind::Epidemic,
+            60_000,
+        );
+        let mut sim = Sim::with_app(scenario, app);
+        sim.schedule_action(5_000, 0, 1);
+        sim.run_in_place().expect("no invariant broken");
+        sim.app().outcome(1).map(|v| v.state)
+    });
+    assert_eq!(state, Some(CallState::Succeeded));
+}
+
+#[test]
+#[ignore = "engine bug: the 1 GiB file budget fills with files of calls already over, and files waiting calls need are refused"]
+fn a_waiting_calls_result_file_is_not_refused_for_finished_calls_files() {
+    // Eight calls, one every 10 s, each sending 100 MB and getting 100 MB back, on one 1 Gbit/s
+    // link: each is done in 2 s. An engine keeps every data-channel file (parameters received,
+    // results made, its own parameters, results received) until the deadline of its call, 210 s,
+    // however long ago the call ended, and refuses any file that does not fit its 1 GiB budget.
+    // Here the server refuses the sixth parameter file (`files_refused`) though it reached the
+    // node: the call waits for it until its deadline, holding the procedure's one slot, and the
+    // next calls are refused ("running 1 of at most 1"). A client refuses result files the same
+    // way (in Fig. 5's any 50 % cell, where calls are quick, most of the loss is this).
+    let mut app = RpcApp::new(2);
+    echo_files(&mut app, 1);
+    for tag in 0..8u8 {
+        app.script(
+            u64::from(tag),
+            CallRequest::new(
+                Target::Node(node_id(1)),
+                "echo",
+                vec![file(tag, 100_000_000)],
+            ),
+        );
+    }
+    let mut scenario = Scenario::new(
+        1,
+        Topology::Hub { nodes: 2 },
+        StrategyKind::Epidemic,
+        120_000,
+    );
+    scenario.link.bandwidth_bps = 1_000_000_000;
+    scenario.quota = 10_000_000_000;
+    let mut sim = Sim::with_app(scenario, app);
+    for tag in 0..8 {
+        sim.schedule_action(5_000 + tag * 10_000, 0, tag);
+    }
+    sim.run_in_place().expect("no invariant broken");
+    let app = sim.app();
+    let refused: u64 = (0..2)
+        .map(|n| app.engine(n).unwrap().stats().files_refused)
+        .sum();
+    let ended: Vec<Option<CallState>> = (0..8).map(|t| app.outcome(t).map(|v| v.state)).collect();
+    assert_eq!(refused, 0, "calls: {ended:?}");
+    assert!(
+        ended.iter().all(|s| *s == Some(CallState::Succeeded)),
+        "{ended:?}"
+    );
+}
+
+#[test]
+#[ignore = "engine bug: an auto call to an unreachable server opens a stream (0 hops) and waits 10 s before dtn"]
+fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
+    // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and the README):
+    // explicit and not reachable → dtn.
+    let mut app = RpcApp::new(6);
+    app.offer(
+        5,
+        procedure("echo", &[ParamType::Text], Behaviour::Echo { run_ms: 1 }),
+    );
+    app.script(
+        1,
+        CallRequest::new(
+            Target::Node(node_id(5)),
+            "echo",
+            vec![Param::Value(Value::Text("x".into()))],
+        ),
+    );
+    let topology = Topology::Islands {
+        nodes: 6,
+        islands: 2,
+        period_ms: 10_000_000,
+    };
+    let scenario = Scenario::new(1, topology, StrategyKind::Epidemic, 30_000);
+    let mut sim = Sim::with_app(scenario, app);
+    sim.schedule_action(5_000, 0, 1);
+    sim.run_in_place().expect("no invariant broken");
+    let view = sim.app().engine(0).and_then(|e| {
+        let id = sim.app().made_by(1)?.id.clone().ok()?;
+        e.call_view(&id)
+    });
+    let view = view.expect("the call was made");
+    let (_, first) = &view.timeline[0];
+    assert!(first.contains(" by dtn"), "{:#?}", view.timeline);
+}
+
+#[test]
+#[ignore = "engine bug: mesh routes reach 31 hops, streams and datagrams die after 16; an auto call across the paper's chain loses its stream"]
+fn an_auto_call_across_the_32_node_chain_is_answered_by_stream() {
+    // The paper's Chained topology is 31 hops; its MSP calls across it took under a second.
+    // Node::reachable reports the far end (link state knows the whole chain), so the engine picks
+    // a stream, but stream and datagram bundles carry a hop limit of 16
+    // (NodeConfig::datagram_hop_limit): the stream is lost after 10 s, the call goes by dtn,
+    // and the hellos (datagrams) never arrive, so the first call is only signed.
+    let nodes = 32;
+    let mut app = RpcApp::new(nodes);
+    app.offer(
+        nodes - 1,
+        procedure("echo", &[ParamType::Text], Behaviour::Echo { run_ms: 0 }),
+    );
+    app.script(
+        1,
+        CallRequest::new(
+            Target::Node(node_id(nodes - 1)),
+            "echo",
+            vec![Param::Value(Value::Text("x".into()))],
+        ),
+    );
+    let scenario = Scenario::new(1, Topology::chained(), StrategyKind::Epidemic, 60_000);
+    let mut sim = Sim::with_app(scenario, app);
+    sim.schedule_action(10_000, 0, 1);
+    sim.run_in_place().expect("no invariant broken");
+    let view = sim.app().outcome(1).expect("the call ended");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    assert_eq!(view.replies[0].via, "stream", "{:#?}", view.timeline);
+    assert!(
+        view.replies[0].at - view.created <= 1_000,
+        "{:#?}",
+        view.timeline
+    );
+}
