@@ -94,7 +94,9 @@ impl NodeConfig {
             missed_beacons: 3,
             summary_period_ms: 10_000,
             hop_limit: 64,
-            datagram_hop_limit: 16,
+            // Above the longest mesh path expected (the paper's chain is 31 hops, its islands
+            // 64 nodes); floods stop at nodes that saw the bundle already.
+            datagram_hop_limit: 64,
             purge_retention_ms: 24 * 3_600_000,
             max_seen: 65_536,
             max_bundle_piece: None,

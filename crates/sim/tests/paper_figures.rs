@@ -214,11 +214,10 @@ fn within<T: Send + 'static>(limit: Duration, build: impl FnOnce() -> T + Send +
 }
 
 #[test]
-#[ignore = "engine bug: an any-mode call whose file has not arrived when the start jitter ends spins its server's engine forever"]
 fn any_call_waiting_for_its_file_does_not_spin() {
-    // Server::try_start returns without clearing `start_at` while a file is missing, and
-    // arm_serving re-arms the timer at that past `start_at`: handle_timeout pops it again, for
-    // ever. The file (1 MB at 10 Mbit/s: 0.8 s) always arrives after the jitter (≤ 250 ms).
+    // Server::try_start returned without clearing `start_at` while a file was missing, and
+    // arm_serving re-armed the timer at that past `start_at`: handle_timeout popped it again,
+    // for ever. The file (1 MB at 10 Mbit/s: 0.8 s) always arrives after the jitter (≤ 250 ms).
     let state = within(Duration::from_secs(30), || {
         let mut app = RpcApp::new(2);
         echo_files(&mut app, 1);
@@ -289,7 +288,6 @@ fn a_waiting_calls_result_file_is_not_refused_for_finished_calls_files() {
 }
 
 #[test]
-#[ignore = "engine bug: an auto call to an unreachable server opens a stream (0 hops) and waits 10 s before dtn"]
 fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
     // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and the README):
     // explicit and not reachable → dtn.
@@ -325,13 +323,12 @@ fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
 }
 
 #[test]
-#[ignore = "engine bug: mesh routes reach 31 hops, streams and datagrams die after 16; an auto call across the paper's chain loses its stream"]
 fn an_auto_call_across_the_32_node_chain_is_answered_by_stream() {
     // The paper's Chained topology is 31 hops; its MSP calls across it took under a second.
     // Node::reachable reports the far end (link state knows the whole chain), so the engine picks
-    // a stream, but stream and datagram bundles carry a hop limit of 16
-    // (NodeConfig::datagram_hop_limit): the stream is lost after 10 s, the call goes by dtn,
-    // and the hellos (datagrams) never arrive, so the first call is only signed.
+    // a stream; stream and datagram bundles carried a hop limit of 16 (now 64,
+    // NodeConfig::datagram_hop_limit): the stream was lost after 10 s, the call went by dtn,
+    // and the hellos (datagrams) never arrived, so the first call was only signed.
     let nodes = 32;
     let mut app = RpcApp::new(nodes);
     app.offer(

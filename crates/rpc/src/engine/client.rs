@@ -44,6 +44,8 @@ impl Rpc {
             (Transport::Stream | Transport::Datagram, Some(s)) if !reachable => {
                 return Err(CallError::NotReachable(s.clone()));
             }
+            // Fig. 2: explicit and not reachable → dtn, at once.
+            (Transport::Auto, Some(_)) if !reachable => None,
             (Transport::Auto | Transport::Stream, Some(_)) => Some(Transport::Stream),
             (Transport::Auto | Transport::Datagram, None) | (Transport::Datagram, Some(_)) => {
                 Some(Transport::Datagram)

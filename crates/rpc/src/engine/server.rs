@@ -669,11 +669,13 @@ impl Rpc {
                 self.send_ack(now, node, key);
             }
         }
-        if self
-            .serving
-            .get(&key)
-            .is_some_and(|s| s.start_at.is_some_and(|t| t <= now))
+        if let Some(s) = self.serving.get_mut(&key)
+            && s.start_at.is_some_and(|t| t <= now)
         {
+            // The start jitter is over: from now on the call starts as soon as it can (when its
+            // last file arrives, if one is missing). Kept, the past time would re-arm the timer
+            // at once, for ever.
+            s.start_at = None;
             self.try_start(now, node, key);
         }
         let Some(s) = self.serving.get(&key) else {
