@@ -135,31 +135,23 @@ fn main() {
     if run("grpc") {
         rows.push(runtime.block_on(grpc_row(&plan)));
     }
-    if run("null") {
-        let name = format!("Ferry {}, call_and_wait", plan.null_procedure);
-        let procedure = plan.null_procedure.clone();
-        rows.push(runtime.block_on(ferry_row(
-            &base,
-            name,
-            &procedure,
-            plan.sequential,
-            plan.in_flight,
-            plan.warmup,
-            true,
-        )));
-    }
-    if run("null-durable") {
-        let name = format!("Ferry {}, call + wait", plan.null_procedure);
-        let procedure = plan.null_procedure.clone();
-        rows.push(runtime.block_on(ferry_row(
-            &base,
-            name,
-            &procedure,
-            plan.sequential,
-            plan.in_flight,
-            plan.warmup,
-            false,
-        )));
+    // `null` by `call_and_wait` (one request), then by `call` (answered once durable) + wait.
+    for (key, how, blocking) in [
+        ("null", "call_and_wait", true),
+        ("null-durable", "call + wait", false),
+    ] {
+        if run(key) {
+            let name = format!("Ferry {}, {how}", plan.null_procedure);
+            rows.push(runtime.block_on(ferry_row(
+                &base,
+                name,
+                &plan.null_procedure,
+                plan.sequential,
+                plan.in_flight,
+                plan.warmup,
+                blocking,
+            )));
+        }
     }
     if run("echo") {
         // echo declares one text parameter; an empty text keeps it a null call plus a process.
