@@ -1077,6 +1077,9 @@ impl Rpc {
             entry.1 = entry.1.max(expiry);
         } else {
             if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
+                self.make_room_for_files(node, size);
+            }
+            if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
                 self.stats.files_refused += 1;
                 return;
             }
@@ -1105,6 +1108,53 @@ impl Rpc {
             .collect();
         for id in ids {
             self.client_files_arrived(now, node, id);
+        }
+    }
+
+    /// Frees at least `size` bytes of the file budget, if it can, by dropping files no call
+    /// needs any more, soonest to expire first. Needed: the parameters of calls served and not
+    /// yet answered, the parameters of this node's calls still waiting, and the result files of
+    /// every call this node still keeps (its user may not have fetched them yet). A served call's
+    /// files are not needed once it is answered: the parameters were used, and the result files
+    /// went out as bundles of their own.
+    fn make_room_for_files(&mut self, node: &mut Node, size: u64) {
+        let mut needed: BTreeSet<[u8; 32]> = BTreeSet::new();
+        let file_params = |params: &[Value]| -> Vec<[u8; 32]> {
+            params
+                .iter()
+                .filter_map(|v| match v {
+                    Value::File(f) => Some(f.hash),
+                    _ => None,
+                })
+                .collect()
+        };
+        for key in &self.unfinished {
+            needed.extend(file_params(&self.serving[key].call.params));
+        }
+        for c in self.calls.values() {
+            if c.state == CallState::Waiting {
+                needed.extend(file_params(&c.call.params));
+            }
+            for r in &c.replies {
+                if let Message::Result(res) = &r.message {
+                    needed.extend(res.files.iter().map(|f| f.hash));
+                }
+            }
+        }
+        let mut spare: Vec<(DtnTime, [u8; 32], u64)> = self
+            .files
+            .iter()
+            .filter(|(h, _)| !needed.contains(*h))
+            .map(|(h, (size, expiry))| (*expiry, *h, *size))
+            .collect();
+        spare.sort();
+        for (_, hash, freed) in spare {
+            if self.file_bytes.saturating_add(size) <= self.config.max_file_bytes {
+                break;
+            }
+            self.files.remove(&hash);
+            self.file_bytes -= freed;
+            self.persist(node, RpcTable::Files, &hash, None);
         }
     }
 

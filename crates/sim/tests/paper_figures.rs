@@ -160,7 +160,6 @@ fn fig5_every_cell_every_seed() {
 }
 
 #[test]
-#[ignore = "engine bug: the 1 GiB file budget fills with files of calls already over, and files waiting calls need are refused"]
 fn fig5_with_the_engines_file_budget() {
     let fig5 = Fig5 {
         budget_ms: 2 * PAPER_BUDGET_MS,
@@ -240,16 +239,16 @@ fn any_call_waiting_for_its_file_does_not_spin() {
 }
 
 #[test]
-#[ignore = "engine bug: the 1 GiB file budget fills with files of calls already over, and files waiting calls need are refused"]
 fn a_waiting_calls_result_file_is_not_refused_for_finished_calls_files() {
     // Eight calls, one every 10 s, each sending 100 MB and getting 100 MB back, on one 1 Gbit/s
-    // link: each is done in 2 s. An engine keeps every data-channel file (parameters received,
+    // link: each is done in 2 s. An engine kept every data-channel file (parameters received,
     // results made, its own parameters, results received) until the deadline of its call, 210 s,
-    // however long ago the call ended, and refuses any file that does not fit its 1 GiB budget.
-    // Here the server refuses the sixth parameter file (`files_refused`) though it reached the
-    // node: the call waits for it until its deadline, holding the procedure's one slot, and the
-    // next calls are refused ("running 1 of at most 1"). A client refuses result files the same
-    // way (in Fig. 5's any 50 % cell, where calls are quick, most of the loss is this).
+    // however long ago the call ended, and refused any file that did not fit its 1 GiB budget:
+    // the server refused the sixth parameter file (`files_refused`) though it reached the node,
+    // the call waited for it until its deadline, holding the procedure's one slot, and the next
+    // calls were refused ("running 1 of at most 1"). A client refused result files the same way
+    // (in Fig. 5's any 50 % cell, where calls are quick, most of the loss was this). Now files
+    // no call needs any more make room (`Rpc::make_room_for_files`).
     let mut app = RpcApp::new(2);
     echo_files(&mut app, 1);
     for tag in 0..8u8 {
