@@ -112,9 +112,9 @@ pub(crate) struct SimArgs {
     /// engine's 1GiB].
     #[arg(long, value_parser = parse_size)]
     rpc_file_budget: Option<u64>,
-    /// --rpc fig5: how long an any-mode server listens for another's start before it starts;
-    /// the engine's 250ms spins on a call whose file has not arrived.
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    /// --rpc fig5: how long an any-mode server listens for another's start before it starts
+    /// (the engine's default).
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
     any_start_jitter: Duration,
     /// --rpc: runs at once [default: the machine's cores].
     #[arg(long)]

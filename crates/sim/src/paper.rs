@@ -269,9 +269,7 @@ pub struct Fig5 {
     /// the engine's default is 1 GiB).
     pub file_budget: u64,
     /// How long an any-mode server waits for another's STARTED before it starts
-    /// (`RpcConfig::any_start_jitter_ms`; the engine's default is 250 ms). The default here is 0:
-    /// with the engine's 250 ms, an any-mode call whose file has not arrived when the wait ends
-    /// spins its server's engine forever (`any_call_waiting_for_its_file_does_not_spin`).
+    /// (`RpcConfig::any_start_jitter_ms`; the default is the engine's, 250 ms).
     pub any_start_jitter_ms: u64,
 }
 
@@ -298,7 +296,7 @@ impl Default for Fig5 {
             quota: 10_000_000_000,
             start_ms: 10_000,
             file_budget: rpc::RpcConfig::default().max_file_bytes,
-            any_start_jitter_ms: 0,
+            any_start_jitter_ms: rpc::RpcConfig::default().any_start_jitter_ms,
         }
     }
 }
@@ -785,7 +783,7 @@ impl fmt::Display for Fig5Table {
             if setup.any_start_jitter_ms == rpc::RpcConfig::default().any_start_jitter_ms {
                 " (default)"
             } else {
-                " (default 250 ms spins on a missing file)"
+                " (the engine's default is 250 ms)"
             }
         )?;
         writeln!(
