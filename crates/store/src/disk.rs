@@ -1,5 +1,5 @@
-//! The persistent store: SQLite (WAL, `synchronous=FULL`) for metadata, indexes, small bundles and
-//! small RPC values; one file per large bundle or large RPC value.
+//! The persistent store: SQLite (WAL mode; the store syncs the WAL itself) for metadata, indexes,
+//! small bundles and small RPC values; one file per large bundle or large RPC value.
 //!
 //! ```text
 //!   <dir>/store.db, store.db-wal   bundles (metadata + indexes), bodies (inline bundles),
@@ -18,9 +18,10 @@
 //!
 //! **Commit protocol.** Every mutation joins one open SQLite transaction. A large bundle is written
 //! to `payloads/<rid>` at insert time, a large RPC value to `payloads/rpc-<fid>` at put time (not
-//! synced). [`Store::flush`] then: syncs the data of every payload file written in the batch,
-//! syncs the `payloads` directory (their names), and commits the transaction, whose WAL fsync
-//! makes the whole batch durable at once. A payload file is therefore reachable only through a
+//! synced). [`Store::commit`] then: syncs the data of every payload file written in the batch,
+//! syncs the `payloads` directory (their names), and commits the transaction, which appends it
+//! to the WAL; a sync of the WAL ([`Store::flush`] does it inline, a [`Syncer`] on another
+//! thread) makes the whole batch durable at once. A payload file is therefore reachable only through a
 //! committed row, and a committed row only ever names a file whose bytes and name were durable
 //! before the commit: a half-written file is never visible, so no temporary name and rename are
 //! needed (the row is the rename). Files of removed bundles and of removed or replaced RPC values
@@ -56,6 +57,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
@@ -252,6 +254,9 @@ pub struct DiskStore {
     reserve: PathBuf,
     /// Whether the reserve file is in place.
     reserve_present: bool,
+    /// Whether a commit since the last sync by `flush` may not be durable yet.
+    commits_unsynced: bool,
+    syncer: Syncer,
 }
 
 impl DiskStore {
@@ -306,6 +311,10 @@ impl DiskStore {
             lost: None,
             reserve: dir.join(RESERVE_FILE),
             reserve_present: false,
+            commits_unsynced: false,
+            syncer: Syncer {
+                wal: Arc::new(dir.join(format!("{DB_FILE}-wal"))),
+            },
         };
         let recovery = store.recover()?;
         store.refill_reserve();
@@ -1160,7 +1169,16 @@ impl Store for DiskStore {
     }
 
     fn flush(&mut self) -> Result<()> {
-        if !self.conn.is_autocommit() {
+        self.commit()?;
+        if std::mem::take(&mut self.commits_unsynced) {
+            self.syncer.sync()?;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<bool> {
+        let open = !self.conn.is_autocommit();
+        if open {
             let committed = self.sync_payloads().and_then(|()| {
                 self.conn
                     .execute_batch("COMMIT")
@@ -1172,31 +1190,62 @@ impl Store for DiskStore {
                 self.lost = None;
                 return Err(err);
             }
+            self.commits_unsynced = true;
             let batch = std::mem::take(&mut self.batch);
             for name in batch.unlink {
-                // The removal is durable; a file whose unlink fails is an orphan the next open
-                // removes, so the flush still succeeded.
+                // The removal is committed; a file whose unlink fails is an orphan the next open
+                // removes, so the commit still succeeded. (A power loss before the WAL is synced
+                // may bring the row back without its file: the open drops such rows.)
                 let _ = fs::remove_file(self.payload_path(name));
             }
             self.refill_reserve();
         }
         match self.lost.take() {
-            None => Ok(()),
+            None => Ok(open),
             Some(lost) => {
                 let message = format!(
-                    "an earlier failure rolled back the changes since the previous flush ({})",
+                    "an earlier failure rolled back the changes since the previous commit ({})",
                     lost.message
                 );
                 Err(if lost.disk_full {
                     StoreError::DiskFull(message)
                 } else {
                     StoreError::Database {
-                        context: "flushing".into(),
+                        context: "committing".into(),
                         message,
                     }
                 })
             }
         }
+    }
+
+    fn commit_waits_for_disk(&self) -> bool {
+        !self.batch.unsynced.is_empty() || self.batch.dir_unsynced
+    }
+
+    fn syncer(&self) -> Option<Syncer> {
+        Some(self.syncer.clone())
+    }
+}
+
+/// Makes a [`DiskStore`]'s commits durable, from any thread: it syncs the database's write-ahead
+/// log, which holds every commit since the last checkpoint (a checkpoint syncs what it copies
+/// before the log is reused). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Syncer {
+    wal: Arc<PathBuf>,
+}
+
+impl Syncer {
+    /// Syncs every commit made before this call started. Opens the log anew each time, so a log
+    /// SQLite replaced is never the one synced.
+    pub fn sync(&self) -> Result<()> {
+        let context = || format!("syncing {}", self.wal.display());
+        // The log exists from the first commit until the store closes (exclusive locking mode
+        // keeps it), so a missing one is an error, not nothing to do.
+        File::open(self.wal.as_path())
+            .and_then(|wal| wal.sync_data())
+            .map_err(|e| io_err(context(), e))
     }
 }
 
@@ -1253,9 +1302,12 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
             message: format!("the database refused WAL mode (journal_mode is {mode})"),
         });
     }
-    // FULL: the WAL is synced at every commit, so a committed batch survives power loss (NORMAL
-    // would only survive a process crash).
-    conn.pragma_update(None, "synchronous", "FULL")
+    // NORMAL: a commit writes the WAL without syncing it (it survives a crash of the process, not
+    // a power loss); checkpoints still sync the WAL before copying it and the database before
+    // reusing the WAL, so the database is whole after a power loss either way. The store makes
+    // commits durable by syncing the WAL itself (`Syncer`): inline in `flush`, or on another
+    // thread while its owner goes on. FULL would sync inside every COMMIT, holding the caller.
+    conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| err(context, e))?;
     // After a checkpoint the WAL is truncated to this size, so one huge batch does not leave a
     // huge file behind.

@@ -7,9 +7,9 @@
 //! ```
 //!
 //! One trait, [`Store`], with two implementations: [`MemoryStore`] (bounded, for tests, the
-//! simulator and diskless nodes; no I/O) and [`DiskStore`] (crash-safe: SQLite in WAL mode with
-//! `synchronous=FULL` for metadata, indexes, small bundles and small RPC values, one payload file
-//! per bundle or RPC value of at least [`PAYLOAD_FILE_MIN`] bytes). Both answer every query
+//! simulator and diskless nodes; no I/O) and [`DiskStore`] (crash-safe: SQLite in WAL mode for
+//! metadata, indexes, small bundles and small RPC values, one payload file per bundle or RPC value
+//! of at least [`PAYLOAD_FILE_MIN`] bytes). Both answer every query
 //! identically, in the same order, with the same evictions (a model-based test holds this).
 //!
 //! ```no_run
@@ -28,7 +28,10 @@
 //! **Durability contract.** Mutations take effect at once for every later read, and become durable
 //! together at the next [`Store::flush`]: a crash loses what was not flushed, never part of it. The
 //! caller (the daemon's event loop) therefore releases acknowledgements for accepted bundles only
-//! after `flush` returned `Ok`; many bundles share one flush (group commit).
+//! after `flush` returned `Ok`; many bundles share one flush (group commit). A flush is two steps
+//! that a caller may also take apart: [`Store::commit`] (the batch is whole and survives a crash
+//! of the process) and [`Syncer::sync`] from another thread (it survives a power loss), so that
+//! the caller goes on working while the disk syncs and releases the acknowledgements after.
 //!
 //! **Eviction policy** (see [`Rank`]): when an insert would exceed the quota, the store first drops
 //! expired bundles, then bundles that rank strictly below the new one: first bundles merely carried
@@ -53,7 +56,7 @@ use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 pub use data_dir::{APP_DIR, default_data_dir};
 pub use disk::{
     DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, RPC_FILE_PREFIX,
-    Recovery,
+    Recovery, Syncer,
 };
 pub use memory::MemoryStore;
 
@@ -316,6 +319,32 @@ pub trait Store {
 
     /// Makes every mutation so far durable (one transaction, one sync for the whole batch).
     fn flush(&mut self) -> Result<()>;
+
+    /// Commits every mutation so far without waiting for the disk: the batch then survives a
+    /// crash of this process, and becomes durable across a power loss once a [`Syncer::sync`]
+    /// that started after this commit returned `Ok`. A store without a [`Store::syncer`] makes
+    /// the batch as durable as it ever will be here (the default: a flush).
+    ///
+    /// This is what lets the daemon's event loop go on while the disk syncs: it commits, hands
+    /// the sync to another thread, and releases what the batch promised when the sync is done.
+    /// Returns whether there was anything to commit.
+    fn commit(&mut self) -> Result<bool> {
+        self.flush().map(|()| true)
+    }
+
+    /// Whether the next [`Store::commit`] waits for the disk (it syncs large values written in
+    /// this batch), so that a caller on an async runtime moves it off its worker thread first.
+    /// Other commits only hand their bytes to the operating system, except for an occasional
+    /// checkpoint of a few megabytes.
+    fn commit_waits_for_disk(&self) -> bool {
+        false
+    }
+
+    /// What makes committed batches durable from another thread; `None` if [`Store::commit`]
+    /// leaves nothing to sync.
+    fn syncer(&self) -> Option<Syncer> {
+        None
+    }
 }
 
 /// Picks, among `candidates` (id, rank, size), the bundles to evict so that `needed` more bytes fit

@@ -249,6 +249,38 @@ fn unflushed_changes_are_gone_after_reopen_and_leave_no_files() {
 }
 
 #[test]
+fn committed_changes_outlive_the_store_and_a_syncer_on_another_thread_makes_them_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        let syncer = store.syncer().expect("a disk store defers its syncs");
+        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store.insert(1, bundle(2, 10)).expect("insert");
+        store.rpc_put(RpcTable::Dedup, b"k", b"v").expect("rpc_put");
+        assert!(store.commit().expect("commit"), "a batch was committed");
+        assert!(
+            !store.commit().expect("commit"),
+            "nothing is left to commit"
+        );
+        // The owner goes on while another thread syncs the write-ahead log.
+        let syncing = std::thread::spawn(move || syncer.sync());
+        store.insert(1, bundle(3, 10)).expect("insert");
+        syncing.join().expect("sync thread").expect("sync");
+        // Dropped without a flush: the committed batch stays, the open one is rolled back.
+    }
+    let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+    assert_eq!(recovery, Recovery::default());
+    assert_eq!(store.get(&id(1)).expect("get"), Some(bundle(1, LARGE)));
+    assert_eq!(store.get(&id(2)).expect("get"), Some(bundle(2, 10)));
+    assert!(!store.contains(&id(3)).expect("contains"));
+    assert_eq!(
+        store.rpc_get(RpcTable::Dedup, b"k").expect("rpc_get"),
+        Some(Bytes::from_static(b"v"))
+    );
+    assert_eq!(payload_files(dir.path()).len(), 1);
+}
+
+#[test]
 fn a_second_open_of_the_same_directory_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
