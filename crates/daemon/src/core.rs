@@ -3,10 +3,12 @@
 //! node's inputs, then carries out what the node asks.
 //!
 //! After every input the loop *pumps*: it takes the node's events (deliveries go to the durable
-//! inboxes), flushes the store, and only then releases the node's store-carry-forward transmits,
-//! starts RPC executions and feeds inbox subscribers, so nothing is announced to a peer or an
-//! application, and no program runs, that a crash could lose. Real-time transmits (which promise
-//! nothing durable) leave before the flush, so its fsync overlaps their trip.
+//! inboxes) and commits the store's batch. What the batch promised (the node's store-carry-forward
+//! transmits, RPC executions, XFER_ACKs of received bundles, inbox subscribers, API answers) is
+//! held until a sync on a blocking thread has made the commit durable, so nothing is announced to
+//! a peer or an application, and no program runs, that a power loss could lose; meanwhile the loop
+//! goes on, and one sync covers every commit made while the last one ran (group commit).
+//! Real-time transmits (which promise nothing durable) leave at once.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -46,7 +48,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A discovered node with a larger id than ours connects to us; if it has not after this many of
 /// its beacons, we connect (it may not hear ours).
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
-/// Most inputs handled before one pump (and so one store flush).
+/// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
 /// The demux of the echo service (`ferry ping`).
 pub const ECHO_SERVICE: &str = "echo";
@@ -178,14 +180,28 @@ pub(crate) struct Daemon {
     call_waiters: BTreeMap<wire::rpc::CallId, Vec<CallWaiter>>,
     /// The RPC engine and the executions it started.
     rpc: RpcShell,
-    /// Whether an inbox got a bundle since the last flush.
-    delivered_unflushed: bool,
-    /// Answers to sends and calls, released after the next flush (given its error, if it
-    /// failed: then what they answer was not made durable).
-    replies_after_flush: Vec<AfterFlush>,
-    /// Received bundles whose last XFER_ACK waits for the next successful flush (link, the
-    /// peer's transfer id). After a failed flush they stay unconfirmed: the sender keeps them.
-    confirm_after_flush: Vec<(LinkId, u64)>,
+    /// Whether an inbox got a bundle since the last commit.
+    delivered_since_commit: bool,
+    /// Answers to sends and calls, released once the next commit is durable (given the store's
+    /// error if it failed: then what they answer was not made durable).
+    replies_when_durable: Vec<WhenDurable>,
+    /// Received bundles whose last XFER_ACK waits until the next commit is durable (link, the
+    /// peer's transfer id). If the commit or its sync fails they stay unconfirmed: the sender
+    /// keeps them.
+    confirms_when_durable: Vec<(LinkId, u64)>,
+    /// What committed batches promised, oldest first, waiting for the sync that makes them
+    /// durable.
+    awaiting_sync: std::collections::VecDeque<Promised>,
+    /// Makes the store's commits durable on a blocking thread; `None` if commits are as durable
+    /// as they get (a memory store).
+    syncer: Option<store::Syncer>,
+    /// Commits made so far, and how many of them are durable.
+    commits: u64,
+    synced: u64,
+    /// Whether a sync is running (it covers commits up to the number it was started with).
+    syncing: bool,
+    /// Where a finished sync reports (commits it covers, its error); set by `run`.
+    sync_done: Option<mpsc::UnboundedSender<(u64, Result<(), String>)>>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
     broadcast_round: std::collections::BTreeSet<(BundleId, u16)>,
     reports: std::collections::VecDeque<ReportInfo>,
@@ -199,16 +215,41 @@ pub(crate) struct Daemon {
 /// A `Request::WaitCall`: how many replies its caller has seen, and where the answer goes.
 type CallWaiter = (Option<usize>, oneshot::Sender<Result<CallInfo, ApiError>>);
 
-/// An answer waiting for the next flush; called with the flush's error, if any.
-type AfterFlush = Box<dyn FnOnce(Option<&str>) + Send>;
+/// What one commit promised, released once a sync made it durable (or failed to).
+struct Promised {
+    /// The commit's number: a sync started after it covers it.
+    commit: u64,
+    replies: Vec<WhenDurable>,
+    /// Received bundles to confirm to their senders.
+    confirms: Vec<(LinkId, u64)>,
+    executions: Vec<crate::rpc_shell::PendingExecution>,
+    /// Store-carry-forward bundles: a peer may drop its copy once we sent them.
+    transmits: Vec<Transmit>,
+    delivered: bool,
+    calls_changed: bool,
+}
 
-/// An answer sent once what it reports is durable: after a failed flush the request fails.
-fn after_flush<T: Send + 'static>(
+impl Promised {
+    fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+            && self.confirms.is_empty()
+            && self.executions.is_empty()
+            && self.transmits.is_empty()
+            && !self.delivered
+            && !self.calls_changed
+    }
+}
+
+/// An answer waiting until the next commit is durable; called with the store's error, if any.
+type WhenDurable = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// An answer sent once what it reports is durable: if the store fails, the request fails.
+fn when_durable<T: Send + 'static>(
     reply: oneshot::Sender<Result<T, ApiError>>,
     result: Result<T, ApiError>,
-) -> AfterFlush {
-    Box::new(move |flush_error| {
-        let result = match flush_error {
+) -> WhenDurable {
+    Box::new(move |store_error| {
+        let result = match store_error {
             None => result,
             Some(e) => result.and(Err(ApiError::new(
                 "internal",
@@ -267,7 +308,7 @@ impl Daemon {
             node_id: config.node_id.to_string(),
             keepalive_interval_s: config.keepalive.as_secs().min(u64::from(u16::MAX)) as u16,
             ignore_peer_transfer_mru: config.ignore_peer_transfer_mru,
-            // A bundle's last XFER_ACK goes out after the flush that made it durable here.
+            // A bundle's last XFER_ACK goes out after the sync that made it durable here.
             confirm_received: true,
             ..SessionConfig::default()
         };
@@ -275,6 +316,7 @@ impl Daemon {
             .discovery
             .enabled
             .then(|| Announcer::new(config.discovery.clone()));
+        let syncer = node.store().syncer();
         Ok(Self {
             node,
             clock,
@@ -296,10 +338,16 @@ impl Daemon {
             call_changes,
             call_waiters: BTreeMap::new(),
             rpc,
-            delivered_unflushed: false,
+            delivered_since_commit: false,
+            awaiting_sync: Default::default(),
+            syncer,
+            commits: 0,
+            synced: 0,
+            syncing: false,
+            sync_done: None,
             broadcast_round: Default::default(),
-            replies_after_flush: Vec::new(),
-            confirm_after_flush: Vec::new(),
+            replies_when_durable: Vec::new(),
+            confirms_when_durable: Vec::new(),
             reports: Default::default(),
             next_link: 1,
             next_tag: 1,
@@ -315,11 +363,14 @@ impl Daemon {
 
     /// Runs until `shutdown` fires, then closes sessions and flushes the store.
     pub(crate) async fn run(mut self, mut inputs: Inputs, mut shutdown: oneshot::Receiver<()>) {
-        self.pump().await;
+        let (sync_done, mut synced) = mpsc::unbounded_channel();
+        self.sync_done = Some(sync_done);
+        self.pump();
         loop {
             let deadline = self.next_deadline();
             tokio::select! {
                 _ = &mut shutdown => break,
+                Some((commits, result)) = synced.recv() => self.on_synced(commits, result),
                 Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
                 Some((stream, remote)) = inputs.accepted.recv() => {
                     self.open_session(stream, remote, Role::Passive, Origin::Accepted);
@@ -332,14 +383,14 @@ impl Daemon {
                 Some(readings) = inputs.readings.recv() => self.on_readings(&readings),
                 _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
             }
-            // Take what else is ready, so that one flush (one fsync) covers a burst of inputs:
-            // group commit. Bounded, so timers and the pump are never starved.
+            // Take what else is ready, so that one commit covers a burst of inputs. Bounded, so
+            // timers and the pump are never starved.
             for _ in 0..BATCH_INPUTS {
                 if !self.take_ready(&mut inputs) {
                     break;
                 }
             }
-            self.pump().await;
+            self.pump();
         }
         self.shut_down(&mut inputs).await;
     }
@@ -378,11 +429,16 @@ impl Daemon {
                 Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
                 _ = tokio::time::sleep_until(until) => break,
             }
-            self.pump().await;
+            self.pump();
         }
-        if let Err(e) = self.node.store_mut().flush() {
+        let flushed = self.node.store_mut().flush().map_err(|e| e.to_string());
+        if let Err(e) = &flushed {
             tracing::error!("final store flush failed: {e}");
         }
+        // The flush synced every commit: what they promised is kept (a sync still running on its
+        // thread syncs the same log again, harmlessly).
+        let commits = self.commits;
+        self.release_promises(commits, flushed.err().as_deref());
     }
 
     fn now(&self) -> DtnTime {
@@ -577,7 +633,7 @@ impl Daemon {
                 }
                 // Whatever the node made of it (kept, delivered, dropped), the sender may let
                 // it go once that decision is durable.
-                self.confirm_after_flush.push((link, transfer_id));
+                self.confirms_when_durable.push((link, transfer_id));
             }
             TcpclEvent::Progress { .. } => {}
             TcpclEvent::Sent { tag } => self.finish(tag, TransferResult::Complete),
@@ -804,9 +860,10 @@ impl Daemon {
 
     // ----- the pump -----
 
-    /// Node events, then a store flush, then transmits and inbox subscribers, until the node is
-    /// quiet.
-    async fn pump(&mut self) {
+    /// Node events, then a store commit, until the node is quiet. Real-time transmits leave at
+    /// once; what the commit promised waits for the sync that makes it durable
+    /// ([`Daemon::on_synced`]).
+    fn pump(&mut self) {
         loop {
             let mut busy = false;
             while let Some(event) = self.node.poll_event() {
@@ -827,60 +884,18 @@ impl Daemon {
             busy |= self.rpc.drain(now, &mut self.node);
             self.answer_call_waiters();
             // Real-time traffic (control, datagram and stream bundles) promises nothing durable,
-            // so it leaves before the flush and the fsync overlaps its trip: an RPC reply is on
-            // the wire while its record is being written. Store-carry-forward bundles wait.
-            let mut after_flush = Vec::new();
-            let mut urgent = false;
+            // so it leaves at once: an RPC reply is on the wire while its record is being
+            // written. Store-carry-forward bundles wait until their commit is durable.
+            let mut when_durable = Vec::new();
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
                 if t.urgent {
-                    urgent = true;
                     self.transmit(t);
                 } else {
-                    after_flush.push(t);
+                    when_durable.push(t);
                 }
             }
-            if urgent {
-                // The sessions' writers were woken on this worker thread, where they would wait
-                // behind the fsync; yielding lets them write first.
-                tokio::task::yield_now().await;
-            }
-            let replies = std::mem::take(&mut self.replies_after_flush);
-            match flush_off_the_workers(self.node.store_mut()) {
-                Ok(()) => {
-                    self.rpc.start_executions();
-                    if std::mem::take(&mut self.delivered_unflushed) {
-                        self.deliveries.send_modify(|n| *n += 1);
-                    }
-                    if std::mem::take(&mut self.rpc.calls_changed) {
-                        self.call_changes.send_modify(|n| *n += 1);
-                    }
-                    for answer in replies {
-                        answer(None);
-                    }
-                    for (link, transfer_id) in std::mem::take(&mut self.confirm_after_flush) {
-                        if let Some(l) = self.links.get(&link) {
-                            l.handle.confirm(transfer_id);
-                        }
-                    }
-                }
-                Err(e) => {
-                    self.metrics.store_errors += 1;
-                    tracing::error!("store flush failed: {e}");
-                    // The batch was rolled back: those bundles are not ours to confirm. Their
-                    // senders keep them and send them again later.
-                    self.confirm_after_flush.clear();
-                    let e = e.to_string();
-                    let now = self.now();
-                    self.rpc.refuse_executions(now, &mut self.node, &e);
-                    for answer in replies {
-                        answer(Some(&e));
-                    }
-                }
-            }
-            for t in after_flush {
-                self.transmit(t);
-            }
+            self.commit(when_durable);
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
                 self.transmit(t);
@@ -890,6 +905,146 @@ impl Daemon {
             }
         }
         self.broadcast_round.clear();
+    }
+
+    /// Commits the store's batch and keeps what it promised (`transmits` and what the loop
+    /// gathered since the last commit) until a sync makes it durable. A failed commit was rolled
+    /// back: its promises fail at once.
+    fn commit(&mut self, transmits: Vec<Transmit>) {
+        let mut promised = Promised {
+            commit: 0,
+            replies: std::mem::take(&mut self.replies_when_durable),
+            confirms: std::mem::take(&mut self.confirms_when_durable),
+            executions: self.rpc.take_executions(),
+            transmits,
+            delivered: std::mem::take(&mut self.delivered_since_commit),
+            calls_changed: std::mem::take(&mut self.rpc.calls_changed),
+        };
+        match commit_off_the_workers(self.node.store_mut()) {
+            Ok(committed) => {
+                if committed {
+                    self.commits += 1;
+                }
+                if self.syncer.is_none() {
+                    self.synced = self.commits;
+                }
+                if !promised.is_empty() {
+                    promised.commit = self.commits;
+                    self.awaiting_sync.push_back(promised);
+                }
+                if self.synced == self.commits {
+                    // Nothing waits for the disk (or these promises needed nothing new on it).
+                    let synced = self.synced;
+                    self.release_promises(synced, None);
+                } else {
+                    self.start_sync();
+                }
+            }
+            Err(e) => {
+                self.metrics.store_errors += 1;
+                tracing::error!("store commit failed: {e}");
+                self.fail(promised, &e.to_string());
+            }
+        }
+    }
+
+    /// Starts a sync of every commit so far on a blocking thread, unless one is running (its
+    /// end starts the next: one sync covers every commit made while the last one ran).
+    fn start_sync(&mut self) {
+        if self.syncing || self.synced == self.commits {
+            return;
+        }
+        let (Some(syncer), Some(done)) = (self.syncer.clone(), self.sync_done.clone()) else {
+            return;
+        };
+        self.syncing = true;
+        let commits = self.commits;
+        tokio::task::spawn_blocking(move || {
+            let result = syncer.sync().map_err(|e| e.to_string());
+            let _ = done.send((commits, result));
+        });
+    }
+
+    /// A sync of the first `commits` commits ended: their promises are kept, or fail.
+    fn on_synced(&mut self, commits: u64, result: Result<(), String>) {
+        self.syncing = false;
+        match result {
+            Ok(()) => {
+                self.synced = self.synced.max(commits);
+                self.release_promises(commits, None);
+            }
+            Err(e) => {
+                self.metrics.store_errors += 1;
+                tracing::error!("store sync failed: {e}");
+                // The commits stay in the store, but nothing they promised can be kept: the disk
+                // may not hold them. Later commits get a sync of their own.
+                self.synced = self.synced.max(commits);
+                self.release_promises(commits, Some(&e));
+            }
+        }
+        self.start_sync();
+    }
+
+    /// Keeps (or, given the error, fails) what the commits up to `commits` promised.
+    fn release_promises(&mut self, commits: u64, error: Option<&str>) {
+        while self
+            .awaiting_sync
+            .front()
+            .is_some_and(|p| p.commit <= commits)
+        {
+            let Some(promised) = self.awaiting_sync.pop_front() else {
+                break;
+            };
+            match error {
+                None => self.keep(promised),
+                Some(e) => self.fail(promised, e),
+            }
+        }
+    }
+
+    /// What a durable commit promised: executions start, applications and waiters hear of
+    /// deliveries and changed calls, requests are answered, senders learn we hold their bundles,
+    /// and store-carry-forward bundles leave.
+    fn keep(&mut self, promised: Promised) {
+        self.rpc.start_executions(promised.executions);
+        if promised.delivered {
+            self.deliveries.send_modify(|n| *n += 1);
+        }
+        if promised.calls_changed {
+            self.call_changes.send_modify(|n| *n += 1);
+        }
+        for answer in promised.replies {
+            answer(None);
+        }
+        for (link, transfer_id) in promised.confirms {
+            if let Some(l) = self.links.get(&link) {
+                l.handle.confirm(transfer_id);
+            }
+        }
+        for t in promised.transmits {
+            self.transmit(t);
+        }
+    }
+
+    /// What a commit that failed (or whose sync failed) promised: requests fail, executions are
+    /// refused, received bundles stay unconfirmed (their senders keep them and send them again
+    /// later). Deliveries, changed calls and transmits go ahead: the store shows them either way.
+    fn fail(&mut self, promised: Promised, error: &str) {
+        let now = self.now();
+        self.rpc
+            .refuse_executions(now, &mut self.node, promised.executions, error);
+        for answer in promised.replies {
+            answer(Some(error));
+        }
+        if promised.delivered {
+            self.deliveries.send_modify(|n| *n += 1);
+        }
+        if promised.calls_changed {
+            self.call_changes.send_modify(|n| *n += 1);
+        }
+        for t in promised.transmits {
+            self.transmit(t);
+        }
     }
 
     fn transmit(&mut self, t: Transmit) {
@@ -988,7 +1143,7 @@ impl Daemon {
                 };
                 let (id, destination) = (letter.meta.id.clone(), letter.meta.destination.clone());
                 match self.inboxes.put(self.node.store_mut(), letter) {
-                    Ok(()) => self.delivered_unflushed = true,
+                    Ok(()) => self.delivered_since_commit = true,
                     Err(e) => {
                         self.metrics.store_errors += 1;
                         tracing::error!("cannot keep bundle {id} for {destination}: {e}");
@@ -1084,10 +1239,10 @@ impl Daemon {
             Request::Bundles(reply) => {
                 let _ = reply.send(self.bundles());
             }
-            // A send is answered after the pump's flush: accepted means durable.
+            // A send is answered once the pump's commit is durable: accepted means durable.
             Request::Send(req, reply) => {
                 let result = self.api_send_json(req);
-                self.replies_after_flush.push(after_flush(reply, result));
+                self.replies_when_durable.push(when_durable(reply, result));
             }
             Request::SendBytes {
                 request,
@@ -1095,7 +1250,7 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.api_send(request, payload);
-                self.replies_after_flush.push(after_flush(reply, result));
+                self.replies_when_durable.push(when_durable(reply, result));
             }
             Request::Peek {
                 endpoint,
@@ -1139,10 +1294,10 @@ impl Daemon {
                     {
                         return Err(not_waiting(&ep, seq));
                     }
-                    // Answer only once the removal is durable.
-                    self.node.store_mut().flush().map_err(internal)
+                    Ok(())
                 });
-                let _ = reply.send(result);
+                // Answered once the removal is durable.
+                self.replies_when_durable.push(when_durable(reply, result));
             }
             Request::Reports { bundle, reply } => {
                 let reports = self
@@ -1159,7 +1314,7 @@ impl Daemon {
             // Like a send, a call is answered once it is durable.
             Request::Call(spec, reply) => {
                 let result = self.api_call(&spec);
-                self.replies_after_flush.push(after_flush(reply, result));
+                self.replies_when_durable.push(when_durable(reply, result));
             }
             Request::CallNow(spec, reply) => {
                 let _ = reply.send(self.api_call(&spec));
@@ -1205,7 +1360,7 @@ impl Daemon {
                         .map_err(|e| call_error(e, &CallSpec::default()))?;
                     self.call_info(&id, true)
                 });
-                self.replies_after_flush.push(after_flush(reply, result));
+                self.replies_when_durable.push(when_durable(reply, result));
             }
             Request::ForgetCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
@@ -1231,7 +1386,7 @@ impl Daemon {
                         ))
                     }
                 });
-                self.replies_after_flush.push(after_flush(reply, result));
+                self.replies_when_durable.push(when_durable(reply, result));
             }
             Request::File { hash, reply } => {
                 let result = crate::calls::parse_hash(&hash).and_then(|h| {
@@ -1704,15 +1859,21 @@ fn received(w: Waiting) -> crate::control::Received {
     }
 }
 
-/// Flushes the store (an fsync) without holding up the runtime: on a multi-threaded runtime the
-/// worker hands its other tasks (the sessions' readers and writers, the API, another daemon in
-/// the same process) to another thread while this one waits for the disk.
-fn flush_off_the_workers(store: &mut (dyn store::Store + Send)) -> store::Result<()> {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            tokio::task::block_in_place(|| store.flush())
-        }
-        _ => store.flush(),
+/// Commits the store's batch. A commit usually only hands bytes to the operating system (and
+/// the loop goes on at once), but one that syncs large payload files waits for the disk: on a
+/// multi-threaded runtime the worker then first hands its other tasks (the sessions' readers and
+/// writers, the API, another daemon in the same process) to another thread. Not always, as that
+/// hand-over costs more than a small commit (a `null` call's p50 on tmpfs: 0.59 ms with it,
+/// 0.43 ms without).
+fn commit_off_the_workers(store: &mut (dyn store::Store + Send)) -> store::Result<bool> {
+    let multi_thread = matches!(
+        tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()),
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread)
+    );
+    if multi_thread && store.commit_waits_for_disk() {
+        tokio::task::block_in_place(|| store.commit())
+    } else {
+        store.commit()
     }
 }
 

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! The loop is the only owner of the node and the store: the other tasks only move bytes and hand
-//! over messages through channels. After every input it flushes the store before it releases what
-//! the node wants sent (see [`core`]).
+//! over messages through channels. After every input it commits the store, and it releases what
+//! the node wants carried forward only once a sync on a blocking thread made the commit durable
+//! (see [`core`]).
 //!
 //! **What it never does**: it makes no routing or forwarding decision of its own (that is the
 //! node's), and it never binds the API beyond the configured address (127.0.0.1 by default).

@@ -44,12 +44,12 @@ pub struct RpcShell {
     work_root: PathBuf,
     /// Cancel switches of running executions.
     running: BTreeMap<JobId, oneshot::Sender<()>>,
-    /// Executions the engine asked for, started only after the store flush that makes their
+    /// Executions the engine asked for, started only after the store sync that makes their
     /// calls' records durable: a crash can then never forget a call whose program already ran
     /// (which would run it again when a copy of the call comes back).
     to_start: Vec<(JobId, exec::Job, oneshot::Receiver<()>)>,
     finished: mpsc::Sender<Finished>,
-    /// Whether a call this node made changed since the last flush (API waiters look again).
+    /// Whether a call this node made changed since the last commit (API waiters look again).
     pub calls_changed: bool,
     /// Which calls changed since the core last looked (it answers their waiters).
     pub changed_calls: std::collections::BTreeSet<wire::rpc::CallId>,
@@ -189,27 +189,61 @@ impl RpcShell {
         self.to_start.push((id, exec_job, cancelled));
     }
 
-    /// Starts the executions asked for since the last flush, which made their calls durable.
-    pub fn start_executions(&mut self) {
-        for (id, exec_job, cancelled) in self.to_start.drain(..) {
+    /// The executions asked for since the last commit: they wait for the sync that makes their
+    /// calls' records durable, then go to [`RpcShell::start_executions`] (or, if it failed, to
+    /// [`RpcShell::refuse_executions`]).
+    pub fn take_executions(&mut self) -> Vec<PendingExecution> {
+        std::mem::take(&mut self.to_start)
+            .into_iter()
+            .map(|(id, job, cancelled)| PendingExecution { id, job, cancelled })
+            .collect()
+    }
+
+    /// Starts executions whose calls are durable now; those stopped while they waited are not.
+    pub fn start_executions(&mut self, executions: Vec<PendingExecution>) {
+        for PendingExecution {
+            id,
+            job,
+            mut cancelled,
+        } in executions
+        {
+            // An abort while the execution waited for the disk took its cancel switch.
+            if !self.running.contains_key(&id) || cancelled.try_recv().is_ok() {
+                continue;
+            }
             let finished = self.finished.clone();
             tokio::spawn(async move {
-                let outcome = exec::run(exec_job, cancelled).await;
+                let outcome = exec::run(job, cancelled).await;
                 let _ = finished.send((id, engine_outcome(outcome))).await;
             });
         }
     }
 
-    /// The flush that should have made the waiting executions' calls durable failed: they are
-    /// not run (a restart could not know they had), and their callers hear why.
-    pub fn refuse_executions(&mut self, now: DtnTime, node: &mut Node, error: &str) {
-        for (id, ..) in std::mem::take(&mut self.to_start) {
-            self.running.remove(&id);
+    /// The store could not make these executions' calls durable: they are not run (a restart
+    /// could not know they had), and their callers hear why.
+    pub fn refuse_executions(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        executions: Vec<PendingExecution>,
+        error: &str,
+    ) {
+        for PendingExecution { id, .. } in executions {
+            if self.running.remove(&id).is_none() {
+                continue;
+            }
             let detail = format!("the call could not be recorded, so it was not run: {error}");
             self.engine
                 .finished(now, node, id, failure(RejectCode::Internal, detail));
         }
     }
+}
+
+/// An execution waiting for the disk to make its call durable before it starts.
+pub struct PendingExecution {
+    id: JobId,
+    job: exec::Job,
+    cancelled: oneshot::Receiver<()>,
 }
 
 /// The engine's configuration from the daemon's.

@@ -455,6 +455,8 @@ struct Serving {
     reply: Option<Bytes>,
     /// The reply still has to be handed to the network (the outbox).
     unsent: bool,
+    /// Whether the store's outbox has a row for this call (what `unsent` was when last written).
+    outbox_row: bool,
     /// The reply went on this stream; if the stream is lost before it is acknowledged, it goes
     /// by dtn.
     reply_stream: Option<StreamId>,
@@ -497,6 +499,8 @@ pub struct Rpc {
     /// Records changed while handling the current input, written at its end (`write_dirty`).
     dirty_calls: BTreeSet<CallId>,
     dirty_serving: BTreeSet<ServeKey>,
+    /// Served calls whose record is unchanged but whose outbox row may not be.
+    dirty_outbox: BTreeSet<ServeKey>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
@@ -603,6 +607,7 @@ impl Rpc {
             reply_streams: BTreeSet::new(),
             dirty_calls: BTreeSet::new(),
             dirty_serving: BTreeSet::new(),
+            dirty_outbox: BTreeSet::new(),
             by_call: BTreeMap::new(),
             jobs: BTreeMap::new(),
             next_job: 1,
@@ -1225,7 +1230,8 @@ impl Rpc {
     }
 
     fn forget_serving(&mut self, node: &mut Node, key: &ServeKey) {
-        if let Some(s) = self.serving.remove(key) {
+        let removed = self.serving.remove(key);
+        if let Some(s) = &removed {
             self.unfinished.remove(key);
             if let Some(stream) = s.reply_stream {
                 self.reply_streams.remove(&(stream, *key));
@@ -1239,7 +1245,9 @@ impl Rpc {
         }
         let k = serve_key_bytes(key);
         self.persist(node, RpcTable::Dedup, &k, None);
-        self.persist(node, RpcTable::Outbox, &k, None);
+        if removed.is_some_and(|s| s.outbox_row) {
+            self.persist(node, RpcTable::Outbox, &k, None);
+        }
     }
 }
 

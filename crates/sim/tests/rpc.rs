@@ -5,6 +5,7 @@ use node::StrategyKind;
 use rpc::{CallRequest, CallState, Param, ParamType, Target};
 use sim::rpc::{Behaviour, RpcApp, procedure};
 use sim::{Scenario, Sim, Topology, node_id};
+use store::RpcTable;
 use wire::rpc::{Message, Mode, Transport, Value};
 
 fn text(s: &str) -> Param {
@@ -58,6 +59,11 @@ fn explicit_call_over_a_live_chain_uses_a_stream() {
     // mesh made them reachable, taught each the other's key, so the call was encrypted.
     let sent = &view.timeline[0].1;
     assert!(sent.ends_with(", encrypted"), "{sent}");
+    // The stream delivered the result: the server keeps it for duplicates (dedup), and its
+    // outbox, which a restart would resend from, is empty again.
+    let store = sim.node(3).store();
+    assert_eq!(store.rpc_scan(RpcTable::Dedup).expect("scan").len(), 1);
+    assert_eq!(store.rpc_scan(RpcTable::Outbox).expect("scan"), vec![]);
 }
 
 /// One simulated run: `setup` configures the app and schedules, the run goes to `duration_ms`.

@@ -32,8 +32,12 @@ impl Rpc {
         for id in std::mem::take(&mut self.dirty_calls) {
             self.write_call(node, id);
         }
+        let outbox = std::mem::take(&mut self.dirty_outbox);
         for key in std::mem::take(&mut self.dirty_serving) {
             self.write_serving(node, &key);
+        }
+        for key in outbox {
+            self.write_outbox(node, &key);
         }
     }
 
@@ -100,6 +104,26 @@ impl Rpc {
         self.dirty_serving.insert(*key);
     }
 
+    /// Marks a served call's outbox row to be written when the current input is done, when
+    /// nothing else of its record changed.
+    pub(super) fn save_outbox(&mut self, _node: &mut Node, key: &ServeKey) {
+        self.dirty_outbox.insert(*key);
+    }
+
+    /// Puts or removes a served call's outbox row, if it is not as `unsent` says.
+    fn write_outbox(&mut self, node: &mut Node, key: &ServeKey) {
+        let Some(s) = self.serving.get_mut(key) else {
+            return;
+        };
+        if s.unsent == s.outbox_row {
+            return;
+        }
+        s.outbox_row = s.unsent;
+        let unsent = s.unsent;
+        let k = serve_key_bytes(key);
+        self.persist(node, RpcTable::Outbox, &k, unsent.then_some(&[][..]));
+    }
+
     fn write_serving(&mut self, node: &mut Node, key: &ServeKey) {
         let Some(s) = self.serving.get(key) else {
             return;
@@ -114,14 +138,9 @@ impl Rpc {
             .bytes(&call)
             .bytes(s.reply.as_deref().unwrap_or_default());
         let value = w.finish();
-        let unsent = s.unsent;
         let k = serve_key_bytes(key);
         self.persist(node, RpcTable::Dedup, &k, Some(&value));
-        if unsent {
-            self.persist(node, RpcTable::Outbox, &k, Some(&[]));
-        } else {
-            self.persist(node, RpcTable::Outbox, &k, None);
-        }
+        self.write_outbox(node, key);
     }
 
     fn parse_call(value: Bytes) -> Result<ClientCall, RecordError> {
@@ -231,6 +250,7 @@ impl Rpc {
             start_at: None,
             reply: (!reply.is_empty()).then_some(reply),
             unsent,
+            outbox_row: unsent,
             reply_stream: None,
         })
     }

@@ -417,6 +417,7 @@ impl Rpc {
                 start_at: None,
                 reply: None,
                 unsent: false,
+                outbox_row: false,
                 reply_stream: None,
             },
         );
@@ -563,7 +564,9 @@ impl Rpc {
             s.unsent = false;
         }
         self.set_reply_stream(key, stream);
-        self.save_serving(node, &key);
+        // The record itself is unchanged (which stream a reply is on is not kept): only the
+        // outbox row goes.
+        self.save_outbox(node, &key);
     }
 
     /// Records the stream a reply went on (or none), keeping the by-stream index in step.
