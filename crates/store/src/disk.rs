@@ -1313,6 +1313,13 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     // huge file behind.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
         .map_err(|e| err(context, e))?;
+    // Checkpoint every 8192 WAL pages (32 MiB) instead of SQLite's 1000: a checkpoint copies the
+    // newest version of each page once, and the same few pages (the RPC tables' leaves, the
+    // indexes' roots) change in every commit, so a longer WAL copies far fewer pages per commit.
+    // At 64 RPC calls in flight checkpoints took 12 % of the CPU with 1000 pages; calls/s rose
+    // by 15-20 % with 8192. The WAL is still truncated to `journal_size_limit` afterwards.
+    conn.pragma_update(None, "wal_autocheckpoint", 8192)
+        .map_err(|e| err(context, e))?;
     // 32 MiB of page cache keeps the indexes of a large store in memory.
     conn.pragma_update(None, "cache_size", -32_768)
         .map_err(|e| err(context, e))?;
