@@ -1543,8 +1543,10 @@ impl Daemon {
         )
     }
 
+    /// What this node serves, in name order: the configured procedures and the built-in `null`.
     fn procedures(&self) -> Vec<ProcedureInfo> {
-        self.rpc
+        let mut list: Vec<ProcedureInfo> = self
+            .rpc
             .procedures()
             .map(|p| ProcedureInfo {
                 name: p.name.clone(),
@@ -1554,7 +1556,20 @@ impl Daemon {
                 require: p.require.clone(),
                 restricted: p.allow.is_some(),
             })
-            .collect()
+            .collect();
+        list.push(ProcedureInfo {
+            name: crate::rpc_shell::NULL_PROCEDURE.into(),
+            params: Vec::new(),
+            description: Some(
+                "built in: answers at once with an empty value, runs no program (to measure calls)"
+                    .into(),
+            ),
+            max_concurrent: u32::MAX,
+            require: None,
+            restricted: false,
+        });
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        list
     }
 
     fn peers(&self) -> Vec<PeerInfo> {

@@ -789,11 +789,11 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
         )
     };
 
-    // What each serves: alpha nothing, bravo what examples/node.toml says.
-    assert_eq!(
-        s.checked("get", "/v1/procedures", "/v1/procedures", None, 200),
-        serde_json::json!([])
-    );
+    // What each serves: alpha only the built-in `null`, bravo what examples/node.toml says too.
+    let builtin = s.checked("get", "/v1/procedures", "/v1/procedures", None, 200);
+    assert_eq!(builtin.as_array().map(Vec::len), Some(1), "{builtin}");
+    assert_eq!(builtin[0]["name"], "null");
+    assert_eq!(builtin[0]["params"], serde_json::json!([]));
     let procedures = pair
         .bravo()
         .checked("get", "/v1/procedures", "/v1/procedures", None, 200);
@@ -803,7 +803,11 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["echo", "photo", "slow", "sum"], "{procedures}");
+    assert_eq!(
+        names,
+        ["echo", "null", "photo", "slow", "sum"],
+        "{procedures}"
+    );
     let params = |name: &str| {
         procedures
             .as_array()
@@ -815,7 +819,13 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
     };
     assert_eq!(params("echo"), serde_json::json!(["text"]));
     assert_eq!(params("sum"), serde_json::json!(["int", "int"]));
-    assert_eq!(procedures[1]["require"], "has(camera)");
+    let photo = procedures
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "photo")
+        .unwrap();
+    assert_eq!(photo["require"], "has(camera)");
 
     // Echo: the text comes back byte for byte.
     let text = "it's $(not) a \"shell\"; * ü";

@@ -78,7 +78,10 @@ pub(crate) fn procedures_table(procedures: &[ProcedureInfo]) -> String {
         t.row(vec![
             p.name.clone(),
             p.params.join(" "),
-            p.max_concurrent.to_string(),
+            match p.max_concurrent {
+                u32::MAX => "no limit".to_owned(),
+                n => n.to_string(),
+            },
             p.require.clone().unwrap_or_default(),
             if p.restricted { "listed" } else { "anyone" }.to_owned(),
             p.description.clone().unwrap_or_default(),

@@ -467,7 +467,7 @@ fn procedures_are_listed() {
     let dir = TempDir::new("procedures");
     let solo = Node::start("solo", &dir.0);
     let table = solo.ok(&["procedures"]);
-    for name in ["echo ", "photo ", "slow ", "sum "] {
+    for name in ["echo ", "null ", "photo ", "slow ", "sum "] {
         assert!(
             table.lines().any(|l| l.starts_with(name)),
             "{name}: {table}"
@@ -477,6 +477,11 @@ fn procedures_are_listed() {
     assert!(
         sum.contains("int int") && sum.contains("Adds two integers."),
         "{sum}"
+    );
+    let null = table.lines().find(|l| l.starts_with("null ")).unwrap();
+    assert!(
+        null.contains("no limit") && null.contains("built in"),
+        "{null}"
     );
     let photo = table.lines().find(|l| l.starts_with("photo ")).unwrap();
     assert!(photo.contains("has(camera)"), "{photo}");
