@@ -937,7 +937,8 @@ impl Store for DiskStore {
             stmt.query_row([id_key(id)], |row| {
                 Ok((
                     row.get::<_, i64>(0)?,
-                    row.get::<_, Vec<u8>>(1)?,
+                    // substr of an empty blob is NULL.
+                    row.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default(),
                     row.get::<_, i64>(2)?,
                     row.get::<_, u8>(3)?,
                     row.get::<_, u8>(4)?,
@@ -1164,6 +1165,54 @@ impl Store for DiskStore {
         for row in rows {
             let (key, inline, file, size) = row.map_err(|e| db_err(&context, e))?;
             out.push((Bytes::from(key), self.rpc_value(table, inline, file, size)?));
+        }
+        Ok(out)
+    }
+
+    fn rpc_scan_heads(&self, table: RpcTable, head: usize) -> Result<Vec<(Bytes, Bytes, u64)>> {
+        let context = format!("scanning the rpc {} table", table.name());
+        let head_sql = i64::try_from(head).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT k, substr(v, 1, ?2), length(v), file, size FROM rpc
+                 WHERE tbl = ?1 ORDER BY k",
+            )
+            .map_err(|e| db_err(&context, e))?;
+        let rows = stmt
+            .query_map(params![table.name(), head_sql], |row| {
+                Ok((
+                    row.get::<_, Vec<u8>>(0)?,
+                    // substr of an empty blob is NULL.
+                    row.get::<_, Option<Vec<u8>>>(1)?.unwrap_or_default(),
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, Option<i64>>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
+                ))
+            })
+            .map_err(|e| db_err(&context, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, inline_head, inline_len, file, size) =
+                row.map_err(|e| db_err(&context, e))?;
+            let Some(fid) = file else {
+                out.push((
+                    Bytes::from(key),
+                    Bytes::from(inline_head),
+                    size_from_sql(inline_len)?,
+                ));
+                continue;
+            };
+            let size = size_from_sql(size.ok_or_else(|| {
+                StoreError::Corrupt(format!("an rpc {} value file has no length", table.name()))
+            })?)?;
+            let path = self.payload_path(FileName::Rpc(fid));
+            let want = usize::try_from(size).unwrap_or(usize::MAX).min(head);
+            let mut first = vec![0u8; want];
+            File::open(&path)
+                .and_then(|mut f| io::Read::read_exact(&mut f, &mut first))
+                .map_err(|e| io_err(format!("reading {}", path.display()), e))?;
+            out.push((Bytes::from(key), Bytes::from(first), size));
         }
         Ok(out)
     }

@@ -317,6 +317,20 @@ pub trait Store {
     /// Every (key, value) of a table, ascending by key.
     fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>>;
 
+    /// Every key of a table with the first `head` bytes of its value and the value's whole
+    /// length, ascending by key: what a scan at start needs from large values (a header) without
+    /// reading them whole.
+    fn rpc_scan_heads(&self, table: RpcTable, head: usize) -> Result<Vec<(Bytes, Bytes, u64)>> {
+        Ok(self
+            .rpc_scan(table)?
+            .into_iter()
+            .map(|(key, value)| {
+                let len = value.len() as u64;
+                (key, value.slice(..head.min(value.len())), len)
+            })
+            .collect())
+    }
+
     /// Makes every mutation so far durable (one transaction, one sync for the whole batch).
     fn flush(&mut self) -> Result<()>;
 

@@ -247,6 +247,9 @@ fn snapshot(store: &dyn Store) -> Vec<String> {
     }
     for t in 0..TABLES {
         out.push(outcome(store.rpc_scan(table(t))));
+        for head in [0, 3, FILE_MIN as usize + 1] {
+            out.push(outcome(store.rpc_scan_heads(table(t), head)));
+        }
         for k in 0..4 {
             out.push(outcome(store.rpc_get(table(t), &[k])));
         }

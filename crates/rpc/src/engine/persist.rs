@@ -280,15 +280,26 @@ impl Rpc {
                 _ => self.stats.damaged_records += 1,
             }
         }
-        for (k, v) in self.scan(node, RpcTable::Files) {
-            let (Ok(hash), true) = (<[u8; 32]>::try_from(k.as_ref()), v.len() >= 8) else {
+        // Only each file's header (its expiry) and length: the contents stay on disk until a
+        // call needs them (a full budget is a gigabyte).
+        let files = match node.store().rpc_scan_heads(RpcTable::Files, 8) {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.errors
+                    .push(format!("reading the rpc files table: {e}"));
+                Vec::new()
+            }
+        };
+        for (k, head, len) in files {
+            let (Ok(hash), Ok(expiry)) = (
+                <[u8; 32]>::try_from(k.as_ref()),
+                <[u8; 8]>::try_from(head.as_ref()),
+            ) else {
                 self.stats.damaged_records += 1;
                 continue;
             };
-            let mut e = [0u8; 8];
-            e.copy_from_slice(&v[..8]);
-            let size = (v.len() - 8) as u64;
-            self.files.insert(hash, (size, u64::from_le_bytes(e)));
+            let size = len - 8;
+            self.files.insert(hash, (size, u64::from_le_bytes(expiry)));
             self.file_bytes += size;
         }
         let outbox: BTreeSet<Bytes> = self
