@@ -1080,6 +1080,22 @@ impl Store for DiskStore {
         let in_file = size >= self.options.payload_file_min;
         let sql_size = size_to_sql(size)?;
         self.mutate(|store| {
+            if !in_file {
+                // One statement for the common case (a new key, or a small value replacing a
+                // small one); a value replacing one kept in a file takes the way below, which
+                // learns the file to unlink.
+                let written = store
+                    .conn
+                    .prepare_cached(
+                        "INSERT INTO rpc (tbl, k, v) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v WHERE file IS NULL",
+                    )
+                    .and_then(|mut stmt| stmt.execute(params![table.name(), key, value]))
+                    .map_err(|e| db_err(context(), e))?;
+                if written == 1 {
+                    return Ok(());
+                }
+            }
             // Delete, then insert (what REPLACE does), so that a replaced value's file is known
             // and unlinked after the commit.
             store.rpc_delete(table, key)?;
