@@ -1391,7 +1391,14 @@ impl Daemon {
             Request::File { hash, reply } => {
                 let result = crate::calls::parse_hash(&hash).and_then(|h| {
                     self.rpc.engine.file(&self.node, &h).ok_or_else(|| {
-                        ApiError::new("not_found", format!("no file {hash} on this node"))
+                        ApiError::new(
+                            "not_found",
+                            format!(
+                                "no file {hash} on this node: not arrived yet, expired, or \
+                                 dropped to make room for newer files (a call's timeline says \
+                                 which)"
+                            ),
+                        )
                     })
                 });
                 let _ = reply.send(result);

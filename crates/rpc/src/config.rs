@@ -95,7 +95,9 @@ pub struct RpcConfig {
     pub procedures: Vec<ProcedureSpec>,
     /// Keys known in advance for other nodes (node id → key), preferred over learnt ones.
     pub pinned_keys: Vec<(wire::Eid, PublicKey)>,
-    /// Data-channel files kept at once (bytes); more are refused.
+    /// Data-channel files kept at once (bytes). When a new file does not fit, files no call needs
+    /// go first, then result files of finished calls (the call that finished longest ago first);
+    /// if it still does not fit, it is refused.
     pub max_file_bytes: u64,
     /// Largest `bytes` parameter or result value sent inside the control message; larger ones
     /// go on the data channel as a file.

@@ -677,7 +677,9 @@ impl Rpc {
         ids.into_iter().map(|(_, id)| id).collect()
     }
 
-    /// A data-channel file this node holds (a result's or a parameter's), verified.
+    /// A data-channel file this node holds (a result's or a parameter's), verified. `None` if it
+    /// is not here: not arrived (yet), expired, or dropped to make room for newer files (a
+    /// finished call's result file: its timeline says so; see [`RpcConfig::max_file_bytes`]).
     pub fn file(&self, node: &Node, hash: &[u8; 32]) -> Option<Bytes> {
         let raw = node.store().rpc_get(RpcTable::Files, hash).ok()??;
         (raw.len() >= 8).then(|| raw.slice(8..))
@@ -1082,7 +1084,7 @@ impl Rpc {
             entry.1 = entry.1.max(expiry);
         } else {
             if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
-                self.make_room_for_files(node, size);
+                self.make_room_for_files(now, node, size);
             }
             if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
                 self.stats.files_refused += 1;
@@ -1116,14 +1118,20 @@ impl Rpc {
         }
     }
 
-    /// Frees at least `size` bytes of the file budget, if it can, by dropping files no call
-    /// needs any more, soonest to expire first. Needed: the parameters of calls served and not
-    /// yet answered, the parameters of this node's calls still waiting, and the result files of
-    /// every call this node still keeps (its user may not have fetched them yet). A served call's
-    /// files are not needed once it is answered: the parameters were used, and the result files
-    /// went out as bundles of their own.
-    fn make_room_for_files(&mut self, node: &mut Node, size: u64) {
-        let mut needed: BTreeSet<[u8; 32]> = BTreeSet::new();
+    /// Frees at least `size` bytes of the file budget, if it can, in two steps.
+    ///
+    /// First, files no call needs, soonest to expire first: the parameters of this node's
+    /// finished calls, the files of served calls already answered (the parameters were used, the
+    /// result files went out as bundles of their own), files nobody named.
+    ///
+    /// Then, if that was not enough, the result files of this node's finished calls, the call
+    /// that finished longest ago first (a file several finished calls share counts as finished
+    /// when the last of them finished), each such call's timeline saying so; but only if that
+    /// makes room, so results are not lost for a file that is refused anyway. Never dropped: a
+    /// file a call still waiting needs (its parameters, the files of its results so far) or a
+    /// served call not yet answered needs (its parameters), even if finished calls share it.
+    fn make_room_for_files(&mut self, now: DtnTime, node: &mut Node, size: u64) {
+        let budget = self.config.max_file_bytes;
         let file_params = |params: &[Value]| -> Vec<[u8; 32]> {
             params
                 .iter()
@@ -1133,34 +1141,115 @@ impl Rpc {
                 })
                 .collect()
         };
+        let result_files = |c: &ClientCall| -> Vec<FileRef> {
+            c.replies
+                .iter()
+                .filter_map(|r| match &r.message {
+                    Message::Result(res) => Some(res.files.iter().cloned()),
+                    _ => None,
+                })
+                .flatten()
+                .collect()
+        };
+        let mut protected: BTreeSet<[u8; 32]> = BTreeSet::new();
         for key in &self.unfinished {
-            needed.extend(file_params(&self.serving[key].call.params));
+            protected.extend(file_params(&self.serving[key].call.params));
         }
+        // Result files of finished calls → when the last call that has it finished.
+        let mut finished: BTreeMap<[u8; 32], DtnTime> = BTreeMap::new();
         for c in self.calls.values() {
-            if c.state == CallState::Waiting {
-                needed.extend(file_params(&c.call.params));
-            }
-            for r in &c.replies {
-                if let Message::Result(res) = &r.message {
-                    needed.extend(res.files.iter().map(|f| f.hash));
+            let results = result_files(c).into_iter().map(|f| f.hash);
+            match c.finished_at {
+                Some(at) if c.state != CallState::Waiting => {
+                    for hash in results {
+                        let last = finished.entry(hash).or_insert(at);
+                        *last = (*last).max(at);
+                    }
+                }
+                _ => {
+                    protected.extend(file_params(&c.call.params));
+                    protected.extend(results);
                 }
             }
         }
+        let fits = |rpc: &Self| rpc.file_bytes.saturating_add(size) <= budget;
+
         let mut spare: Vec<(DtnTime, [u8; 32], u64)> = self
             .files
             .iter()
-            .filter(|(h, _)| !needed.contains(*h))
+            .filter(|(h, _)| !protected.contains(*h) && !finished.contains_key(*h))
             .map(|(h, (size, expiry))| (*expiry, *h, *size))
             .collect();
         spare.sort();
-        for (_, hash, freed) in spare {
-            if self.file_bytes.saturating_add(size) <= self.config.max_file_bytes {
+        for (_, hash, _) in spare {
+            if fits(self) {
+                return;
+            }
+            self.drop_file(node, &hash);
+        }
+
+        let mut old: Vec<(DtnTime, [u8; 32], u64)> = finished
+            .into_iter()
+            .filter(|(h, _)| !protected.contains(h))
+            .filter_map(|(h, at)| self.files.get(&h).map(|(size, _)| (at, h, *size)))
+            .collect();
+        let freeable: u64 = old.iter().map(|(_, _, size)| size).sum();
+        if fits(self)
+            || self
+                .file_bytes
+                .saturating_sub(freeable)
+                .saturating_add(size)
+                > budget
+        {
+            return;
+        }
+        old.sort();
+        let mut dropped = BTreeSet::new();
+        for (_, hash, _) in old {
+            if fits(self) {
                 break;
             }
-            self.files.remove(&hash);
-            self.file_bytes -= freed;
-            self.persist(node, RpcTable::Files, &hash, None);
+            self.drop_file(node, &hash);
+            dropped.insert(hash);
         }
+        let affected: Vec<(CallId, Vec<FileRef>)> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| c.state != CallState::Waiting)
+            .map(|(id, c)| {
+                let mut seen = BTreeSet::new();
+                let mut files = result_files(c);
+                files.retain(|f| dropped.contains(&f.hash) && seen.insert(f.hash));
+                (*id, files)
+            })
+            .filter(|(_, files)| !files.is_empty())
+            .collect();
+        for (id, files) in affected {
+            for f in files {
+                let short: String = f.hash[..4].iter().map(|b| format!("{b:02x}")).collect();
+                self.note(
+                    now,
+                    id,
+                    format!(
+                        "result file {} ({short}…, {}) dropped to make room for newer files \
+                         (file budget {})",
+                        f.name,
+                        client::plural(f.size, "byte"),
+                        client::plural(budget, "byte"),
+                    ),
+                );
+            }
+            self.events.push_back(RpcEvent::CallChanged(id));
+            self.save_call(node, id);
+        }
+    }
+
+    /// Forgets a data-channel file: gone from the budget and the store.
+    fn drop_file(&mut self, node: &mut Node, hash: &[u8; 32]) {
+        if let Some((size, _)) = self.files.remove(hash) {
+            self.file_bytes -= size;
+        }
+        self.persist(node, RpcTable::Files, hash, None);
     }
 
     fn have_file(&self, hash: &[u8; 32]) -> bool {

@@ -1,5 +1,5 @@
 //! The engine driven by hand, one node at a time: what it does with messages that are forged,
-//! tampered with, replayed or misdirected.
+//! tampered with, replayed or misdirected, and which files go when its file budget is full.
 
 use bytes::Bytes;
 use node::{Class, Delivery, Event, Node, NodeConfig};
@@ -231,4 +231,157 @@ fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
     assert!(rpc.handle_node_event(NOW, &mut node, &event));
     let hash = *blake3::hash(&secret).as_bytes();
     assert_eq!(rpc.file(&node, &hash), Some(secret));
+}
+
+// ----- the file budget -----
+
+/// A client whose calls go by dtn to `dtn://server/` (key pinned), keeping `budget` bytes of
+/// data-channel files.
+fn client(node: &mut Node, budget: u64, now: DtnTime) -> Rpc {
+    let config = RpcConfig {
+        max_file_bytes: budget,
+        pinned_keys: vec![(
+            eid("dtn://server/"),
+            Identity::from_secret([2; 32]).public(),
+        )],
+        ..RpcConfig::default()
+    };
+    Rpc::new(config, Identity::from_secret([1; 32]), [8; 32], node, now)
+}
+
+fn client_node() -> Node {
+    Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        Box::new(MemoryStore::new(1 << 24)),
+        NOW,
+    )
+}
+
+fn call_server(rpc: &mut Rpc, node: &mut Node, params: Vec<rpc::Param>) -> CallId {
+    let mut request =
+        rpc::CallRequest::new(rpc::Target::Node(eid("dtn://server/")), "photo", params);
+    request.transport = Transport::Dtn;
+    rpc.call(NOW, node, request).unwrap()
+}
+
+fn deliver_to_client(node: &mut Node, rpc: &mut Rpc, now: DtnTime, demux: &str, payload: Bytes) {
+    let event = Event::Delivered(Delivery {
+        id: BundleId {
+            source: eid(&format!("dtn://server/{demux}")),
+            creation: CreationTimestamp {
+                time: now,
+                sequence: 0,
+            },
+            fragment: None,
+        },
+        destination: eid(&format!("dtn://client/{demux}")),
+        class: Class::Dtn,
+        created: now,
+        expiry: NOW + 200_000,
+        payload,
+    });
+    assert!(
+        rpc.handle_node_event(now, node, &event),
+        "the engine's endpoint"
+    );
+}
+
+/// The server's result for `id`, one file, then the file itself, at `now`.
+fn answer_with_file(node: &mut Node, rpc: &mut Rpc, now: DtnTime, id: CallId, file: &Bytes) {
+    let result = Message::Result(CallResult {
+        id,
+        server: eid("dtn://server/"),
+        value: Bytes::from_static(b"ok"),
+        files: vec![wire::rpc::FileRef {
+            hash: *blake3::hash(file).as_bytes(),
+            size: file.len() as u64,
+            name: "picture.pgm".into(),
+        }],
+        run_ms: 1,
+    });
+    let to = rpc.public_key();
+    let sealed = Identity::from_secret([2; 32])
+        .seal(&result.encode().unwrap(), Some(&to), [now as u8; 32])
+        .unwrap();
+    deliver_to_client(node, rpc, now, "~rpc", Bytes::from(sealed));
+    deliver_to_client(node, rpc, now, "~rpc-data", file.clone());
+}
+
+fn dropped_lines(rpc: &Rpc, id: &CallId) -> Vec<String> {
+    rpc.call_view(id)
+        .unwrap()
+        .timeline
+        .into_iter()
+        .map(|(_, text)| text)
+        .filter(|t| t.contains("dropped to make room"))
+        .collect()
+}
+
+#[test]
+fn a_full_file_budget_drops_the_oldest_finished_results_never_a_waiting_calls_parameter() {
+    use rpc::CallState::{Succeeded, Waiting};
+    let mut node = client_node();
+    let mut rpc = client(&mut node, 100_000, NOW);
+    let file = |tag: u8, size: usize| Bytes::from(vec![tag; size]);
+    let hash = |f: &Bytes| *blake3::hash(f).as_bytes();
+    let held = |rpc: &Rpc, node: &Node, f: &Bytes| rpc.file(node, &hash(f)).is_some();
+    let state = |rpc: &Rpc, id: &CallId| rpc.call_view(id).unwrap().state;
+    let (param, rb, rc, rd, re) = (
+        file(1, 30_000),
+        file(2, 30_000),
+        file(3, 30_000),
+        file(4, 30_000),
+        file(5, 80_000),
+    );
+    // A waits, holding its 30 kB parameter. F's result is that same file and F finishes first.
+    let a = call_server(
+        &mut rpc,
+        &mut node,
+        vec![rpc::Param::File {
+            name: "in.bin".into(),
+            content: param.clone(),
+        }],
+    );
+    let [f, b, c, d, e] = [(); 5].map(|_| call_server(&mut rpc, &mut node, vec![]));
+    answer_with_file(&mut node, &mut rpc, NOW + 500, f, &param);
+    answer_with_file(&mut node, &mut rpc, NOW + 1_000, b, &rb);
+    answer_with_file(&mut node, &mut rpc, NOW + 2_000, c, &rc);
+    for id in [f, b, c] {
+        assert_eq!(state(&rpc, &id), Succeeded, "{:#?}", rpc.call_view(&id));
+    }
+    // 90 kB held; D's 30 kB result needs 20 kB: B's result goes (F's is A's parameter).
+    answer_with_file(&mut node, &mut rpc, NOW + 3_000, d, &rd);
+    assert_eq!(state(&rpc, &d), Succeeded, "{:#?}", rpc.call_view(&d));
+    assert_eq!(state(&rpc, &a), Waiting);
+    assert!(
+        held(&rpc, &node, &param),
+        "a waiting call's parameter was dropped"
+    );
+    assert!(!held(&rpc, &node, &rb));
+    assert!(held(&rpc, &node, &rc) && held(&rpc, &node, &rd));
+    let lines = dropped_lines(&rpc, &b);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("result file picture.pgm (")
+            && lines[0]
+                .ends_with("dropped to make room for newer files (file budget 100000 bytes)"),
+        "{}",
+        lines[0]
+    );
+    for id in [a, f, c, d] {
+        assert!(dropped_lines(&rpc, &id).is_empty());
+    }
+    assert_eq!(rpc.stats().files_refused, 0);
+    // E's 80 kB result would fit only if A's parameter went too: it is refused, and the results
+    // of C and D are not dropped for nothing.
+    answer_with_file(&mut node, &mut rpc, NOW + 4_000, e, &re);
+    assert_eq!(rpc.stats().files_refused, 1);
+    assert_eq!(state(&rpc, &e), Waiting);
+    for f in [&param, &rc, &rd] {
+        assert!(held(&rpc, &node, f));
+    }
+    // What B's timeline says is in its durable record: a restarted engine still says it.
+    let rpc = client(&mut node, 100_000, NOW + 5_000);
+    assert_eq!(dropped_lines(&rpc, &b).len(), 1);
+    assert_eq!(rpc.file(&node, &hash(&rb)), None);
 }

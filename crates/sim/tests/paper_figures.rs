@@ -287,6 +287,76 @@ fn a_waiting_calls_result_file_is_not_refused_for_finished_calls_files() {
 }
 
 #[test]
+fn finished_calls_results_make_room_for_a_waiting_calls_result() {
+    // A client keeping 5 MB of data-channel files calls four servers in turn, one every 20 s,
+    // each answering with a 4 MB picture of its own (Fig. 5 at scale: 30 calls returning 100 MB
+    // against 1 GiB). The engine counted the result files of every finished call it still kept
+    // (for `retention_ms`, an hour) as needed, so the second picture did not fit and was refused,
+    // and its call waited for it until its deadline. Now the result of the call that finished
+    // longest ago makes room, and that call's timeline says so.
+    let servers = 4;
+    let mut app = RpcApp::new(servers + 1);
+    app.configure(0, |c| c.max_file_bytes = 5_000_000);
+    for s in 1..=servers {
+        app.offer(
+            s,
+            procedure(
+                "picture",
+                &[],
+                Behaviour::File {
+                    size: 4_000_000,
+                    run_ms: 100,
+                },
+            ),
+        );
+        app.script(
+            s as u64,
+            CallRequest::new(Target::Node(node_id(s)), "picture", vec![]),
+        );
+    }
+    let scenario = Scenario::new(
+        1,
+        Topology::Hub { nodes: servers + 1 },
+        StrategyKind::Epidemic,
+        90_000,
+    );
+    let mut sim = Sim::with_app(scenario, app);
+    for s in 1..=servers as u64 {
+        sim.schedule_action(5_000 + (s - 1) * 20_000, 0, s);
+    }
+    sim.run_in_place().expect("no invariant broken");
+    let app = sim.app();
+    let engine = app.engine(0).unwrap();
+    let ended: Vec<Option<CallState>> = (1..=servers as u64)
+        .map(|t| app.outcome(t).map(|v| v.state))
+        .collect();
+    assert!(
+        ended.iter().all(|s| *s == Some(CallState::Succeeded)),
+        "{ended:?}"
+    );
+    assert_eq!(engine.stats().files_refused, 0);
+    for tag in 1..=servers as u64 {
+        let id = app.made_by(tag).unwrap().id.clone().unwrap();
+        let view = engine.call_view(&id).expect("a finished call is kept");
+        let dropped: Vec<&String> = view
+            .timeline
+            .iter()
+            .map(|(_, text)| text)
+            .filter(|text| text.contains("dropped to make room for newer files"))
+            .collect();
+        let picture = match &view.replies[0].message {
+            wire::rpc::Message::Result(r) => r.files[0].hash,
+            other => panic!("{other:?}"),
+        };
+        let held = engine.file(sim.node(0), &picture).is_some();
+        // Each picture made room for the next: only the last call's is still here.
+        let last = tag == servers as u64;
+        assert_eq!(dropped.len(), usize::from(!last), "{:#?}", view.timeline);
+        assert_eq!(held, last, "call {tag}");
+    }
+}
+
+#[test]
 fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
     // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and the README):
     // explicit and not reachable → dtn.

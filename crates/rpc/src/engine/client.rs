@@ -680,7 +680,7 @@ fn hops(node: &Node, to: &Eid) -> u32 {
 }
 
 /// `1 hop`, `2 hops`.
-fn plural(n: u64, word: &str) -> String {
+pub(super) fn plural(n: u64, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {
