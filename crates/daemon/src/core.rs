@@ -1007,12 +1007,7 @@ impl Daemon {
     /// and store-carry-forward bundles leave.
     fn keep(&mut self, promised: Promised) {
         self.rpc.start_executions(promised.executions);
-        if promised.delivered {
-            self.deliveries.send_modify(|n| *n += 1);
-        }
-        if promised.calls_changed {
-            self.call_changes.send_modify(|n| *n += 1);
-        }
+        self.wake_watchers(promised.delivered, promised.calls_changed);
         for answer in promised.replies {
             answer(None);
         }
@@ -1028,7 +1023,8 @@ impl Daemon {
 
     /// What a commit that failed (or whose sync failed) promised: requests fail, executions are
     /// refused, received bundles stay unconfirmed (their senders keep them and send them again
-    /// later). Deliveries, changed calls and transmits go ahead: the store shows them either way.
+    /// later). Watchers are woken anyway (they read what the store holds, whatever that is now),
+    /// and transmits go ahead, as they carry their bundles with them.
     fn fail(&mut self, promised: Promised, error: &str) {
         let now = self.now();
         self.rpc
@@ -1036,14 +1032,19 @@ impl Daemon {
         for answer in promised.replies {
             answer(Some(error));
         }
-        if promised.delivered {
-            self.deliveries.send_modify(|n| *n += 1);
-        }
-        if promised.calls_changed {
-            self.call_changes.send_modify(|n| *n += 1);
-        }
+        self.wake_watchers(promised.delivered, promised.calls_changed);
         for t in promised.transmits {
             self.transmit(t);
+        }
+    }
+
+    /// Bumps the watches that inbox subscribers and call watchers follow.
+    fn wake_watchers(&mut self, delivered: bool, calls_changed: bool) {
+        if delivered {
+            self.deliveries.send_modify(|n| *n += 1);
+        }
+        if calls_changed {
+            self.call_changes.send_modify(|n| *n += 1);
         }
     }
 
