@@ -256,6 +256,8 @@ pub struct DiskStore {
     reserve_present: bool,
     /// Whether a commit since the last sync by `flush` may not be durable yet.
     commits_unsynced: bool,
+    /// The WAL's length when `bound_wal` last compared it with the free space.
+    wal_checked_at: u64,
     syncer: Syncer,
 }
 
@@ -312,6 +314,7 @@ impl DiskStore {
             reserve: dir.join(RESERVE_FILE),
             reserve_present: false,
             commits_unsynced: false,
+            wal_checked_at: 0,
             syncer: Syncer {
                 wal: Arc::new(dir.join(format!("{DB_FILE}-wal"))),
             },
@@ -452,6 +455,41 @@ impl DiskStore {
         Ok(recovery)
     }
 
+    /// Keeps the WAL's file at most half the disk's free space, by a checkpoint that truncates
+    /// it. A checkpoint copies the WAL into the database, which may have to grow by as much:
+    /// a WAL that outgrew the free space could never be checkpointed, nor could anything be
+    /// removed once the disk is full, as removals need room in the WAL too. Looks at the free
+    /// space only each time the WAL has grown by the reserve's size (the reserve covers the
+    /// growth in between), so a large disk costs a `stat` a commit.
+    fn bound_wal(&mut self) {
+        let Ok(wal_len) = fs::metadata(self.syncer.wal.as_path()).map(|m| m.len()) else {
+            return;
+        };
+        if wal_len < self.wal_checked_at {
+            // Truncated since: start again from here.
+            self.wal_checked_at = wal_len;
+            return;
+        }
+        if wal_len < self.wal_checked_at + RESERVE_BYTES as u64 {
+            return;
+        }
+        self.wal_checked_at = wal_len;
+        let Ok(stat) = nix::sys::statvfs::statvfs(&self.payload_dir) else {
+            return;
+        };
+        let free =
+            u64::try_from(u128::from(stat.blocks_available()) * stat.fragment_size() as u128)
+                .unwrap_or(u64::MAX);
+        if wal_len > free / 2
+            && self
+                .conn
+                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .is_ok()
+        {
+            self.wal_checked_at = 0;
+        }
+    }
+
     /// Writes the reserve file if it is missing. Best effort: on a full disk it stays missing
     /// until a later flush has freed space.
     fn refill_reserve(&mut self) {
@@ -532,6 +570,11 @@ impl DiskStore {
         }
         if matches!(err, StoreError::DiskFull(_)) {
             self.release_reserve();
+            // The WAL only grows between checkpoints (every 8192 pages), and a removal needs
+            // room in it too: on a disk that filled before a checkpoint came, nothing could be
+            // removed any more. A checkpoint copies the WAL into the database (mostly pages it
+            // already has) and truncates it, giving its space back.
+            let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
         }
         let batch = std::mem::take(&mut self.batch);
         drop(batch.unsynced);
@@ -1256,6 +1299,7 @@ impl Store for DiskStore {
                 return Err(err);
             }
             self.commits_unsynced = true;
+            self.bound_wal();
             let batch = std::mem::take(&mut self.batch);
             for name in batch.unlink {
                 // The removal is committed; a file whose unlink fails is an orphan the next open
