@@ -918,12 +918,53 @@ impl Node {
             return;
         }
         if broadcast && !self.seen.contains_key(&adu_key) {
-            // Delivered here once, and carried on to everyone else.
-            self.mark_seen(now, adu_key, expiry);
-            self.deliver(now, &bundle);
+            // Delivered here once, whole, and carried on to everyone else.
+            let slot = (id.source.clone(), id.creation);
+            if bundle.primary.fragment.is_none() {
+                self.reassembly.remove(&slot);
+                self.mark_seen(now, adu_key, expiry);
+                self.deliver(now, &bundle);
+            } else {
+                // A piece (the prefix a cut transfer left, or a rest sent after one) waits for
+                // the others. Delivered as it is, it would pass for the whole bundle, and, the
+                // bundle counting as seen, the whole would then be refused everywhere.
+                self.reassemble_broadcast(now, slot, adu_key, expiry, &bundle);
+            }
         }
         self.report(now, &bundle, Report::Received, StatusReason::NoInformation);
-        let _ = self.store_bundle(now, bundle, Retention::Carried, 1, from);
+        let stored = self.store_bundle(now, bundle, Retention::Carried, 1, from);
+        if stored.is_err() && !self.by_adu.contains_key(&adu_key) {
+            // No piece of it is held here: nothing would ever end its reassembly.
+            self.reassembly.remove(&(id.source, id.creation));
+        }
+    }
+
+    /// Adds a piece of a broadcast bundle to its reassembly, and delivers the bundle once whole.
+    /// The pieces themselves are carried on as they are.
+    fn reassemble_broadcast(
+        &mut self,
+        now: DtnTime,
+        slot: (Eid, CreationTimestamp),
+        adu_key: u64,
+        expiry: DtnTime,
+        piece: &Bundle,
+    ) {
+        let r = match self.reassembly.remove(&slot) {
+            None => Reassembly::new(piece.clone()),
+            Some(mut r) => r.insert(piece.clone()).map(|()| r),
+        };
+        match r.map(Reassembly::finish) {
+            Ok(Ok(whole)) => {
+                self.mark_seen(now, adu_key, expiry);
+                self.deliver(now, &whole);
+            }
+            Ok(Err(r)) => {
+                self.reassembly.insert(slot, r);
+            }
+            // A piece that does not fit the others (another total length): carried, not
+            // delivered.
+            Err(_) => {}
+        }
     }
 
     fn receive_local_real_time(
@@ -1194,6 +1235,9 @@ impl Node {
             pieces.remove(id);
             if pieces.is_empty() {
                 self.by_adu.remove(&held.adu_key);
+                // The last piece held here is gone (expired, evicted, purged): so is any hope of
+                // reassembling it, and the memory its reassembly holds.
+                self.reassembly.remove(&(id.source.clone(), id.creation));
             }
         }
         self.partial.retain(|(b, _), _| b != id);

@@ -425,3 +425,47 @@ fn an_auto_call_across_the_32_node_chain_is_answered_by_stream() {
         view.timeline
     );
 }
+
+#[test]
+fn a_broadcast_file_cut_on_the_way_is_delivered_whole_later() {
+    // 0 - 1 - 2, all-mode call from 0, echo server at 2, a 10 MB file (8 s a hop at 10 Mbit/s).
+    // The link 1-2 goes down halfway through the file's transfer (17 s). Node 2 kept the half
+    // that arrived as a fragment (reactive fragmentation) and delivered it as if it were the
+    // file: the engine got 5 MB that matched no hash, and the node, counting the broadcast
+    // bundle as seen, refused the whole one when it was offered again and never delivered the
+    // rest (in Fig. 5's all 5 % cell, seed 1, calls 26 and 29: islands that got a cut prefix
+    // refused the whole file over bridges that were up for three minutes, and no server ran).
+    // Now the pieces of a broadcast bundle are delivered once reassembled, and the whole is
+    // taken. Two repairs: 1-2 comes back at 40 s (node 1 sends the rest, a fragment), or it
+    // does not and a link 0-2 comes up at 40 s (node 0 offers the whole bundle).
+    for back in [(1, 2), (0, 2)] {
+        let mut app = RpcApp::new(3);
+        echo_files(&mut app, 2);
+        let mut request = CallRequest::new(Target::All, "echo", vec![file(7, 10_000_000)]);
+        request.deadline = Some(sim::SIM_EPOCH + 120_000);
+        app.script(1, request);
+        let scenario = Scenario::new(
+            1,
+            Topology::Chained { nodes: 3 },
+            StrategyKind::Epidemic,
+            150_000,
+        );
+        let mut sim = Sim::with_app(scenario, app);
+        sim.schedule_action(5_000, 0, 1);
+        sim.schedule_link(17_000, 1, 2, false);
+        sim.schedule_link(40_000, back.0, back.1, true);
+        sim.run_in_place().expect("no invariant broken");
+        let app = sim.app();
+        let view = app.outcome(1).expect("the call ended");
+        assert_eq!(
+            view.state,
+            CallState::Succeeded,
+            "back by {back:?}: {:#?}",
+            view.timeline
+        );
+        assert_eq!(app.max_executions(), 1, "{:#?}", view.timeline);
+        let reply = &view.replies[0];
+        assert_eq!(reply.missing_files, 0, "{:#?}", view.timeline);
+        assert!(reply.at >= sim::SIM_EPOCH + 40_000, "{:#?}", view.timeline);
+    }
+}
