@@ -448,6 +448,30 @@ pub struct Sim<A: App = NoApp> {
     receiving: BTreeSet<(usize, BundleId)>,
     /// The topology's link changes for this run, in time order.
     link_events: Vec<LinkEvent>,
+    /// Store-carry-forward transfers of bundles of at least this many bytes, as they go (off
+    /// unless [`Sim::log_transfers`] asked for them).
+    transfer_log: Option<(u64, Vec<TransferLog>)>,
+}
+
+/// A step of a store-carry-forward transfer of a large bundle (see [`Sim::log_transfers`]): for
+/// reading why a file did or did not get somewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferLog {
+    /// Ms from the start.
+    pub at_ms: u64,
+    /// Sender.
+    pub from: usize,
+    /// Receiver.
+    pub to: usize,
+    /// The bundle.
+    pub id: BundleId,
+    /// Its destination.
+    pub destination: Eid,
+    /// Its size on the wire.
+    pub bytes: u64,
+    /// `started`, `refused`, `complete`, `cut <payload bytes>`, `failed` (queued when the link
+    /// went down, or sent on a link that was down).
+    pub what: String,
 }
 
 /// The node id of node `i` in a simulation.
@@ -510,6 +534,7 @@ impl<A: App> Sim<A> {
             delivered_count: 0,
             receiving: BTreeSet::new(),
             link_events: Vec::new(),
+            transfer_log: None,
             rng: rng.fork(),
             scenario,
         };
@@ -585,6 +610,40 @@ impl<A: App> Sim<A> {
     /// those added with [`Sim::schedule_link`]).
     pub fn link_events(&self) -> &[LinkEvent] {
         &self.link_events
+    }
+
+    /// From now on, records every store-carry-forward transfer of a bundle of at least
+    /// `min_bytes` on the wire (a debugging aid: it changes nothing in the run).
+    pub fn log_transfers(&mut self, min_bytes: u64) {
+        self.transfer_log = Some((min_bytes, Vec::new()));
+    }
+
+    /// The transfers recorded since [`Sim::log_transfers`], in time order.
+    pub fn transfers(&self) -> &[TransferLog] {
+        self.transfer_log
+            .as_ref()
+            .map_or(&[], |(_, l)| l.as_slice())
+    }
+
+    fn log_transfer(&mut self, from: usize, to: usize, frame: &Frame, bytes: u64, what: String) {
+        let Some((min, log)) = &mut self.transfer_log else {
+            return;
+        };
+        let Frame::Bundle(b) = frame else {
+            return;
+        };
+        if bytes < *min {
+            return;
+        }
+        log.push(TransferLog {
+            at_ms: self.now - SIM_EPOCH,
+            from,
+            to,
+            id: b.id(),
+            destination: b.primary.destination.clone(),
+            bytes,
+            what,
+        });
     }
 
     /// The application layer.
@@ -874,6 +933,12 @@ impl<A: App> Sim<A> {
                 }
                 let payload_len = bundle.payload.data.len() as u64;
                 let got = done.saturating_sub(sending.head).min(payload_len);
+                if self.transfer_log.is_some() {
+                    let frame = Frame::Bundle(bundle.clone());
+                    let what =
+                        format!("cut by link down after {got} of {payload_len} payload bytes");
+                    self.log_transfer(from, to, &frame, sending.size, what);
+                }
                 let result = if got == 0 {
                     TransferResult::Failed
                 } else if got >= payload_len {
@@ -903,6 +968,16 @@ impl<A: App> Sim<A> {
             }
         }
         for (from, to, frame) in failed {
+            if self.transfer_log.is_some() {
+                let size = match &frame {
+                    Frame::Bundle(b) => {
+                        let (h, p, t) = b.encoded_sizes();
+                        (h + p + t) as u64
+                    }
+                    Frame::Beacon(_) => 0,
+                };
+                self.log_transfer(from, to, &frame, size, "queued, failed by link down".into());
+            }
             if let Frame::Bundle(bundle) = frame {
                 self.nodes[from].node.handle_transfer(
                     self.now,
@@ -997,6 +1072,11 @@ impl<A: App> Sim<A> {
         };
         let id = b.id();
         let refuse = !self.nodes[to].node.wants(&id) || self.receiving.contains(&(to, id.clone()));
+        if self.transfer_log.is_some() {
+            let (frame, size) = (sending.frame.clone(), sending.size);
+            let what = if refuse { "refused" } else { "started" };
+            self.log_transfer(from, to, &frame, size, what.to_string());
+        }
         if !refuse {
             self.receiving.insert((to, id));
         }
@@ -1049,6 +1129,10 @@ impl<A: App> Sim<A> {
                         TransferResult::Complete
                     };
                     let id = b.id();
+                    if !sending.refused && self.transfer_log.is_some() {
+                        let frame = sending.frame.clone();
+                        self.log_transfer(from, to, &frame, sending.size, "complete".to_string());
+                    }
                     self.schedule(
                         arrive,
                         Ev::Transfer {

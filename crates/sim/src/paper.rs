@@ -56,6 +56,9 @@ struct Sequence<F: FnMut(usize, DtnTime) -> CallRequest> {
     make: F,
     /// When each call first had a complete result (tag → time).
     first_result: BTreeMap<u64, DtnTime>,
+    /// With `FERRY_FIG5_DEBUG`: large data-channel deliveries and drops of data-channel bundles,
+    /// (time, node, what).
+    log: Option<Vec<(DtnTime, usize, String)>>,
 }
 
 impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
@@ -109,6 +112,24 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
 
 impl<F: FnMut(usize, DtnTime) -> CallRequest> App for Sequence<F> {
     fn event(&mut self, now: DtnTime, i: usize, node: &mut Node, event: &Event) {
+        if let Some(log) = &mut self.log {
+            match event {
+                Event::Delivered(d) if d.payload.len() >= 1_000_000 => log.push((
+                    now,
+                    i,
+                    format!(
+                        "delivered {} to {} ({} bytes)",
+                        d.id,
+                        d.destination,
+                        d.payload.len()
+                    ),
+                )),
+                Event::Dropped { id, reason } if id.source.to_string().contains("~rpc-data") => {
+                    log.push((now, i, format!("dropped {id}: {reason:?}")))
+                }
+                _ => {}
+            }
+        }
         self.rpc.event(now, i, node, event);
         self.after(now, i);
     }
@@ -543,6 +564,7 @@ impl Fig5 {
             request
         };
         let gap_ms = 1_000;
+        let debug = std::env::var_os("FERRY_FIG5_DEBUG").is_some();
         let app = Sequence {
             rpc,
             client,
@@ -552,6 +574,7 @@ impl Fig5 {
             next_at: None,
             make,
             first_result: BTreeMap::new(),
+            log: debug.then(Vec::new),
         };
         let duration = self.start_ms + self.calls as u64 * (budget + gap_ms) + 60_000;
         let mut scenario = Scenario::new(seed, self.topology.clone(), self.strategy, duration);
@@ -561,6 +584,9 @@ impl Fig5 {
         scenario.quota = self.quota;
         let mut sim = Sim::with_app(scenario, app);
         sim.schedule_action(self.start_ms, client, START);
+        if debug {
+            sim.log_transfers(1_000_000);
+        }
         let report = sim.run_until(Sequence::done)?;
         let app = sim.app();
         let refused = |n: usize| app.rpc.engine(n).map_or(0, |e| e.stats().files_refused);
@@ -605,6 +631,12 @@ impl Fig5 {
                 if !round_trip_possible(sim.link_events(), nodes, client, &eligible, start, end) {
                     run.no_path += 1;
                 }
+                if debug {
+                    eprintln!(
+                        "{}",
+                        self.debug_call(&sim, cell, seed, tag, view, client, &run.servers)
+                    );
+                }
             }
             run.called_realtime += usize::from(s.first_realtime);
             run.called_dtn += usize::from(s.went_dtn);
@@ -621,6 +653,118 @@ impl Fig5 {
         }
         run.result_ms.sort_unstable();
         Ok(run)
+    }
+}
+
+impl Fig5 {
+    /// What happened to a call without a result (`FERRY_FIG5_DEBUG`): its timeline, its runs on
+    /// the servers, the journeys the links offered, the bridges between islands as they came and
+    /// went, and every transfer, delivery and drop of the large bundles made during the call.
+    #[allow(clippy::too_many_arguments)]
+    fn debug_call<F: FnMut(usize, DtnTime) -> CallRequest>(
+        &self,
+        sim: &Sim<Sequence<F>>,
+        cell: Fig5Cell,
+        seed: u64,
+        tag: u64,
+        view: &CallView,
+        client: usize,
+        servers: &[usize],
+    ) -> String {
+        use std::fmt::Write as _;
+        let nodes = self.topology.nodes();
+        let start = view.created - SIM_EPOCH;
+        let end = view.call.deadline - SIM_EPOCH;
+        let t = |ms: u64| format!("+{:.3} s", (ms as f64 - start as f64) / 1e3);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "== {} seed {seed}: call {tag} without a result, {} s .. {} s (client n{client}, island {}; servers {}), {}",
+            cell.name(),
+            start as f64 / 1e3,
+            end as f64 / 1e3,
+            self.topology.island_of(client),
+            servers
+                .iter()
+                .map(|s| format!("n{s} (island {})", self.topology.island_of(*s)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            view.state.name()
+        );
+        for (at, line) in &view.timeline {
+            let _ = writeln!(out, "  {:>10}  {line}", t(*at - SIM_EPOCH));
+        }
+        let app = sim.app();
+        for &s in servers {
+            let runs = app
+                .rpc
+                .executions
+                .get(&(s, view.call.id))
+                .copied()
+                .unwrap_or(0);
+            let there = earliest_arrivals(sim.link_events(), nodes, client, start, end)[s];
+            let back = there
+                .and_then(|at| earliest_arrivals(sim.link_events(), nodes, s, at, end)[client]);
+            let _ = writeln!(
+                out,
+                "  server n{s}: ran {runs} time(s); journey there at {}, back at {}",
+                there.map_or("never".into(), t),
+                back.map_or("never".into(), t)
+            );
+        }
+        let _ = writeln!(out, "  bridges (links between islands) during the call:");
+        let mut up: BTreeSet<(usize, usize)> = BTreeSet::new();
+        for e in sim.link_events() {
+            if e.at > end {
+                break;
+            }
+            if self.topology.island_of(e.a) == self.topology.island_of(e.b) {
+                continue;
+            }
+            apply(&mut up, e, nodes);
+            if e.at >= start.saturating_sub(60_000) {
+                let _ = writeln!(
+                    out,
+                    "  {:>10}  n{}(i{}) - n{}(i{}) {}",
+                    t(e.at),
+                    e.a,
+                    self.topology.island_of(e.a),
+                    e.b,
+                    self.topology.island_of(e.b),
+                    if e.up { "up" } else { "down" }
+                );
+            }
+        }
+        let _ = writeln!(out, "  large transfers of bundles made during the call:");
+        let mine = |id: &wire::BundleId| {
+            let c = id.creation.time - SIM_EPOCH;
+            c >= start && c <= end
+        };
+        for x in sim.transfers() {
+            if !mine(&x.id) {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "  {:>10}  n{} -> n{} (i{} -> i{})  {} -> {}  {}",
+                t(x.at_ms),
+                x.from,
+                x.to,
+                self.topology.island_of(x.from),
+                self.topology.island_of(x.to),
+                x.id,
+                x.destination,
+                x.what
+            );
+        }
+        let _ = writeln!(out, "  deliveries and drops of those bundles:");
+        for (at, n, what) in app.log.iter().flatten() {
+            let at = *at - SIM_EPOCH;
+            if at >= start && at <= end + 1_000 {
+                let _ = writeln!(out, "  {:>10}  n{n}: {what}", t(at));
+            }
+        }
+        out
     }
 }
 
@@ -989,6 +1133,7 @@ impl ChainRtt {
             next_at: None,
             make,
             first_result: BTreeMap::new(),
+            log: None,
         };
         let span = Timers::default().default_span_ms();
         let duration = self.start_ms + self.calls as u64 * (span + self.gap_ms) + 60_000;
