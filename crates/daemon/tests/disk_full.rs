@@ -8,8 +8,6 @@
 // An I/O test: it mounts a file system and runs `mount`/`umount`.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -18,39 +16,9 @@ use daemon::control::{Request, SendRequest};
 mod common;
 use common::{TempDir, loopback_config};
 
-/// Unmounts the tmpfs when the test ends, also when it fails.
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
-fn mount_tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
-    let out = Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size={size}"),
-            "ferry-daemon-test",
-        ])
-        .arg(dir)
-        .output()
-        .map_err(|e| format!("cannot run mount: {e}"))?;
-    if out.status.success() {
-        Ok(Mount(dir.to_path_buf()))
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
-}
+#[path = "../../store/tests/support/tmpfs.rs"]
+mod tmpfs;
+use tmpfs::mount_tmpfs;
 
 const ENDPOINT: &str = "dtn://solo/inbox";
 /// Kept in the database (below the store's file threshold), so the database's own writes are

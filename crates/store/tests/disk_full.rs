@@ -9,46 +9,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use common::{bundle, id};
 use store::{DiskStore, PAYLOAD_FILE_MIN, Recovery, Store, StoreError};
 
-/// Unmounts the tmpfs when the test ends, also when it fails.
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Something still has a file open there: detach it so the temp dir can go.
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
-fn mount_tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
-    let out = Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size={size}"),
-            "ferry-store-test",
-        ])
-        .arg(dir)
-        .output()
-        .map_err(|e| format!("cannot run mount: {e}"))?;
-    if out.status.success() {
-        Ok(Mount(dir.to_path_buf()))
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
-}
+#[path = "support/tmpfs.rs"]
+mod tmpfs;
+use tmpfs::mount_tmpfs;
 
 #[test]
 fn a_full_disk_is_reported_and_loses_nothing_flushed() {
