@@ -76,11 +76,19 @@ pub enum Request {
     Metrics(oneshot::Sender<String>),
     /// Make a remote procedure call; answered once the call is durable.
     Call(CallSpec, oneshot::Sender<Result<CallInfo, ApiError>>),
-    /// Make a remote procedure call; answered as soon as it is sent, before it is durable. For a
-    /// caller that waits for the result anyway ([`ControlHandle::call_and_wait`]): a crash in
-    /// the next fsync's time would fail its wait, not leave it believing in a call the node
-    /// forgot.
-    CallNow(CallSpec, oneshot::Sender<Result<CallInfo, ApiError>>),
+    /// Make a remote procedure call and wait for its end, in one request: for a caller that
+    /// waits for the result anyway ([`ControlHandle::call_and_wait`]). Nothing waits for the
+    /// call to be durable: a crash in the next fsync's time would fail the wait, not leave the
+    /// caller believing in a call the node forgot.
+    CallNow {
+        /// The call.
+        spec: CallSpec,
+        /// The id of the call (or why it could not be made), when it did not end at once; the
+        /// caller reads it only if it stops waiting before the end.
+        made: oneshot::Sender<Result<String, ApiError>>,
+        /// The call once it ended (at once, or when its last reply came).
+        done: oneshot::Sender<Result<CallInfo, ApiError>>,
+    },
     /// The calls this node made (without timelines), oldest first.
     Calls(oneshot::Sender<Vec<CallInfo>>),
     /// One call, with its timeline.
@@ -229,13 +237,26 @@ impl ControlHandle {
         spec: CallSpec,
         wait: std::time::Duration,
     ) -> Result<CallInfo, ApiError> {
-        let start = tokio::time::Instant::now();
-        let made = self.ask(|reply| Request::CallNow(spec, reply)).await??;
-        if made.finished() {
-            return Ok(made);
+        // One request, not a call and then a wait: each round trip to the event loop costs two
+        // task wake-ups, a large part of a short call's time.
+        let (made, made_answer) = oneshot::channel();
+        let (done, done_answer) = oneshot::channel();
+        self.tx
+            .send(Request::CallNow { spec, made, done })
+            .await
+            .map_err(|_| ApiError::shutting_down())?;
+        let gave_up = match tokio::time::timeout(wait, done_answer).await {
+            Ok(Ok(answer)) => return answer,
+            // Not made (the reason is in `made`), or the node is shutting down.
+            Ok(Err(_)) => false,
+            Err(_) => true,
+        };
+        let id = made_answer.await.map_err(|_| ApiError::shutting_down())??;
+        if !gave_up {
+            return Err(ApiError::shutting_down());
         }
-        let left = wait.saturating_sub(start.elapsed());
-        self.wait_call(&made.id, None, left).await
+        // Not yet ended: the call as it stands (the node drops the abandoned wait).
+        self.get_call(&id).await
     }
 
     /// One call as it stands, with its timeline.

@@ -1317,9 +1317,27 @@ impl Daemon {
                 let result = self.api_call(&spec);
                 self.replies_when_durable.push(when_durable(reply, result));
             }
-            Request::CallNow(spec, reply) => {
-                let _ = reply.send(self.api_call(&spec));
-            }
+            Request::CallNow { spec, made, done } => match self.make_call(&spec) {
+                Ok(call_id) => {
+                    let waiting = self
+                        .rpc
+                        .engine
+                        .call_view(&call_id)
+                        .is_some_and(|v| v.state == rpc::CallState::Waiting);
+                    if waiting {
+                        let _ = made.send(Ok(call_id.to_string()));
+                        self.call_waiters
+                            .entry(call_id)
+                            .or_default()
+                            .push((None, done));
+                    } else {
+                        let _ = done.send(self.call_info(&call_id.to_string(), true));
+                    }
+                }
+                Err(e) => {
+                    let _ = made.send(Err(e));
+                }
+            },
             Request::Calls(reply) => {
                 let calls = self
                     .rpc
@@ -1482,14 +1500,17 @@ impl Daemon {
     }
 
     fn api_call(&mut self, spec: &CallSpec) -> Result<CallInfo, ApiError> {
+        let id = self.make_call(spec)?;
+        self.call_info(&id.to_string(), true)
+    }
+
+    fn make_call(&mut self, spec: &CallSpec) -> Result<wire::rpc::CallId, ApiError> {
         let now = self.now();
         let request = spec.to_request(now, self.rpc_timers())?;
-        let id = self
-            .rpc
+        self.rpc
             .engine
             .call(now, &mut self.node, request)
-            .map_err(|e| call_error(e, spec))?;
-        self.call_info(&id.to_string(), true)
+            .map_err(|e| call_error(e, spec))
     }
 
     fn rpc_timers(&self) -> rpc::Timers {

@@ -965,6 +965,33 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
     assert!(started.elapsed() < Duration::from_secs(10));
 
+    // So does a call made with `wait` that does not end in time: the call as it stands, with
+    // the id to follow it by.
+    let started = std::time::Instant::now();
+    let still = s.checked(
+        "post",
+        "/v1/calls",
+        "/v1/calls?wait=300ms",
+        Some((
+            "application/json",
+            br#"{"target":"bravo","procedure":"slow","params":[{"int":30}]}"#,
+        )),
+        201,
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(still["state"], "waiting", "{still}");
+    let still_id = still["id"].as_str().unwrap();
+    let cancelled = s.checked(
+        "post",
+        "/v1/calls/{id}/cancel",
+        &format!("/v1/calls/{still_id}/cancel"),
+        Some(("application/json", b"")),
+        200,
+    );
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    let forgotten = s.call("delete", &format!("/v1/calls/{still_id}"), None);
+    assert_eq!(forgotten.status, 204);
+
     // An `all` call gathers replies until its deadline; `replies=N` answers at the N+1st.
     let made = post_call(
         r#"{"target":"all","procedure":"echo","params":[{"text":"roll call"}],"deadline":"2m"}"#,
