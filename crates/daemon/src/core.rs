@@ -50,6 +50,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
 /// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
+/// How long changes that promise nothing to anyone may wait for a commit (see
+/// [`Daemon::may_wait_to_commit`]).
+const COMMIT_DELAY: Duration = Duration::from_millis(10);
 /// The demux of the echo service (`ferry ping`).
 pub const ECHO_SERVICE: &str = "echo";
 
@@ -200,6 +203,8 @@ pub(crate) struct Daemon {
     synced: u64,
     /// Whether a sync is running (it covers commits up to the number it was started with).
     syncing: bool,
+    /// When changes that wait for a commit without promising anything must be committed.
+    commit_due: Option<Instant>,
     /// Where a finished sync reports (commits it covers, its error); set by `run`.
     sync_done: Option<mpsc::UnboundedSender<(u64, Result<(), String>)>>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
@@ -272,6 +277,7 @@ struct Metrics {
     beacons_sent: u64,
     beacons_heard: u64,
     store_errors: u64,
+    store_syncs: u64,
     reactive_fragments_received: u64,
     recovered_dropped: u64,
 }
@@ -340,6 +346,7 @@ impl Daemon {
             rpc,
             delivered_since_commit: false,
             awaiting_sync: Default::default(),
+            commit_due: None,
             syncer,
             commits: 0,
             synced: 0,
@@ -431,6 +438,7 @@ impl Daemon {
             }
             self.pump();
         }
+        self.rpc.engine.write_records(&mut self.node);
         let flushed = self.node.store_mut().flush().map_err(|e| e.to_string());
         if let Err(e) = &flushed {
             tracing::error!("final store flush failed: {e}");
@@ -463,6 +471,9 @@ impl Daemon {
         }
         if self.announcer.is_some() {
             next = next.min(self.next_beacon);
+        }
+        if let Some(due) = self.commit_due {
+            next = next.min(due);
         }
         next
     }
@@ -628,12 +639,29 @@ impl Daemon {
                 transfer_id,
                 bundle,
             } => {
+                let mut real_time = false;
                 if self.links.get(&link).is_some_and(|l| l.announced) {
-                    self.node.handle_bundle_bytes(now, link, bundle);
+                    match wire::Bundle::decode(bundle.clone()) {
+                        Ok(b) => {
+                            real_time = node::class_of(&b).is_real_time();
+                            self.node.handle_bundle(now, link, b);
+                        }
+                        // The node counts and reports it.
+                        Err(_) => self.node.handle_bundle_bytes(now, link, bundle),
+                    }
                 }
-                // Whatever the node made of it (kept, delivered, dropped), the sender may let
-                // it go once that decision is durable.
-                self.confirms_when_durable.push((link, transfer_id));
+                if real_time {
+                    // Real-time bundles are never stored, and their senders keep no copy on
+                    // our word (a stream resends by its own acknowledgements, a datagram not
+                    // at all): nothing waits for the disk.
+                    if let Some(l) = self.links.get(&link) {
+                        l.handle.confirm(transfer_id);
+                    }
+                } else {
+                    // Whatever the node made of it (kept, delivered, dropped), the sender may
+                    // let it go once that decision is durable.
+                    self.confirms_when_durable.push((link, transfer_id));
+                }
             }
             TcpclEvent::Progress { .. } => {}
             TcpclEvent::Sent { tag } => self.finish(tag, TransferResult::Complete),
@@ -895,6 +923,9 @@ impl Daemon {
                     when_durable.push(t);
                 }
             }
+            // The engine's records of this round, after its messages left and its waiters
+            // were answered.
+            self.rpc.engine.write_records(&mut self.node);
             self.commit(when_durable);
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
@@ -911,6 +942,10 @@ impl Daemon {
     /// gathered since the last commit) until a sync makes it durable. A failed commit was rolled
     /// back: its promises fail at once.
     fn commit(&mut self, transmits: Vec<Transmit>) {
+        if transmits.is_empty() && self.may_wait_to_commit() {
+            return;
+        }
+        self.commit_due = None;
         let mut promised = Promised {
             commit: 0,
             replies: std::mem::take(&mut self.replies_when_durable),
@@ -948,6 +983,28 @@ impl Daemon {
         }
     }
 
+    /// Whether the store's open batch may wait up to [`COMMIT_DELAY`] for company: nothing
+    /// gathered since the last commit promises anything (no answer, confirmation, execution,
+    /// delivery or store-carry-forward transmit waits for it; bumps of the call watch may wait).
+    /// Such changes (an RPC reply's outbox row removed, a `call_and_wait` call's record, a
+    /// timer's bookkeeping) then share the next commit and its sync instead of paying for one
+    /// each; a crash meanwhile loses only what nobody was told. A memory store commits at once.
+    fn may_wait_to_commit(&mut self) -> bool {
+        let store = self.node.store();
+        if self.syncer.is_none()
+            || !store.has_uncommitted()
+            || store.commit_waits_for_disk()
+            || !self.replies_when_durable.is_empty()
+            || !self.confirms_when_durable.is_empty()
+            || self.delivered_since_commit
+            || self.rpc.has_executions()
+        {
+            return false;
+        }
+        let now = Instant::now();
+        now < *self.commit_due.get_or_insert(now + COMMIT_DELAY)
+    }
+
     /// Starts a sync of every commit so far on a blocking thread, unless one is running (its
     /// end starts the next: one sync covers every commit made while the last one ran).
     fn start_sync(&mut self) {
@@ -968,6 +1025,7 @@ impl Daemon {
     /// A sync of the first `commits` commits ended: their promises are kept, or fail.
     fn on_synced(&mut self, commits: u64, result: Result<(), String>) {
         self.syncing = false;
+        self.metrics.store_syncs += 1;
         match result {
             Ok(()) => {
                 self.synced = self.synced.max(commits);
@@ -1877,6 +1935,18 @@ impl Daemon {
             "counter",
             "Store operations that failed.",
             m.store_errors,
+        );
+        metric(
+            "store_commits_total",
+            "counter",
+            "Store commits (each a batch of changes, written but not yet synced).",
+            self.commits,
+        );
+        metric(
+            "store_syncs_total",
+            "counter",
+            "Syncs of the store's log to the disk (each makes every commit before it durable).",
+            m.store_syncs,
         );
         metric(
             "store_recovered_dropped_total",

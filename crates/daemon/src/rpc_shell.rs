@@ -78,7 +78,10 @@ impl RpcShell {
         let mut seed = [0u8; 32];
         getrandom::getrandom(&mut seed)
             .map_err(|e| anyhow::anyhow!("drawing the RPC engine's seed: {e}"))?;
-        let engine = Rpc::new(engine_config, identity, seed, node, now);
+        let mut engine = Rpc::new(engine_config, identity, seed, node, now);
+        // The pump writes the records after the input's messages are on the wire (and before
+        // it commits): a reply does not wait for SQLite.
+        engine.defer_record_writes(true);
         let (tx, rx) = mpsc::channel(256);
         let shell = Self {
             engine,
@@ -187,6 +190,11 @@ impl RpcShell {
         let (cancel, cancelled) = oneshot::channel();
         self.running.insert(id, cancel);
         self.to_start.push((id, exec_job, cancelled));
+    }
+
+    /// Whether executions wait for the next commit.
+    pub fn has_executions(&self) -> bool {
+        !self.to_start.is_empty()
     }
 
     /// The executions asked for since the last commit: they wait for the sync that makes their

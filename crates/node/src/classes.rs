@@ -88,7 +88,7 @@ fn set_block(bundle: &mut Bundle, data: ExtensionData, flags: BlockFlags) {
 }
 
 /// The bundle's forwarding class (dtn when it carries no class block or an unreadable one).
-pub(crate) fn class_of(bundle: &Bundle) -> Class {
+pub fn class_of(bundle: &Bundle) -> Class {
     uint_block(bundle, BLOCK_FERRY_CLASS).map_or(Class::Dtn, Class::from_code)
 }
 

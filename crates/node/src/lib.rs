@@ -48,7 +48,7 @@ pub mod stream;
 use bytes::Bytes;
 use wire::{Bundle, BundleId, DtnTime, Eid, StatusReason};
 
-pub use classes::{BROADCAST_NODE_NAME, Class, is_broadcast};
+pub use classes::{BROADCAST_NODE_NAME, Class, class_of, is_broadcast};
 pub use node::{
     CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, LinkLoad, Node, NodeConfig, NodeStats, Outgoing,
     SendError,

@@ -524,6 +524,9 @@ pub struct Rpc {
     local: VecDeque<Bytes>,
     stats: RpcStats,
     errors: Vec<String>,
+    /// Whether the records an input changed wait for [`Rpc::write_records`] (see
+    /// [`Rpc::defer_record_writes`]) instead of being written at the input's end.
+    defer_writes: bool,
 }
 
 fn endpoint(node: &Eid, demux: &str) -> Option<Eid> {
@@ -625,6 +628,7 @@ impl Rpc {
             local: VecDeque::new(),
             stats: RpcStats::default(),
             errors: Vec::new(),
+            defer_writes: false,
         };
         rpc.load(node, now);
         rpc.write_dirty(node);
@@ -642,6 +646,20 @@ impl Rpc {
     /// Counters.
     pub fn stats(&self) -> RpcStats {
         self.stats
+    }
+
+    /// Leaves the call, dedup and outbox records each input changes to [`Rpc::write_records`]
+    /// instead of writing them at the input's end, so that a shell can put the input's messages
+    /// on the wire (a reply, a call) before the store's work. The shell must then call
+    /// `write_records` before every commit of the store: what it commits is what the engine's
+    /// state says. Off by default (the simulator writes at every input's end).
+    pub fn defer_record_writes(&mut self, defer: bool) {
+        self.defer_writes = defer;
+    }
+
+    /// Writes the records changed since the last write (each once, however often it changed).
+    pub fn write_records(&mut self, node: &mut Node) {
+        self.write_dirty(node);
     }
 
     /// Store errors met while keeping state (drained): the shell logs them.
@@ -769,7 +787,9 @@ impl Rpc {
     /// to itself are handled, then the records changed meanwhile are written (once each).
     fn finish_input(&mut self, now: DtnTime, node: &mut Node) {
         self.drain_local(now, node);
-        self.write_dirty(node);
+        if !self.defer_writes {
+            self.write_dirty(node);
+        }
     }
 
     fn drain_local(&mut self, now: DtnTime, node: &mut Node) {

@@ -385,3 +385,37 @@ fn a_full_file_budget_drops_the_oldest_finished_results_never_a_waiting_calls_pa
     assert_eq!(dropped_lines(&rpc, &b).len(), 1);
     assert_eq!(rpc.file(&node, &hash(&rb)), None);
 }
+
+// ----- deferred record writes -----
+
+#[test]
+fn deferred_records_reach_the_store_only_when_written_and_then_outlive_the_engine() {
+    let mut node = client_node();
+    let mut rpc = client(&mut node, 1 << 20, NOW);
+    rpc.defer_record_writes(true);
+    let id = call_server(
+        &mut rpc,
+        &mut node,
+        vec![rpc::Param::Value(Value::Text("x".into()))],
+    );
+    let pending = |node: &Node| {
+        node.store()
+            .rpc_scan(store::RpcTable::Pending)
+            .unwrap()
+            .len()
+    };
+    // The call is made (its bundle is with the node) but its record waits for the shell.
+    assert!(rpc.call_view(&id).is_some());
+    assert_eq!(pending(&node), 0);
+    rpc.write_records(&mut node);
+    assert_eq!(pending(&node), 1);
+    // Written once: a second write with nothing changed adds nothing.
+    rpc.write_records(&mut node);
+    assert_eq!(pending(&node), 1);
+
+    // What was written is what a restarted engine finds.
+    let store = node.into_store();
+    let mut node = Node::new(NodeConfig::new(eid("dtn://client/")), store, NOW + 1);
+    let restarted = client(&mut node, 1 << 20, NOW + 1);
+    assert_eq!(restarted.call_ids(), vec![id]);
+}

@@ -1328,6 +1328,10 @@ impl Store for DiskStore {
         }
     }
 
+    fn has_uncommitted(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
     fn commit_waits_for_disk(&self) -> bool {
         !self.batch.unsynced.is_empty() || self.batch.dir_unsynced
     }

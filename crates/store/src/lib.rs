@@ -346,6 +346,12 @@ pub trait Store {
         self.flush().map(|()| true)
     }
 
+    /// Whether mutations since the last commit wait for one. A store whose every mutation is
+    /// as durable as it gets at once says false (the default).
+    fn has_uncommitted(&self) -> bool {
+        false
+    }
+
     /// Whether the next [`Store::commit`] waits for the disk (it syncs large values written in
     /// this batch), so that a caller on an async runtime moves it off its worker thread first.
     /// Other commits only hand their bytes to the operating system, except for an occasional
