@@ -420,6 +420,8 @@ struct ClientCall {
     acks: Vec<Eid>,
     replies: Vec<Reply>,
     timeline: Vec<(DtnTime, String)>,
+    /// Where its record's row sorts.
+    row: RowOrder,
     // Not persisted: a stream does not survive a restart.
     stream: Option<StreamId>,
     next_resend: Option<DtnTime>,
@@ -460,6 +462,8 @@ struct Serving {
     /// The reply went on this stream; if the stream is lost before it is acknowledged, it goes
     /// by dtn.
     reply_stream: Option<StreamId>,
+    /// Where its dedup and outbox rows sort.
+    row: RowOrder,
 }
 
 #[derive(Debug)]
@@ -548,10 +552,45 @@ fn frame(sealed: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-fn serve_key_bytes(key: &ServeKey) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48);
-    out.extend_from_slice(&key.0.0);
-    out.extend_from_slice(&key.1.0);
+/// Where a call's or a served call's row sorts in its table.
+///
+/// New rows sort by the time their record was made, then by id: the calls of a busy minute fill
+/// the last pages of the table, so a commit of many new records writes a few pages, not one page
+/// each at a random place (ids are random). Rows an earlier version wrote keep their bare id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RowOrder {
+    Since(DtnTime),
+    Bare,
+}
+
+impl RowOrder {
+    /// The row key for an id under this order.
+    fn key(self, id: &[u8]) -> Vec<u8> {
+        match self {
+            Self::Since(at) => {
+                let mut out = Vec::with_capacity(8 + id.len());
+                out.extend_from_slice(&at.to_be_bytes());
+                out.extend_from_slice(id);
+                out
+            }
+            Self::Bare => id.to_vec(),
+        }
+    }
+
+    /// The order of a row key of an id of `id_len` bytes; `None` if the key is neither form.
+    fn of_key(key: &[u8], id_len: usize) -> Option<Self> {
+        if key.len() == id_len {
+            return Some(Self::Bare);
+        }
+        let (at, _) = key.split_first_chunk::<8>()?;
+        (key.len() == 8 + id_len).then(|| Self::Since(DtnTime::from_be_bytes(*at)))
+    }
+}
+
+fn serve_key_bytes(key: &ServeKey) -> [u8; 48] {
+    let mut out = [0; 48];
+    out[..32].copy_from_slice(&key.0.0);
+    out[32..].copy_from_slice(&key.1.0);
     out
 }
 
@@ -1307,8 +1346,9 @@ impl Rpc {
             .map(|(id, _)| *id)
             .collect();
         for id in old_calls {
-            self.calls.remove(&id);
-            self.persist(node, RpcTable::Pending, &id.0, None);
+            if let Some(c) = self.calls.remove(&id) {
+                self.persist(node, RpcTable::Pending, &c.row.key(&id.0), None);
+            }
         }
         let old_serving: Vec<ServeKey> = self
             .serving
@@ -1352,9 +1392,12 @@ impl Rpc {
                 self.by_call.remove(&key.1);
             }
         }
-        let k = serve_key_bytes(key);
+        let Some(s) = removed else {
+            return;
+        };
+        let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Dedup, &k, None);
-        if removed.is_some_and(|s| s.outbox_row) {
+        if s.outbox_row {
             self.persist(node, RpcTable::Outbox, &k, None);
         }
     }

@@ -419,3 +419,53 @@ fn deferred_records_reach_the_store_only_when_written_and_then_outlive_the_engin
     let restarted = client(&mut node, 1 << 20, NOW + 1);
     assert_eq!(restarted.call_ids(), vec![id]);
 }
+
+// ----- row keys -----
+
+#[test]
+fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key() {
+    // A served call's dedup row: the time it was first seen, then caller key and call id.
+    let (mut node, mut rpc) = server();
+    let client_identity = Identity::from_secret([1; 32]);
+    let body = call(1).encode().unwrap();
+    let sealed = client_identity
+        .seal(&body, Some(&rpc.public_key()), [7; 32])
+        .unwrap();
+    deliver(&mut node, &mut rpc, sealed, 1);
+    let dedup = node.store().rpc_scan(store::RpcTable::Dedup).unwrap();
+    assert_eq!(dedup.len(), 1);
+    assert_eq!(dedup[0].0.len(), 8 + 32 + 16);
+    assert_eq!(dedup[0].0[..8], NOW.to_be_bytes());
+    assert_eq!(dedup[0].0[40..], [1; 16]);
+
+    // A call's row: the time it was made, then its id.
+    let mut node = client_node();
+    let mut rpc = client(&mut node, 1 << 20, NOW);
+    let id = call_server(&mut rpc, &mut node, vec![]);
+    let rows = |node: &Node| node.store().rpc_scan(store::RpcTable::Pending).unwrap();
+    let row = rows(&node).remove(0);
+    assert_eq!(row.0.len(), 24);
+    assert_eq!(row.0[..8], NOW.to_be_bytes());
+    assert_eq!(row.0[8..], id.0);
+
+    // A row in the form an earlier version wrote (the bare id) loads, changes and goes under
+    // its own key: never a second row for the same call.
+    let store = node.store_mut();
+    store.rpc_remove(store::RpcTable::Pending, &row.0).unwrap();
+    store
+        .rpc_put(store::RpcTable::Pending, &id.0, &row.1)
+        .unwrap();
+    let mut node = Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        node.into_store(),
+        NOW + 1,
+    );
+    let mut rpc = client(&mut node, 1 << 20, NOW + 1);
+    assert_eq!(rpc.call_ids(), vec![id]);
+    rpc.cancel(NOW + 2, &mut node, id).unwrap();
+    let after = rows(&node);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0].0.as_ref(), id.0);
+    assert!(rpc.forget(&mut node, id));
+    assert!(rows(&node).is_empty());
+}

@@ -111,6 +111,7 @@ impl Rpc {
             acks: Vec::new(),
             replies: Vec::new(),
             timeline: Vec::new(),
+            row: RowOrder::Since(now),
             stream: None,
             next_resend: None,
         };
@@ -266,11 +267,11 @@ impl Rpc {
 
     /// Removes a call (finished or not) from this node's records; later replies are ignored.
     pub fn forget(&mut self, node: &mut Node, id: CallId) -> bool {
-        let known = self.calls.remove(&id).is_some();
-        if known {
-            self.persist(node, RpcTable::Pending, &id.0, None);
-        }
-        known
+        let Some(c) = self.calls.remove(&id) else {
+            return false;
+        };
+        self.persist(node, RpcTable::Pending, &c.row.key(&id.0), None);
+        true
     }
 
     pub(super) fn arm_call(&mut self, id: CallId) {

@@ -86,7 +86,8 @@ impl Rpc {
             w.u64(*at).str(text);
         }
         let value = w.finish();
-        self.persist(node, RpcTable::Pending, &id.0, Some(&value));
+        let k = c.row.key(&id.0);
+        self.persist(node, RpcTable::Pending, &k, Some(&value));
     }
 
     /// Marks a served call's record to be written when the current input is done (see
@@ -120,7 +121,7 @@ impl Rpc {
         }
         s.outbox_row = s.unsent;
         let unsent = s.unsent;
-        let k = serve_key_bytes(key);
+        let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Outbox, &k, unsent.then_some(&[][..]));
     }
 
@@ -138,12 +139,12 @@ impl Rpc {
             .bytes(&call)
             .bytes(s.reply.as_deref().unwrap_or_default());
         let value = w.finish();
-        let k = serve_key_bytes(key);
+        let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Dedup, &k, Some(&value));
         self.write_outbox(node, key);
     }
 
-    fn parse_call(value: Bytes) -> Result<ClientCall, RecordError> {
+    fn parse_call(value: Bytes, row: RowOrder) -> Result<ClientCall, RecordError> {
         let mut r = Reader::new(value)?;
         let state = CallState::from_code(r.u8()?)?;
         let phase_code = r.u8()?;
@@ -213,12 +214,13 @@ impl Rpc {
             acks,
             replies,
             timeline,
+            row,
             stream: None,
             next_resend: None,
         })
     }
 
-    fn parse_serving(value: Bytes, unsent: bool) -> Result<Serving, RecordError> {
+    fn parse_serving(value: Bytes, unsent: bool, row: RowOrder) -> Result<Serving, RecordError> {
         let mut r = Reader::new(value)?;
         let state = r.u8()?;
         let via = Via::from_code(r.u8()?);
@@ -252,6 +254,7 @@ impl Rpc {
             unsent,
             outbox_row: unsent,
             reply_stream: None,
+            row,
         })
     }
 
@@ -311,7 +314,11 @@ impl Rpc {
         let mut to_resend = Vec::new();
         let mut waiting = Vec::new();
         for (k, v) in self.scan(node, RpcTable::Dedup) {
-            match Self::parse_serving(v, outbox.contains(&k)) {
+            let Some(row) = RowOrder::of_key(&k, 48) else {
+                self.stats.damaged_records += 1;
+                continue;
+            };
+            match Self::parse_serving(v, outbox.contains(&k), row) {
                 Ok(s) => {
                     let key = (s.caller_key, s.call.id);
                     match s.state {
@@ -351,11 +358,13 @@ impl Rpc {
             self.arm_serving(key);
         }
         for (k, v) in self.scan(node, RpcTable::Pending) {
-            let Ok(id) = <[u8; 16]>::try_from(k.as_ref()) else {
+            let (Some(row), Some((_, id))) = (RowOrder::of_key(&k, 16), k.split_last_chunk::<16>())
+            else {
                 self.stats.damaged_records += 1;
                 continue;
             };
-            match Self::parse_call(v) {
+            let id = *id;
+            match Self::parse_call(v, row) {
                 Ok(c) => {
                     let id = CallId(id);
                     let waiting = c.state == CallState::Waiting;

@@ -193,7 +193,7 @@ impl Rpc {
             Admission::Skip => {
                 // Another server started or finished this any-mode call already.
                 self.stats.skipped += 1;
-                self.record_skipped(node, call, caller_key, via);
+                self.record_skipped(now, node, call, caller_key, via);
                 return;
             }
             Admission::Refuse(code, detail) => {
@@ -208,7 +208,7 @@ impl Rpc {
             matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay_ms);
         let start_at = (any && self.config.any_start_jitter_ms > 0)
             .then(|| now + self.rng.next_u64() % (self.config.any_start_jitter_ms + 1));
-        self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
+        self.insert_serving(now, call, caller_key, ServeState::WaitingFiles, via);
         if let Some(s) = self.serving.get_mut(&key) {
             s.ack_at = ack_at;
             s.start_at = start_at;
@@ -403,7 +403,14 @@ impl Rpc {
     }
 
     /// Records a call this node serves (in memory; the caller saves it).
-    fn insert_serving(&mut self, call: Call, caller_key: PublicKey, state: ServeState, via: Via) {
+    fn insert_serving(
+        &mut self,
+        now: DtnTime,
+        call: Call,
+        caller_key: PublicKey,
+        state: ServeState,
+        via: Via,
+    ) {
         let key = (caller_key, call.id);
         self.by_call.entry(call.id).or_default().insert(caller_key);
         self.serving.insert(
@@ -419,6 +426,7 @@ impl Rpc {
                 unsent: false,
                 outbox_row: false,
                 reply_stream: None,
+                row: RowOrder::Since(now),
             },
         );
     }
@@ -433,7 +441,7 @@ impl Rpc {
         (code, detail): (RejectCode, String),
     ) {
         let key = (caller_key, call.id);
-        self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
+        self.insert_serving(now, call, caller_key, ServeState::WaitingFiles, via);
         self.answer_reject(now, node, key, code, detail);
         self.arm_serving(key);
     }
@@ -816,9 +824,16 @@ impl Rpc {
         }
     }
 
-    fn record_skipped(&mut self, node: &mut Node, call: Call, caller_key: PublicKey, via: Via) {
+    fn record_skipped(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        call: Call,
+        caller_key: PublicKey,
+        via: Via,
+    ) {
         let key = (caller_key, call.id);
-        self.insert_serving(call, caller_key, ServeState::Skipped, via);
+        self.insert_serving(now, call, caller_key, ServeState::Skipped, via);
         self.save_serving(node, &key);
     }
 }
