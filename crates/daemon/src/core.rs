@@ -923,9 +923,6 @@ impl Daemon {
                     when_durable.push(t);
                 }
             }
-            // The engine's records of this round, after its messages left and its waiters
-            // were answered.
-            self.rpc.engine.write_records(&mut self.node);
             self.commit(when_durable);
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
@@ -946,6 +943,11 @@ impl Daemon {
             return;
         }
         self.commit_due = None;
+        // The engine's records, written only now: after the round's messages left and its
+        // waiters were answered, and once for everything that changed since the last commit (a
+        // call made and answered meanwhile is written once; a reply delivered meanwhile never
+        // gets an outbox row).
+        self.rpc.engine.write_records(&mut self.node);
         let mut promised = Promised {
             commit: 0,
             replies: std::mem::take(&mut self.replies_when_durable),
@@ -992,7 +994,7 @@ impl Daemon {
     fn may_wait_to_commit(&mut self) -> bool {
         let store = self.node.store();
         if self.syncer.is_none()
-            || !store.has_uncommitted()
+            || !(store.has_uncommitted() || self.rpc.engine.has_records_to_write())
             || store.commit_waits_for_disk()
             || !self.replies_when_durable.is_empty()
             || !self.confirms_when_durable.is_empty()

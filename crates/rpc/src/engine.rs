@@ -701,6 +701,13 @@ impl Rpc {
         self.write_dirty(node);
     }
 
+    /// Whether records changed since the last [`Rpc::write_records`].
+    pub fn has_records_to_write(&self) -> bool {
+        !(self.dirty_calls.is_empty()
+            && self.dirty_serving.is_empty()
+            && self.dirty_outbox.is_empty())
+    }
+
     /// Store errors met while keeping state (drained): the shell logs them.
     pub fn take_errors(&mut self) -> Vec<String> {
         std::mem::take(&mut self.errors)
