@@ -742,8 +742,9 @@ impl Rpc {
     }
 
     /// A data-channel file this node holds (a result's or a parameter's), verified. `None` if it
-    /// is not here: not arrived (yet), expired, or dropped to make room for newer files (a
-    /// finished call's result file: its timeline says so; see [`RpcConfig::max_file_bytes`]).
+    /// is not here: not arrived (yet), expired (a result file lives as long as its call is kept),
+    /// or dropped to make room for newer files (a finished call's result file: its timeline says
+    /// so; see [`RpcConfig::max_file_bytes`]).
     pub fn file(&self, node: &Node, hash: &[u8; 32]) -> Option<Bytes> {
         let raw = node.store().rpc_get(RpcTable::Files, hash).ok()??;
         (raw.len() >= 8).then(|| raw.slice(8..))
@@ -1310,6 +1311,28 @@ impl Rpc {
         }
     }
 
+    /// The result files of the calls this node keeps, each with when the last call that has it
+    /// goes (a finished call `retention` after it finished, a waiting one then after its
+    /// deadline).
+    fn result_files_kept_until(&self, retention: u64) -> BTreeMap<[u8; 32], DtnTime> {
+        let mut until: BTreeMap<[u8; 32], DtnTime> = BTreeMap::new();
+        for c in self.calls.values() {
+            let end = c
+                .finished_at
+                .unwrap_or(c.call.deadline)
+                .saturating_add(retention);
+            for r in &c.replies {
+                if let Message::Result(res) = &r.message {
+                    for f in &res.files {
+                        let t = until.entry(f.hash).or_insert(end);
+                        *t = (*t).max(end);
+                    }
+                }
+            }
+        }
+        until
+    }
+
     /// Forgets a data-channel file: gone from the budget and the store.
     fn drop_file(&mut self, node: &mut Node, hash: &[u8; 32]) {
         if let Some((size, _)) = self.files.remove(hash) {
@@ -1375,11 +1398,22 @@ impl Rpc {
             .filter(|(_, (_, expiry))| *expiry <= now)
             .map(|(h, _)| *h)
             .collect();
-        for hash in old_files {
-            if let Some((size, _)) = self.files.remove(&hash) {
-                self.file_bytes -= size;
+        if !old_files.is_empty() {
+            // A result file lives as long as the call this node keeps (its bundle's lifetime
+            // ended with the call's deadline): `ferry result` an hour later still has the
+            // picture. In memory only; after a restart the next sweep extends it again. The file
+            // budget may still drop it, and the call's timeline then says so.
+            let kept_results = self.result_files_kept_until(retention);
+            for hash in old_files {
+                match kept_results.get(&hash) {
+                    Some(&until) if until > now => {
+                        if let Some(entry) = self.files.get_mut(&hash) {
+                            entry.1 = until;
+                        }
+                    }
+                    _ => self.drop_file(node, &hash),
+                }
             }
-            self.persist(node, RpcTable::Files, &hash, None);
         }
         self.notices.retain(|_, (_, until)| *until > now);
         self.arm(now + retention.clamp(1_000, 60_000), Timer::Sweep);

@@ -469,3 +469,36 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     assert!(rpc.forget(&mut node, id));
     assert!(rows(&node).is_empty());
 }
+
+#[test]
+fn a_result_file_lives_as_long_as_its_call_is_kept_not_just_until_the_deadline() {
+    let mut node = client_node();
+    let mut rpc = client(&mut node, 1 << 20, NOW);
+    let id = call_server(&mut rpc, &mut node, vec![]);
+    let picture = Bytes::from(vec![7u8; 5_000]);
+    let hash = *blake3::hash(&picture).as_bytes();
+    answer_with_file(&mut node, &mut rpc, NOW + 1_000, id, &picture);
+    assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Succeeded);
+    let run_until = |rpc: &mut Rpc, node: &mut Node, until: DtnTime| {
+        while let Some(t) = rpc.poll_timeout().filter(|t| *t <= until) {
+            rpc.handle_timeout(t, node);
+        }
+    };
+    // The file's bundle expired at NOW + 200 s; the call is kept for an hour after it finished.
+    run_until(&mut rpc, &mut node, NOW + 30 * 60_000);
+    assert_eq!(rpc.file(&node, &hash), Some(picture.clone()));
+    // A restart reads the file's stored (past) expiry; the next sweep keeps the file again.
+    let store = node.into_store();
+    let mut node = Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        store,
+        NOW + 30 * 60_000,
+    );
+    let mut rpc = client(&mut node, 1 << 20, NOW + 30 * 60_000);
+    run_until(&mut rpc, &mut node, NOW + 50 * 60_000);
+    assert_eq!(rpc.file(&node, &hash), Some(picture));
+    // Once the call goes, so does its file.
+    run_until(&mut rpc, &mut node, NOW + 63 * 60_000);
+    assert!(rpc.call_view(&id).is_none());
+    assert_eq!(rpc.file(&node, &hash), None);
+}

@@ -656,12 +656,36 @@ impl Rpc {
 
     pub(super) fn note(&mut self, now: DtnTime, id: CallId, text: String) {
         if let Some(c) = self.calls.get_mut(&id) {
-            // Bounded: a call that hears thousands of servers keeps the first 200 lines.
-            if c.timeline.len() < 200 {
-                c.timeline.push((now, text));
-            }
+            add_line(&mut c.timeline, now, text);
         }
     }
+}
+
+/// Lines a call's timeline keeps from its start; after them, one line counting the lines left
+/// out, then the latest lines, up to [`TIMELINE_LINES`] in all.
+const TIMELINE_HEAD: usize = 100;
+/// The most lines a timeline has (a call that hears thousands of servers, or waits for days).
+const TIMELINE_LINES: usize = 200;
+const LEFT_OUT: (&str, &str) = ("(", " lines left out here)");
+
+/// Adds a line to a timeline, bounded: once full, the oldest line after the head goes, counted
+/// in the line that stands for the lines left out, so the start and the latest lines (how the
+/// call ended) both stay.
+fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) {
+    if timeline.len() >= TIMELINE_LINES {
+        let left_out = timeline[TIMELINE_HEAD]
+            .1
+            .strip_prefix(LEFT_OUT.0)
+            .and_then(|rest| rest.strip_suffix(LEFT_OUT.1))
+            .and_then(|n| n.parse::<u64>().ok());
+        // The first time, the line at the head's end becomes the count (and is one of them).
+        let n = left_out
+            .unwrap_or(0)
+            .saturating_add(if left_out.is_some() { 1 } else { 2 });
+        timeline.remove(TIMELINE_HEAD + 1);
+        timeline[TIMELINE_HEAD].1 = format!("{}{n}{}", LEFT_OUT.0, LEFT_OUT.1);
+    }
+    timeline.push((now, text));
 }
 
 fn is_complete_result(r: &Reply) -> bool {
@@ -686,5 +710,47 @@ pub(super) fn plural(n: u64, word: &str) -> String {
         format!("1 {word}")
     } else {
         format!("{n} {word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_timeline_keeps_its_start_its_latest_lines_and_how_many_went() {
+        let mut timeline = Vec::new();
+        for i in 0..500u64 {
+            add_line(&mut timeline, i, format!("line {i}"));
+        }
+        assert_eq!(timeline.len(), TIMELINE_LINES);
+        assert_eq!(timeline[0], (0, "line 0".to_string()));
+        assert_eq!(timeline[99], (99, "line 99".to_string()));
+        assert_eq!(
+            timeline[100],
+            (100, "(301 lines left out here)".to_string())
+        );
+        assert_eq!(timeline[101], (401, "line 401".to_string()));
+        assert_eq!(timeline[199], (499, "line 499".to_string()));
+        // Lines 100..=400 are the 301 left out: every line is either kept or counted.
+        let kept = timeline
+            .iter()
+            .filter(|(_, t)| t.starts_with("line "))
+            .count();
+        assert_eq!(kept + 301, 500);
+    }
+
+    #[test]
+    fn a_short_timeline_keeps_every_line() {
+        let mut timeline = Vec::new();
+        for i in 0..TIMELINE_LINES as u64 {
+            add_line(&mut timeline, i, format!("line {i}"));
+        }
+        assert!(
+            timeline
+                .iter()
+                .enumerate()
+                .all(|(i, (at, t))| *at == i as u64 && *t == format!("line {i}"))
+        );
     }
 }
