@@ -2072,6 +2072,7 @@ fn call_error(e: rpc::CallError, spec: &CallSpec) -> ApiError {
         rpc::CallError::Store(e @ store::StoreError::Full { .. }) => {
             ApiError::new("store_full", e.to_string())
         }
+        e @ rpc::CallError::FileBudget { .. } => ApiError::new("store_full", e.to_string()),
         rpc::CallError::Send(e) => ApiError::new("internal", e.to_string()),
         rpc::CallError::Store(e) => ApiError::new("internal", e.to_string()),
         e => ApiError::new("bad_request", e.to_string()),

@@ -147,6 +147,18 @@ pub enum CallError {
     /// No such call.
     #[error("no such call")]
     UnknownCall,
+    /// The call's files do not fit this node's file budget, even after dropping the files
+    /// finished calls no longer need ([`RpcConfig::max_file_bytes`]).
+    #[error(
+        "the call's files ({needed} bytes this node does not hold yet) do not fit its RPC file \
+         budget of {budget} bytes, even after dropping finished calls' files"
+    )]
+    FileBudget {
+        /// Bytes of files this node would have to keep anew.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+    },
 }
 
 /// Identifies one execution the engine asked the shell to run.
@@ -1345,17 +1357,49 @@ impl Rpc {
         self.files.contains_key(hash)
     }
 
-    fn keep_file(&mut self, node: &mut Node, content: &Bytes, expiry: DtnTime) -> [u8; 32] {
-        let hash = hash_of(content);
-        if let std::collections::btree_map::Entry::Vacant(e) = self.files.entry(hash) {
-            e.insert((content.len() as u64, expiry));
-            self.file_bytes += content.len() as u64;
+    /// Makes room in the file budget for those of `files` (hash, size) this node does not hold
+    /// yet (see [`Rpc::make_room_for_files`]). `Err((needed, budget))` if they do not fit even
+    /// then: files this node makes (a call's parameters, a procedure's results) count against
+    /// the budget like the files it receives.
+    fn fit_new_files(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        files: &[([u8; 32], u64)],
+    ) -> Result<(), (u64, u64)> {
+        let mut seen = BTreeSet::new();
+        let needed: u64 = files
+            .iter()
+            .filter(|(h, _)| !self.files.contains_key(h) && seen.insert(*h))
+            .map(|(_, size)| size)
+            .sum();
+        let budget = self.config.max_file_bytes;
+        if self.file_bytes.saturating_add(needed) > budget {
+            self.make_room_for_files(now, node, needed);
+        }
+        if self.file_bytes.saturating_add(needed) > budget {
+            self.stats.files_refused += 1;
+            return Err((needed, budget));
+        }
+        Ok(())
+    }
+
+    /// Keeps a file this node made (its hash given), until `expiry` at least.
+    fn keep_file(&mut self, node: &mut Node, hash: [u8; 32], content: &Bytes, expiry: DtnTime) {
+        match self.files.entry(hash) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert((content.len() as u64, expiry));
+                self.file_bytes += content.len() as u64;
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let held = e.get_mut();
+                held.1 = held.1.max(expiry);
+            }
         }
         let mut value = Vec::with_capacity(8 + content.len());
         value.extend_from_slice(&expiry.to_le_bytes());
         value.extend_from_slice(content);
         self.persist(node, RpcTable::Files, &hash, Some(&value));
-        hash
     }
 
     // ----- timers -----

@@ -502,3 +502,42 @@ fn a_result_file_lives_as_long_as_its_call_is_kept_not_just_until_the_deadline()
     assert!(rpc.call_view(&id).is_none());
     assert_eq!(rpc.file(&node, &hash), None);
 }
+
+#[test]
+fn a_call_whose_files_do_not_fit_the_file_budget_is_refused_and_nothing_is_kept() {
+    let mut node = client_node();
+    let mut rpc = client(&mut node, 100_000, NOW);
+    let file = |tag: u8| rpc::Param::File {
+        name: "in.bin".into(),
+        content: Bytes::from(vec![tag; 60_000]),
+    };
+    // A waiting call's parameter is never dropped: the second 60 kB file cannot fit.
+    let first = call_server(&mut rpc, &mut node, vec![file(1)]);
+    let mut request = rpc::CallRequest::new(
+        rpc::Target::Node(eid("dtn://server/")),
+        "photo",
+        vec![file(2)],
+    );
+    request.transport = Transport::Dtn;
+    let err = rpc.call(NOW, &mut node, request).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            rpc::CallError::FileBudget {
+                needed: 60_000,
+                budget: 100_000
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(rpc.call_ids(), vec![first]);
+    let files = node.store().rpc_scan(store::RpcTable::Files).unwrap();
+    assert_eq!(files.len(), 1, "only the first call's file");
+    // The same file again costs nothing new: it fits.
+    let again = call_server(&mut rpc, &mut node, vec![file(1)]);
+    let mut made = vec![first, again];
+    made.sort();
+    let mut ids = rpc.call_ids();
+    ids.sort();
+    assert_eq!(ids, made);
+}

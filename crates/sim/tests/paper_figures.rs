@@ -357,6 +357,55 @@ fn finished_calls_results_make_room_for_a_waiting_calls_result() {
 }
 
 #[test]
+fn result_files_over_the_servers_file_budget_end_the_call_with_a_reason() {
+    // Files a server makes count against its file budget like the files it receives: a result
+    // that cannot fit even after the server drops what it may is answered "output too large",
+    // with the sizes, instead of being kept over the budget.
+    let mut app = RpcApp::new(2);
+    app.configure(1, |c| c.max_file_bytes = 5_000_000);
+    app.offer(
+        1,
+        procedure(
+            "picture",
+            &[],
+            Behaviour::File {
+                size: 8_000_000,
+                run_ms: 100,
+            },
+        ),
+    );
+    app.script(
+        1,
+        CallRequest::new(Target::Node(node_id(1)), "picture", vec![]),
+    );
+    let scenario = Scenario::new(
+        1,
+        Topology::Hub { nodes: 2 },
+        StrategyKind::Epidemic,
+        60_000,
+    );
+    let mut sim = Sim::with_app(scenario, app);
+    sim.schedule_action(5_000, 0, 1);
+    sim.run_in_place().expect("no invariant broken");
+    let app = sim.app();
+    let view = app.outcome(1).expect("the call ended");
+    assert_eq!(view.state, CallState::Failed, "{:#?}", view.timeline);
+    match &view.replies[0].message {
+        wire::rpc::Message::Reject(r) => {
+            assert_eq!(r.code, wire::rpc::RejectCode::OutputTooLarge);
+            assert!(
+                r.detail.contains("8000000 bytes") && r.detail.contains("5000000"),
+                "{}",
+                r.detail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let server = app.engine(1).unwrap();
+    assert_eq!(server.stats().files_refused, 1);
+}
+
+#[test]
 fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
     // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and the README):
     // explicit and not reachable → dtn.

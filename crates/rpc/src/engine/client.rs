@@ -58,7 +58,7 @@ impl Rpc {
 
         // Parameters: large byte strings and files go on the data channel.
         let mut params = Vec::with_capacity(request.params.len());
-        let mut files = Vec::new();
+        let mut hashed = Vec::new();
         for (i, p) in request.params.into_iter().enumerate() {
             let (name, content) = match p {
                 Param::Value(Value::Bytes(b)) if b.len() > self.config.inline_limit => {
@@ -70,12 +70,21 @@ impl Rpc {
                 }
                 Param::File { name, content } => (name, content),
             };
-            let hash = self.keep_file(node, &content, deadline);
+            let hash = hash_of(&content);
             params.push(Value::File(FileRef {
                 hash,
                 size: content.len() as u64,
                 name,
             }));
+            hashed.push((hash, content));
+        }
+        let sizes: Vec<([u8; 32], u64)> =
+            hashed.iter().map(|(h, c)| (*h, c.len() as u64)).collect();
+        self.fit_new_files(now, node, &sizes)
+            .map_err(|(needed, budget)| CallError::FileBudget { needed, budget })?;
+        let mut files = Vec::with_capacity(hashed.len());
+        for (hash, content) in hashed {
+            self.keep_file(node, hash, &content, deadline);
             files.push(content);
         }
         let call = Call {

@@ -313,7 +313,6 @@ impl Rpc {
                 files,
                 run_ms,
             } => {
-                let mut refs = Vec::new();
                 let mut contents = Vec::new();
                 let mut value = value;
                 if value.len() > self.config.inline_limit {
@@ -322,32 +321,56 @@ impl Rpc {
                     value = Bytes::new();
                 }
                 contents.extend(files);
-                for (name, content) in contents {
-                    let hash = self.keep_file(node, &content, deadline);
-                    refs.push(FileRef {
-                        hash,
-                        size: content.len() as u64,
-                        name,
-                    });
-                    if !local {
-                        let payload = self.seal_file(content, Some(key.0));
-                        let _ = self.send_bundle(
-                            now,
-                            node,
-                            Some(&caller),
-                            Channel::Data,
-                            payload,
-                            deadline,
-                        );
+                let hashed: Vec<([u8; 32], String, Bytes)> = contents
+                    .into_iter()
+                    .map(|(name, content)| (hash_of(&content), name, content))
+                    .collect();
+                let sizes: Vec<([u8; 32], u64)> = hashed
+                    .iter()
+                    .map(|(h, _, c)| (*h, c.len() as u64))
+                    .collect();
+                match self.fit_new_files(now, node, &sizes) {
+                    Ok(()) => {
+                        let mut refs = Vec::new();
+                        for (hash, name, content) in hashed {
+                            self.keep_file(node, hash, &content, deadline);
+                            refs.push(FileRef {
+                                hash,
+                                size: content.len() as u64,
+                                name,
+                            });
+                            if !local {
+                                let payload = self.seal_file(content, Some(key.0));
+                                let _ = self.send_bundle(
+                                    now,
+                                    node,
+                                    Some(&caller),
+                                    Channel::Data,
+                                    payload,
+                                    deadline,
+                                );
+                            }
+                        }
+                        Message::Result(CallResult {
+                            id: key.1,
+                            server: self.me.clone(),
+                            value,
+                            files: refs,
+                            run_ms,
+                        })
                     }
+                    Err((needed, budget)) => Message::Reject(Reject {
+                        id: key.1,
+                        server: self.me.clone(),
+                        code: RejectCode::OutputTooLarge,
+                        detail: format!(
+                            "the procedure's result files ({needed} bytes) do not fit this \
+                             server's RPC file budget of {budget} bytes"
+                        ),
+                        exit_status: None,
+                        stderr_tail: Bytes::new(),
+                    }),
                 }
-                Message::Result(CallResult {
-                    id: key.1,
-                    server: self.me.clone(),
-                    value,
-                    files: refs,
-                    run_ms,
-                })
             }
             Outcome::Failure {
                 code,
