@@ -43,6 +43,8 @@
 //! ack_timeout = "30s"               # the paper's timers, for calls this node makes
 //! result_timeout = "90s"            # (after the ack)
 //! dtn_timeout = "90s"               # (more, waiting on dtn)
+//! file_budget = "1GiB"              # data-channel files kept at once (parameters, results);
+//!                                   # when full, files no call needs go, then old results
 //!
 //! [[rpc.procedure]]                 # one table per procedure
 //! name = "echo"                     # letters, digits, _ . -; unique
@@ -208,6 +210,7 @@ struct RpcFile {
     ack_timeout: Option<String>,
     result_timeout: Option<String>,
     dtn_timeout: Option<String>,
+    file_budget: Option<String>,
     #[serde(default)]
     procedure: Vec<ProcedureFile>,
 }
@@ -249,6 +252,8 @@ pub struct RpcConfig {
     pub result_timeout: Duration,
     /// How much longer it waits on dtn after that (the paper's 90 s).
     pub dtn_timeout: Duration,
+    /// Bytes of data-channel files (parameters and results, made here or received) kept at once.
+    pub file_budget: u64,
     /// The procedures this node serves, in file order (`[[rpc.procedure]]`).
     pub procedures: Vec<ProcedureConfig>,
 }
@@ -264,6 +269,7 @@ impl Default for RpcConfig {
             ack_timeout: Duration::from_secs(30),
             result_timeout: Duration::from_secs(90),
             dtn_timeout: Duration::from_secs(90),
+            file_budget: rpc::RpcConfig::default().max_file_bytes,
             procedures: Vec::new(),
         }
     }
@@ -488,6 +494,12 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
             defaults.result_timeout,
         )?,
         dtn_timeout: positive("rpc.dtn_timeout", file.dtn_timeout, defaults.dtn_timeout)?,
+        file_budget: match file.file_budget {
+            Some(text) => {
+                parse_size(&text).map_err(|e| ConfigError(format!("rpc.file_budget: {e}")))?
+            }
+            None => defaults.file_budget,
+        },
         procedures,
     })
 }
@@ -792,6 +804,10 @@ mod tests {
         assert!(c.rpc.procedures.is_empty() && c.rpc.accept.is_none());
         assert_eq!(c.rpc.ack_timeout, Duration::from_secs(30));
         assert_eq!(c.rpc.dtn_timeout, Duration::from_secs(90));
+        assert_eq!(c.rpc.file_budget, 1 << 30);
+        let c = Config::from_toml("[rpc]\nfile_budget = \"200MB\"", "x").unwrap();
+        assert_eq!(c.rpc.file_budget, 200_000_000);
+        let c = Config::defaults("x");
         assert_eq!(c.rpc.work_dir(Path::new("/d")), Path::new("/d/work"));
         // A procedure's own defaults.
         let c = Config::from_toml(
@@ -941,6 +957,7 @@ mod tests {
         assert!(err("[rpc]\nmoving_command = [\"\"]").contains("rpc.moving_command"));
         assert!(err("[rpc]\nack_timeout = \"0s\"").contains("rpc.ack_timeout"));
         assert!(err("[rpc]\ndtn_timeout = \"x\"").contains("rpc.dtn_timeout"));
+        assert!(err("[rpc]\nfile_budget = \"lots\"").contains("rpc.file_budget"));
     }
 
     #[test]
