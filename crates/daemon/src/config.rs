@@ -45,6 +45,8 @@
 //! dtn_timeout = "90s"               # (more, waiting on dtn)
 //! file_budget = "1GiB"              # data-channel files kept at once (parameters, results);
 //!                                   # when full, files no call needs go, then old results
+//! trusted_servers = ["3b6a27bc…"]   # any-mode: act only on these servers' STARTED/DONE notices
+//!                                   # (Ed25519 keys, 64 hex digits); default: any signer's
 //!
 //! [[rpc.procedure]]                 # one table per procedure
 //! name = "echo"                     # letters, digits, _ . -; unique
@@ -211,6 +213,7 @@ struct RpcFile {
     result_timeout: Option<String>,
     dtn_timeout: Option<String>,
     file_budget: Option<String>,
+    trusted_servers: Option<Vec<String>>,
     #[serde(default)]
     procedure: Vec<ProcedureFile>,
 }
@@ -254,6 +257,9 @@ pub struct RpcConfig {
     pub dtn_timeout: Duration,
     /// Bytes of data-channel files (parameters and results, made here or received) kept at once.
     pub file_budget: u64,
+    /// The servers (Ed25519 public keys) whose any-mode notices this node acts on; `None`: any
+    /// signer's.
+    pub trusted_servers: Option<Vec<[u8; 32]>>,
     /// The procedures this node serves, in file order (`[[rpc.procedure]]`).
     pub procedures: Vec<ProcedureConfig>,
 }
@@ -270,6 +276,7 @@ impl Default for RpcConfig {
             result_timeout: Duration::from_secs(90),
             dtn_timeout: Duration::from_secs(90),
             file_budget: rpc::RpcConfig::default().max_file_bytes,
+            trusted_servers: None,
             procedures: Vec::new(),
         }
     }
@@ -499,6 +506,21 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
                 parse_size(&text).map_err(|e| ConfigError(format!("rpc.file_budget: {e}")))?
             }
             None => defaults.file_budget,
+        },
+        trusted_servers: match file.trusted_servers {
+            None => None,
+            Some(keys) => Some(
+                keys.iter()
+                    .map(|k| {
+                        parse_public_key(k).ok_or_else(|| {
+                            ConfigError(format!(
+                                "rpc.trusted_servers: {k:?} is not an Ed25519 public key (64 hex \
+                                 digits)"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
         },
         procedures,
     })
@@ -807,6 +829,10 @@ mod tests {
         assert_eq!(c.rpc.file_budget, 1 << 30);
         let c = Config::from_toml("[rpc]\nfile_budget = \"200MB\"", "x").unwrap();
         assert_eq!(c.rpc.file_budget, 200_000_000);
+        assert_eq!(c.rpc.trusted_servers, None);
+        let key = "ab".repeat(32);
+        let c = Config::from_toml(&format!("[rpc]\ntrusted_servers = [\"{key}\"]"), "x").unwrap();
+        assert_eq!(c.rpc.trusted_servers, Some(vec![[0xab; 32]]));
         let c = Config::defaults("x");
         assert_eq!(c.rpc.work_dir(Path::new("/d")), Path::new("/d/work"));
         // A procedure's own defaults.
@@ -958,6 +984,7 @@ mod tests {
         assert!(err("[rpc]\nack_timeout = \"0s\"").contains("rpc.ack_timeout"));
         assert!(err("[rpc]\ndtn_timeout = \"x\"").contains("rpc.dtn_timeout"));
         assert!(err("[rpc]\nfile_budget = \"lots\"").contains("rpc.file_budget"));
+        assert!(err("[rpc]\ntrusted_servers = [\"abc\"]").contains("rpc.trusted_servers"));
     }
 
     #[test]

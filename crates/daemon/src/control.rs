@@ -362,6 +362,8 @@ pub struct RpcCounters {
     pub duplicates: u64,
     /// Messages dropped for a bad signature, a failed decryption or garbage.
     pub forged: u64,
+    /// Any-mode notices ignored: their signer is not a trusted server (`[rpc] trusted_servers`).
+    pub untrusted_notices: u64,
     /// Executions running now.
     pub running: u64,
 }

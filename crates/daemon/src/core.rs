@@ -1543,6 +1543,7 @@ impl Daemon {
             executions: r.executions,
             duplicates: r.duplicates,
             forged: r.forged,
+            untrusted_notices: r.untrusted_notices,
             running: self.rpc.engine.running() as u64,
         }
     }

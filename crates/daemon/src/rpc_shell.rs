@@ -270,6 +270,11 @@ fn engine_config(config: &Config) -> anyhow::Result<rpc::RpcConfig> {
     engine.timers.result_ms = config.rpc.result_timeout.as_millis() as u64;
     engine.timers.dtn_ms = config.rpc.dtn_timeout.as_millis() as u64;
     engine.max_file_bytes = config.rpc.file_budget;
+    engine.trusted_servers = config
+        .rpc
+        .trusted_servers
+        .as_ref()
+        .map(|keys| keys.iter().map(|k| PublicKey(*k)).collect());
     engine.accept = parse("rpc.accept", &config.rpc.accept)?;
     for p in &config.rpc.procedures {
         let mut spec = rpc::ProcedureSpec::new(&p.name, p.params.clone());

@@ -231,6 +231,7 @@ mod tests {
                 executions: 5,
                 duplicates: 1,
                 forged: 0,
+                untrusted_notices: 0,
                 running: 1,
             },
         };

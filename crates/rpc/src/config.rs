@@ -102,6 +102,11 @@ pub struct RpcConfig {
     /// Largest `bytes` parameter or result value sent inside the control message; larger ones
     /// go on the data channel as a file.
     pub inline_limit: usize,
+    /// The servers whose any-mode STARTED and DONE notices this node acts on, by key; `None`:
+    /// any signer's (the paper's behaviour). A notice makes this node skip or stop a call, so a
+    /// node that signs notices for calls it never ran could keep them from being served; where
+    /// the servers are known, list them. Notices from others are counted and ignored.
+    pub trusted_servers: Option<BTreeSet<PublicKey>>,
 }
 
 impl Default for RpcConfig {
@@ -117,6 +122,7 @@ impl Default for RpcConfig {
             pinned_keys: Vec::new(),
             max_file_bytes: 1 << 30,
             inline_limit: 4 * 1024,
+            trusted_servers: None,
         }
     }
 }

@@ -373,6 +373,8 @@ pub struct RpcStats {
     pub unmatched: u64,
     /// Any-mode calls skipped or stopped because another server took them.
     pub skipped: u64,
+    /// Any-mode notices ignored: their signer is not among `RpcConfig::trusted_servers`.
+    pub untrusted_notices: u64,
     /// Data-channel files refused (over the budget) or not matching their hash.
     pub files_refused: u64,
     /// Durable records that did not parse at start (skipped).

@@ -798,6 +798,12 @@ impl Rpc {
         if sender == self.identity.public() {
             return;
         }
+        if let Some(trusted) = &self.config.trusted_servers
+            && !trusted.contains(&sender)
+        {
+            self.stats.untrusted_notices += 1;
+            return;
+        }
         let entry = self
             .notices
             .entry(notice.id)
