@@ -45,8 +45,9 @@
 //! dtn_timeout = "90s"               # (more, waiting on dtn)
 //! file_budget = "1GiB"              # data-channel files kept at once (parameters, results);
 //!                                   # when full, files no call needs go, then old results
-//! trusted_servers = ["3b6a27bc…"]   # any-mode: act only on these servers' STARTED/DONE notices
-//!                                   # (Ed25519 keys, 64 hex digits); default: any signer's
+//! # any-mode: act only on these servers' STARTED/DONE notices (Ed25519 keys, 64 hex digits);
+//! # default: any signer's
+//! trusted_servers = ["3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"]
 //!
 //! [[rpc.procedure]]                 # one table per procedure
 //! name = "echo"                     # letters, digits, _ . -; unique
