@@ -339,7 +339,7 @@ fn run_rpc(experiment: RpcExperiment, args: &SimArgs, strategy: StrategyKind) ->
                  and all) / calls sent by dtn, at first or as a fallback. res rt/dtn: how the first complete \
                  result's value came (its file always rides dtn). no path: calls without a result that no \
                  protocol could have answered (no journey client → server → client through the changing \
-                 links within the call's time, even with instant transfers). refused: data-channel files the \
+                 links within the call's time, even with every hop as fast as the file crosses an idle link). refused: data-channel files the \
                  engines refused over their file budget. target: half the paper's loss in 210 s (explicit from \
                  41.9 %, any and all from 27.8 %), none with twice the time; pass or FAIL is the worst seed's."
             );

@@ -341,7 +341,8 @@ pub struct CellRun {
     pub no_result: usize,
     /// Of those, the calls no protocol could have answered: the links as they came and went
     /// offered no journey from the client to a server it called and back within the call's time,
-    /// even with instant transfers and store-carry-forward at every node.
+    /// even with store-carry-forward at every node and each hop taking only the time the call's
+    /// file needs on an idle link ([`Fig5::file_hop_ms`]).
     pub no_path: usize,
     /// Time from each call to its first complete result, ms, ascending.
     pub result_ms: Vec<u64>,
@@ -445,6 +446,14 @@ impl Fig5Table {
 }
 
 impl Fig5 {
+    /// How long a call's file takes to cross one idle link (bandwidth and latency): the time a
+    /// hop of a journey takes when "no path" asks whether any protocol could have answered.
+    pub fn file_hop_ms(&self) -> u64 {
+        let bits = self.file_bytes as u64 * 8;
+        let bps = self.link.bandwidth_bps.max(1);
+        (bits * 1_000).div_ceil(bps) + self.link.latency_ms
+    }
+
     /// The timers of a call: the paper's, scaled to [`Fig5::budget_ms`].
     pub fn timers(&self) -> Timers {
         let scale = |ms: u64| ms * self.budget_ms / PAPER_BUDGET_MS;
@@ -628,7 +637,9 @@ impl Fig5 {
                 };
                 let start = view.created - SIM_EPOCH;
                 let end = view.call.deadline - SIM_EPOCH;
-                if !round_trip_possible(sim.link_events(), nodes, client, &eligible, start, end) {
+                let hop_ms = self.file_hop_ms();
+                let span = (start, end);
+                if !round_trip_possible(sim.link_events(), nodes, client, &eligible, span, hop_ms) {
                     run.no_path += 1;
                 }
                 if debug {
@@ -702,9 +713,11 @@ impl Fig5 {
                 .get(&(s, view.call.id))
                 .copied()
                 .unwrap_or(0);
-            let there = earliest_arrivals(sim.link_events(), nodes, client, start, end)[s];
-            let back = there
-                .and_then(|at| earliest_arrivals(sim.link_events(), nodes, s, at, end)[client]);
+            let hop = self.file_hop_ms();
+            let there = earliest_arrivals(sim.link_events(), nodes, client, start, end, hop)[s];
+            let back = there.and_then(|at| {
+                earliest_arrivals(sim.link_events(), nodes, s, at, end, hop)[client]
+            });
             let _ = writeln!(
                 out,
                 "  server n{s}: ran {runs} time(s); journey there at {}, back at {}",
@@ -769,48 +782,61 @@ impl Fig5 {
 }
 
 /// When something leaving `from` at `start` (ms from the run's start) can first be at each node,
-/// carried over the links as they come and go (`events`, in time order) with instant transfers
-/// and kept by every node it reaches: the earliest any protocol could deliver it.
+/// carried over the links as they come and go (`events`, in time order) and kept by every node it
+/// reaches, each hop taking `hop_ms` during which its link must stay up (0: instant transfers):
+/// the earliest any protocol could deliver it at these link rates, contention aside.
 fn earliest_arrivals(
     events: &[LinkEvent],
     nodes: usize,
     from: usize,
     start: u64,
     until: u64,
+    hop_ms: u64,
 ) -> Vec<Option<u64>> {
-    let mut up: BTreeSet<(usize, usize)> = BTreeSet::new();
     let mut arrival = vec![None; nodes];
     if from >= nodes {
         return arrival;
     }
-    arrival[from] = Some(start);
-    let spread = |up: &BTreeSet<(usize, usize)>, arrival: &mut Vec<Option<u64>>, t: u64| loop {
-        let mut changed = false;
-        for &(a, b) in up {
-            match (arrival[a].is_some(), arrival[b].is_some()) {
-                (true, false) => arrival[b] = Some(t),
-                (false, true) => arrival[a] = Some(t),
-                _ => continue,
-            }
-            changed = true;
-        }
-        if !changed {
-            break;
-        }
+    // Each link's spans of being up, [since, until), from both ends.
+    let mut since: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    let mut spans: Vec<Vec<(usize, u64, u64)>> = vec![Vec::new(); nodes];
+    let add = |spans: &mut Vec<Vec<(usize, u64, u64)>>, (a, b): (usize, usize), s, e| {
+        spans[a].push((b, s, e));
+        spans[b].push((a, s, e));
     };
-    let mut k = 0;
-    while k < events.len() && events[k].at <= start {
-        apply(&mut up, &events[k], nodes);
-        k += 1;
-    }
-    spread(&up, &mut arrival, start);
-    while k < events.len() && events[k].at <= until {
-        let t = events[k].at;
-        while k < events.len() && events[k].at == t {
-            apply(&mut up, &events[k], nodes);
-            k += 1;
+    for e in events {
+        if e.a >= nodes || e.b >= nodes || e.a == e.b || e.at > until {
+            continue;
         }
-        spread(&up, &mut arrival, t);
+        let key = (e.a.min(e.b), e.a.max(e.b));
+        if e.up {
+            since.entry(key).or_insert(e.at);
+        } else if let Some(s) = since.remove(&key) {
+            add(&mut spans, key, s, e.at);
+        }
+    }
+    for (key, s) in since {
+        add(&mut spans, key, s, u64::MAX);
+    }
+    // Dijkstra over time: waiting is allowed, so a later start never arrives earlier.
+    let mut queue = std::collections::BinaryHeap::new();
+    arrival[from] = Some(start);
+    queue.push(std::cmp::Reverse((start, from)));
+    while let Some(std::cmp::Reverse((t, u))) = queue.pop() {
+        if arrival[u] != Some(t) {
+            continue;
+        }
+        for &(v, s, e) in &spans[u] {
+            let depart = t.max(s);
+            let arrive = depart.saturating_add(hop_ms);
+            if depart >= e || arrive > e || arrive > until {
+                continue;
+            }
+            if arrival[v].is_none_or(|old| arrive < old) {
+                arrival[v] = Some(arrive);
+                queue.push(std::cmp::Reverse((arrive, v)));
+            }
+        }
     }
     arrival
 }
@@ -828,19 +854,20 @@ fn apply(up: &mut BTreeSet<(usize, usize)>, e: &LinkEvent, nodes: usize) {
 }
 
 /// Whether a call from `client` between `start` and `end` could have reached one of `servers`
-/// and come back in time, on the links of `events`, with instant transfers.
+/// and come back in time, on the links of `events`, each hop taking `hop_ms` (the call's file
+/// crosses a link out, the result's file back).
 fn round_trip_possible(
     events: &[LinkEvent],
     nodes: usize,
     client: usize,
     servers: &[usize],
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    hop_ms: u64,
 ) -> bool {
-    let out = earliest_arrivals(events, nodes, client, start, end);
+    let out = earliest_arrivals(events, nodes, client, start, end, hop_ms);
     servers.iter().any(|&s| {
         out.get(s).copied().flatten().is_some_and(|at| {
-            earliest_arrivals(events, nodes, s, at, end)
+            earliest_arrivals(events, nodes, s, at, end, hop_ms)
                 .get(client)
                 .copied()
                 .flatten()
@@ -1252,15 +1279,59 @@ mod tests {
             e(10_000, false, 0, 1),
             e(20_000, true, 1, 2),
         ];
-        let out = earliest_arrivals(&events, 3, 0, 5_000, 60_000);
+        let out = earliest_arrivals(&events, 3, 0, 5_000, 60_000, 0);
         assert_eq!(out, vec![Some(5_000), Some(5_000), Some(20_000)]);
         // Back from 2 to 0 needs 0-1 again, which never returns.
-        assert!(!round_trip_possible(&events, 3, 0, &[2], 5_000, 60_000));
-        assert!(round_trip_possible(&events, 3, 0, &[1], 5_000, 60_000));
+        assert!(!round_trip_possible(
+            &events,
+            3,
+            0,
+            &[2],
+            (5_000, 60_000),
+            0
+        ));
+        assert!(round_trip_possible(&events, 3, 0, &[1], (5_000, 60_000), 0));
         // Too late: the call starts after 0-1 went down.
-        assert!(!round_trip_possible(&events, 3, 0, &[1], 11_000, 60_000));
-        let out = earliest_arrivals(&events, 3, 0, 5_000, 15_000);
+        assert!(!round_trip_possible(
+            &events,
+            3,
+            0,
+            &[1],
+            (11_000, 60_000),
+            0
+        ));
+        let out = earliest_arrivals(&events, 3, 0, 5_000, 15_000, 0);
         assert_eq!(out[2], None);
+
+        // A file that takes 4 s a hop: 0-1 is up for 5 s of the call, enough for one crossing;
+        // 1-2 from 20 s, so 2 has it at 24 s.
+        let out = earliest_arrivals(&events, 3, 0, 5_000, 60_000, 4_000);
+        assert_eq!(out, vec![Some(5_000), Some(9_000), Some(24_000)]);
+        // 6 s a hop does not fit in what is left of 0-1; the call there and back (8 s) fits only
+        // if it starts early enough.
+        let out = earliest_arrivals(&events, 3, 0, 5_000, 60_000, 6_000);
+        assert_eq!(out, vec![Some(5_000), None, None]);
+        assert!(round_trip_possible(
+            &events,
+            3,
+            0,
+            &[1],
+            (1_000, 60_000),
+            4_000
+        ));
+        assert!(!round_trip_possible(
+            &events,
+            3,
+            0,
+            &[1],
+            (5_000, 60_000),
+            4_000
+        ));
+        // And within the call's time: arriving at 24 s is too late for a call that ends at 22 s.
+        assert_eq!(
+            earliest_arrivals(&events, 3, 0, 5_000, 22_000, 4_000)[2],
+            None
+        );
     }
 
     #[test]
