@@ -508,23 +508,25 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
             }
             None => defaults.file_budget,
         },
-        trusted_servers: match file.trusted_servers {
-            None => None,
-            Some(keys) => Some(
-                keys.iter()
-                    .map(|k| {
-                        parse_public_key(k).ok_or_else(|| {
-                            ConfigError(format!(
-                                "rpc.trusted_servers: {k:?} is not an Ed25519 public key (64 hex \
-                                 digits)"
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-        },
+        trusted_servers: public_keys("rpc.trusted_servers", file.trusted_servers)?,
         procedures,
     })
+}
+
+/// A list of Ed25519 public keys (64 hex digits each), if given.
+fn public_keys(key: &str, keys: Option<Vec<String>>) -> Result<Option<Vec<[u8; 32]>>, ConfigError> {
+    keys.map(|keys| {
+        keys.iter()
+            .map(|k| {
+                parse_public_key(k).ok_or_else(|| {
+                    ConfigError(format!(
+                        "{key}: {k:?} is not an Ed25519 public key (64 hex digits)"
+                    ))
+                })
+            })
+            .collect()
+    })
+    .transpose()
 }
 
 fn procedure_config(
@@ -618,21 +620,7 @@ fn procedure_config(
             ))
         })?,
     };
-    let allow = match p.allow {
-        None => None,
-        Some(keys) => Some(
-            keys.iter()
-                .map(|k| {
-                    parse_public_key(k).ok_or_else(|| {
-                        ConfigError(format!(
-                            "{}: {k:?} is not an Ed25519 public key (64 hex digits)",
-                            key("allow")
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-    };
+    let allow = public_keys(&key("allow"), p.allow)?;
     Ok(ProcedureConfig {
         max_output: size(&key("max_output"), p.max_output, "1MiB")?,
         name: p.name,

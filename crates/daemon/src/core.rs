@@ -1379,12 +1379,7 @@ impl Daemon {
             }
             Request::CallNow { spec, made, done } => match self.make_call(&spec) {
                 Ok(call_id) => {
-                    let waiting = self
-                        .rpc
-                        .engine
-                        .call_view(&call_id)
-                        .is_some_and(|v| v.state == rpc::CallState::Waiting);
-                    if waiting {
+                    if self.call_waiting(&call_id) {
                         let _ = made.send(Ok(call_id.to_string()));
                         self.call_waiters
                             .entry(call_id)
@@ -1443,12 +1438,7 @@ impl Daemon {
             }
             Request::ForgetCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
-                    let waiting = self
-                        .rpc
-                        .engine
-                        .call_view(&call_id)
-                        .is_some_and(|v| v.state == rpc::CallState::Waiting);
-                    if waiting {
+                    if self.call_waiting(&call_id) {
                         // The servers are told, and a running execution stops.
                         let now = self.now();
                         let _ = self.rpc.engine.cancel(now, &mut self.node, call_id);
@@ -1563,6 +1553,11 @@ impl Daemon {
     fn api_call(&mut self, spec: &CallSpec) -> Result<CallInfo, ApiError> {
         let id = self.make_call(spec)?;
         self.call_info(&id.to_string(), true)
+    }
+
+    /// Whether this node made the call and it still waits for its end.
+    fn call_waiting(&self, id: &wire::rpc::CallId) -> bool {
+        self.rpc.engine.call_state(id) == Some(rpc::CallState::Waiting)
     }
 
     fn make_call(&mut self, spec: &CallSpec) -> Result<wire::rpc::CallId, ApiError> {

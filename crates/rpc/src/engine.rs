@@ -747,6 +747,11 @@ impl Rpc {
         })
     }
 
+    /// The state of a call this node made, without copying the rest of it.
+    pub fn call_state(&self, id: &CallId) -> Option<CallState> {
+        self.calls.get(id).map(|c| c.state)
+    }
+
     /// The ids of the calls this node made, oldest first.
     pub fn call_ids(&self) -> Vec<CallId> {
         let mut ids: Vec<(DtnTime, CallId)> =
