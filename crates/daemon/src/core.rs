@@ -1616,16 +1616,8 @@ impl Daemon {
     }
 
     fn info_of(&self, view: &rpc::CallView, with_timeline: bool) -> CallInfo {
-        CallInfo::from_view(
-            view,
-            |hash| {
-                self.node
-                    .store()
-                    .rpc_get(store::RpcTable::Files, hash)
-                    .is_ok_and(|f| f.is_some())
-            },
-            with_timeline,
-        )
+        // From the engine's index: reading the store would read each file whole.
+        CallInfo::from_view(view, |hash| self.rpc.engine.holds_file(hash), with_timeline)
     }
 
     /// What this node serves, in name order: the configured procedures and the built-in `null`.

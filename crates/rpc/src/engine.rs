@@ -769,6 +769,11 @@ impl Rpc {
         (raw.len() >= 8).then(|| raw.slice(8..))
     }
 
+    /// Whether this node holds a data-channel file (without reading it; [`Rpc::file`] reads it).
+    pub fn holds_file(&self, hash: &[u8; 32]) -> bool {
+        self.files.contains_key(hash)
+    }
+
     /// Executions running now.
     pub fn running(&self) -> usize {
         self.jobs.len()
@@ -1358,10 +1363,6 @@ impl Rpc {
             self.file_bytes -= size;
         }
         self.persist(node, RpcTable::Files, hash, None);
-    }
-
-    fn have_file(&self, hash: &[u8; 32]) -> bool {
-        self.files.contains_key(hash)
     }
 
     /// Makes room in the file budget for those of `files` (hash, size) this node does not hold

@@ -235,7 +235,7 @@ impl Rpc {
                 _ => None,
             })
             .collect();
-        if !refs.iter().all(|f| self.have_file(&f.hash)) {
+        if !refs.iter().all(|f| self.holds_file(&f.hash)) {
             return;
         }
         let mut files = Vec::with_capacity(refs.len());
