@@ -26,6 +26,8 @@ pub const CONTROL_DEMUX: &str = "~ferry";
 
 /// How long a control or stream bundle lives: they are only useful while the path is.
 const REAL_TIME_LIFETIME_MS: u64 = 60_000;
+/// Most pure stream acknowledgements one bundle carries (each ≈15 bytes).
+const MAX_ACKS_PER_BUNDLE: usize = 256;
 
 /// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window must cover what a link sends
 /// while a completion comes back, and a completion waits for the receiver's last TCPCL XFER_ACK,
@@ -227,6 +229,9 @@ pub struct Node {
     /// Streams owe pure acknowledgements since this time; made when the shell next takes the
     /// transmits (see `poll_transmit`).
     stream_acks_at: Option<DtnTime>,
+    /// Pure acknowledgements the streams made already (of a stream that ended), carried with
+    /// the others when the shell next takes the transmits.
+    pending_acks: Vec<crate::stream::OutSegment>,
     links: BTreeMap<LinkId, Link>,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
@@ -263,6 +268,7 @@ impl Node {
             mesh: Mesh::new(me.clone(), config.mesh.clone(), now),
             streams: Streams::new(config.stream.clone(), config.seed ^ 0x5752_4541_4d00),
             stream_acks_at: None,
+            pending_acks: Vec::new(),
             strategy: config.strategy.build(),
             me,
             store,
@@ -416,9 +422,11 @@ impl Node {
         {
             // Streams' pure acknowledgements wait until the shell takes the transmits: by then
             // the application has answered what arrived, and a reply carries the ack instead.
+            let mut acks = std::mem::take(&mut self.pending_acks);
             while let Some(out) = self.streams.poll_pure_ack() {
-                self.carry_segment(now, out);
+                acks.push(out);
             }
+            self.carry_acks(now, acks);
             // One looped back to a stream between two endpoints of this node is input.
             self.pump(now);
         }
@@ -988,6 +996,13 @@ impl Node {
                 let src = bundle.primary.source.clone();
                 let dst = bundle.primary.destination.clone();
                 self.streams.handle_segment(now, &src, &dst, segment);
+            }
+            (Some(Control::StreamAcks(acks)), Class::Stream) => {
+                let src = bundle.primary.source.clone();
+                let dst = bundle.primary.destination.clone();
+                for ack in acks {
+                    self.streams.handle_segment(now, &src, &dst, ack.segment());
+                }
             }
             (Some(Control::LinkState(lsa)), _) if demux_is_control => {
                 let sender = from
@@ -1685,7 +1700,14 @@ impl Node {
             }
             while let Some(out) = self.streams.poll_data_segment() {
                 progressed = true;
-                self.carry_segment(now, out);
+                if wire::StreamAck::of(&out.segment).is_some() {
+                    // A stream that ended owes its last acknowledgement: it waits for the
+                    // others, to share their bundle.
+                    self.pending_acks.push(out);
+                    self.stream_acks_at = Some(now);
+                } else {
+                    self.carry_segment(now, out);
+                }
             }
             if self.streams.acks_due() {
                 self.stream_acks_at = Some(now);
@@ -1700,15 +1722,52 @@ impl Node {
         }
     }
 
+    /// Carries pure acknowledgements: those between the same two endpoints share one bundle
+    /// (up to [`MAX_ACKS_PER_BUNDLE`]), a client that got many replies at once sends one.
+    fn carry_acks(&mut self, now: DtnTime, acks: Vec<crate::stream::OutSegment>) {
+        let mut by_pair: BTreeMap<(Eid, Eid), Vec<crate::stream::OutSegment>> = BTreeMap::new();
+        for out in acks {
+            by_pair
+                .entry((out.from.clone(), out.to.clone()))
+                .or_default()
+                .push(out);
+        }
+        for ((from, to), outs) in by_pair {
+            let mut outs = outs.into_iter();
+            loop {
+                let chunk: Vec<_> = outs.by_ref().take(MAX_ACKS_PER_BUNDLE).collect();
+                match chunk.len() {
+                    0 => break,
+                    1 => {
+                        let out = chunk.into_iter().next().expect("one");
+                        self.carry_segment(now, out);
+                    }
+                    _ => {
+                        let acks = chunk
+                            .iter()
+                            .filter_map(|o| wire::StreamAck::of(&o.segment))
+                            .collect();
+                        self.carry_control(
+                            now,
+                            from.clone(),
+                            to.clone(),
+                            Control::StreamAcks(acks),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// Wraps a stream segment in a bundle of class stream and sends it along the mesh.
     fn carry_segment(&mut self, now: DtnTime, out: crate::stream::OutSegment) {
-        let primary = PrimaryBlock::new(
-            out.to,
-            out.from,
-            self.next_timestamp(now),
-            REAL_TIME_LIFETIME_MS,
-        );
-        let mut bundle = Bundle::new(primary, Control::Stream(out.segment).encode());
+        self.carry_control(now, out.from, out.to, Control::Stream(out.segment));
+    }
+
+    /// Wraps a stream control message in a bundle of class stream and sends it along the mesh.
+    fn carry_control(&mut self, now: DtnTime, from: Eid, to: Eid, message: Control) {
+        let primary = PrimaryBlock::new(to, from, self.next_timestamp(now), REAL_TIME_LIFETIME_MS);
+        let mut bundle = Bundle::new(primary, message.encode());
         set_class(&mut bundle, Class::Stream);
         ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
         let dest_node = bundle.primary.destination.node_id();

@@ -527,6 +527,72 @@ fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
     assert_eq!(net.nodes[1].held_bundles().count(), 0);
 }
 
+#[test]
+fn the_last_acknowledgements_of_many_streams_share_one_bundle() {
+    // Ten requests, each a stream opened, sent and closed at once; the server answers all ten
+    // before the client hears back (as RPC replies arriving together). The client owes each
+    // stream a last acknowledgement of the reply's CLOSE: one bundle carries them all, and the
+    // server's ten streams still end cleanly.
+    use node::stream::StreamEvent;
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    net.advance_to(T0 + 3_000);
+    for k in 0..10u8 {
+        net.nodes[0]
+            .stream_open_with(net.now, app(0), app(1), Bytes::from(vec![k]), true)
+            .expect("open");
+    }
+    net.settle();
+    let opened: Vec<_> = net.events[1]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened.len(), 10);
+    let sent_before = net.nodes[0].stats().bundles_sent;
+    for id in &opened {
+        net.nodes[1]
+            .stream_send_last(net.now, *id, Bytes::from_static(b"reply"))
+            .unwrap();
+    }
+    net.settle();
+    let replies = net.events[0]
+        .iter()
+        .filter(|e| matches!(e, Event::Stream(StreamEvent::Data { data, .. }) if data.as_ref() == b"reply"))
+        .count();
+    assert_eq!(replies, 10);
+    assert_eq!(
+        net.nodes[0].stats().bundles_sent - sent_before,
+        1,
+        "ten last acknowledgements, one bundle"
+    );
+    let closed = |net: &Net, i: usize| {
+        net.events[i]
+            .iter()
+            .filter(|e| matches!(e, Event::Stream(StreamEvent::Closed { .. })))
+            .count()
+    };
+    assert_eq!(closed(&net, 0), 10);
+    assert_eq!(
+        closed(&net, 1),
+        10,
+        "the server heard every acknowledgement"
+    );
+    // Nothing was left unacknowledged: time passing loses no stream.
+    net.advance_to(T0 + 60_000);
+    for i in 0..2 {
+        assert!(
+            !net.events[i]
+                .iter()
+                .any(|e| matches!(e, Event::Stream(StreamEvent::PathLost { .. }))),
+            "{:?}",
+            net.events[i]
+        );
+    }
+}
+
 fn delivered_ids(net: &Net, i: usize) -> Vec<BundleId> {
     net.deliveries(i).iter().map(|d| d.id.clone()).collect()
 }

@@ -56,6 +56,7 @@ pub fn parse_uint_block_data(data: &[u8]) -> Result<u64, DecodeError> {
 const KIND_LINK_STATE: u64 = 1;
 const KIND_SUMMARY: u64 = 2;
 const KIND_STREAM: u64 = 3;
+const KIND_STREAM_ACKS: u64 = 4;
 
 /// A control message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,50 @@ pub enum Control {
     Summary(Summary),
     /// A stream segment.
     Stream(StreamSegment),
+    /// Pure acknowledgements of several streams between the same two endpoints, in one bundle
+    /// instead of one each (a client that got many replies at once).
+    StreamAcks(Vec<StreamAck>),
+}
+
+/// A stream segment without data: the fields of a pure acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamAck {
+    /// The stream, as in [`StreamSegment::stream`].
+    pub stream: u64,
+    /// As in [`StreamSegment::flags`].
+    pub flags: u64,
+    /// As in [`StreamSegment::sequence`].
+    pub sequence: u64,
+    /// As in [`StreamSegment::acknowledged`].
+    pub acknowledged: u64,
+}
+
+impl StreamAck {
+    /// The segment this acknowledgement stands for.
+    pub fn segment(self) -> StreamSegment {
+        StreamSegment {
+            stream: self.stream,
+            flags: self.flags,
+            sequence: self.sequence,
+            acknowledged: self.acknowledged,
+            data: Bytes::new(),
+        }
+    }
+
+    /// The acknowledgement a segment carries, if it is a pure one: no data, and neither opens,
+    /// closes nor resets its stream.
+    pub fn of(segment: &StreamSegment) -> Option<Self> {
+        let marks = StreamSegment::OPEN | StreamSegment::CLOSE | StreamSegment::RESET;
+        (segment.data.is_empty()
+            && segment.flags & StreamSegment::ACK != 0
+            && segment.flags & marks == 0)
+            .then_some(Self {
+                stream: segment.stream,
+                flags: segment.flags,
+                sequence: segment.sequence,
+                acknowledged: segment.acknowledged,
+            })
+    }
 }
 
 /// A node's advertisement of its current neighbours, flooded through the mesh.
@@ -180,6 +225,19 @@ impl Control {
                 cbor::put_uint(&mut out, seg.acknowledged);
                 cbor::put_bytes(&mut out, &seg.data);
             }
+            Control::StreamAcks(acks) => {
+                out.reserve(4 + 40 * acks.len());
+                cbor::put_array(&mut out, 3);
+                cbor::put_uint(&mut out, CONTROL_VERSION);
+                cbor::put_uint(&mut out, KIND_STREAM_ACKS);
+                cbor::put_array(&mut out, acks.len() as u64);
+                for ack in acks {
+                    cbor::put_array(&mut out, 4);
+                    for v in [ack.stream, ack.flags, ack.sequence, ack.acknowledged] {
+                        cbor::put_uint(&mut out, v);
+                    }
+                }
+            }
         }
         Bytes::from(out)
     }
@@ -258,6 +316,28 @@ impl Control {
                     data: buf.slice(range),
                 })
             }
+            KIND_STREAM_ACKS => {
+                r.expect_next(&mut a, WHAT)?;
+                let mut list = r.array()?;
+                let mut acks = Vec::new();
+                while r.has_next(&mut list)? {
+                    let mut entry = r.array()?;
+                    let mut fields = [0u64; 4];
+                    for field in &mut fields {
+                        r.expect_next(&mut entry, "stream ack")?;
+                        *field = r.uint()?;
+                    }
+                    r.expect_end(&mut entry, "stream ack")?;
+                    let [stream, flags, sequence, acknowledged] = fields;
+                    acks.push(StreamAck {
+                        stream,
+                        flags,
+                        sequence,
+                        acknowledged,
+                    });
+                }
+                Control::StreamAcks(acks)
+            }
             _ => {
                 return Err(DecodeError::new(
                     kind_at,
@@ -302,6 +382,21 @@ mod tests {
                 acknowledged: 12,
                 data: Bytes::from_static(b"hello"),
             }),
+            Control::StreamAcks(vec![
+                StreamAck {
+                    stream: 9,
+                    flags: StreamSegment::ACK,
+                    sequence: 3,
+                    acknowledged: 4,
+                },
+                StreamAck {
+                    stream: u64::MAX,
+                    flags: StreamSegment::ACK | StreamSegment::FROM_OPENER,
+                    sequence: 0,
+                    acknowledged: 1,
+                },
+            ]),
+            Control::StreamAcks(Vec::new()),
         ];
         for m in messages {
             let bytes = m.encode();
@@ -310,6 +405,31 @@ mod tests {
             for cut in 0..bytes.len() {
                 assert!(Control::decode(&bytes.slice(..cut)).is_err());
             }
+        }
+    }
+
+    #[test]
+    fn only_a_segment_without_data_or_marks_is_a_pure_ack() {
+        let seg = |flags, data: &'static [u8]| StreamSegment {
+            stream: 5,
+            flags,
+            sequence: 2,
+            acknowledged: 7,
+            data: Bytes::from_static(data),
+        };
+        let ack = StreamAck::of(&seg(StreamSegment::ACK | StreamSegment::FROM_OPENER, b""));
+        assert_eq!(
+            ack.map(StreamAck::segment),
+            Some(seg(StreamSegment::ACK | StreamSegment::FROM_OPENER, b""))
+        );
+        for (flags, data) in [
+            (StreamSegment::ACK, &b"x"[..]),
+            (StreamSegment::ACK | StreamSegment::CLOSE, b""),
+            (StreamSegment::ACK | StreamSegment::OPEN, b""),
+            (StreamSegment::ACK | StreamSegment::RESET, b""),
+            (0, b""),
+        ] {
+            assert_eq!(StreamAck::of(&seg(flags, data)), None, "{flags:#x}");
         }
     }
 
