@@ -508,3 +508,36 @@ async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
     a.shut_down().await;
     b.shut_down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_file_does_not_fit_the_file_budget_is_refused_as_store_full() {
+    let dir = TempDir::new("rpc");
+    let mut config = client("alpha", dir.path(), free_port(), &[]);
+    config.rpc.file_budget = 1_000;
+    let a = daemon::start(config).await.unwrap();
+    let file = |size: usize| {
+        ParamSpec::File(FileSpec {
+            name: "big.bin".into(),
+            base64: base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                vec![7u8; size],
+            ),
+        })
+    };
+    let err = a
+        .control
+        .call(call("bravo", "echo", vec![file(2_000)]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "store_full", "{err:?}");
+    assert!(err.message.contains("file budget"), "{err:?}");
+    assert!(a.control.ask(Request::Calls).await.unwrap().is_empty());
+    // A file that fits goes (the call waits for bravo by dtn).
+    let made = a
+        .control
+        .call(call("bravo", "echo", vec![file(500)]))
+        .await
+        .unwrap();
+    assert_eq!(made.state, "waiting");
+    a.shut_down().await;
+}
