@@ -1733,26 +1733,22 @@ impl Node {
                 .push(out);
         }
         for ((from, to), outs) in by_pair {
-            let mut outs = outs.into_iter();
-            loop {
-                let chunk: Vec<_> = outs.by_ref().take(MAX_ACKS_PER_BUNDLE).collect();
-                match chunk.len() {
-                    0 => break,
-                    1 => {
-                        let out = chunk.into_iter().next().expect("one");
-                        self.carry_segment(now, out);
-                    }
-                    _ => {
+            // A group's acknowledgements in bundles of at most MAX_ACKS_PER_BUNDLE; a lone one
+            // goes as the segment it is.
+            let mut outs = outs;
+            while !outs.is_empty() {
+                let rest = outs.split_off(outs.len().min(MAX_ACKS_PER_BUNDLE));
+                let mut chunk = std::mem::replace(&mut outs, rest);
+                match chunk.pop() {
+                    Some(out) if chunk.is_empty() => self.carry_segment(now, out),
+                    last => {
                         let acks = chunk
                             .iter()
+                            .chain(last.as_ref())
                             .filter_map(|o| wire::StreamAck::of(&o.segment))
                             .collect();
-                        self.carry_control(
-                            now,
-                            from.clone(),
-                            to.clone(),
-                            Control::StreamAcks(acks),
-                        );
+                        let message = Control::StreamAcks(acks);
+                        self.carry_control(now, from.clone(), to.clone(), message);
                     }
                 }
             }

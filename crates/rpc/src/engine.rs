@@ -566,6 +566,14 @@ fn frame(sealed: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// The files of a call's results so far.
+fn result_files(c: &ClientCall) -> impl Iterator<Item = &FileRef> {
+    c.replies.iter().flat_map(|r| match &r.message {
+        Message::Result(res) => res.files.as_slice(),
+        _ => &[],
+    })
+}
+
 /// Where a call's or a served call's row sorts in its table.
 ///
 /// New rows sort by the time their record was made, then by id: the calls of a busy minute fill
@@ -1170,24 +1178,13 @@ impl Rpc {
 
     fn handle_file(&mut self, now: DtnTime, node: &mut Node, content: Bytes, expiry: DtnTime) {
         let hash = hash_of(&content);
-        let size = content.len() as u64;
-        if let Some(entry) = self.files.get_mut(&hash) {
-            entry.1 = entry.1.max(expiry);
-        } else {
-            if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
-                self.make_room_for_files(now, node, size);
-            }
-            if self.file_bytes.saturating_add(size) > self.config.max_file_bytes {
-                self.stats.files_refused += 1;
-                return;
-            }
-            self.files.insert(hash, (size, expiry));
-            self.file_bytes += size;
+        if self
+            .fit_new_files(now, node, &[(hash, content.len() as u64)])
+            .is_err()
+        {
+            return;
         }
-        let mut value = Vec::with_capacity(8 + content.len());
-        value.extend_from_slice(&expiry.to_le_bytes());
-        value.extend_from_slice(&content);
-        self.persist(node, RpcTable::Files, &hash, Some(&value));
+        self.keep_file(node, hash, &content, expiry);
         // Calls waiting for this file may start; results waiting for it may be complete.
         let waiting: Vec<ServeKey> = self
             .unfinished
@@ -1232,16 +1229,7 @@ impl Rpc {
                 })
                 .collect()
         };
-        let result_files = |c: &ClientCall| -> Vec<FileRef> {
-            c.replies
-                .iter()
-                .filter_map(|r| match &r.message {
-                    Message::Result(res) => Some(res.files.iter().cloned()),
-                    _ => None,
-                })
-                .flatten()
-                .collect()
-        };
+        let result_files = |c: &ClientCall| -> Vec<FileRef> { result_files(c).cloned().collect() };
         let mut protected: BTreeSet<[u8; 32]> = BTreeSet::new();
         for key in &self.unfinished {
             protected.extend(file_params(&self.serving[key].call.params));
@@ -1345,13 +1333,9 @@ impl Rpc {
                 .finished_at
                 .unwrap_or(c.call.deadline)
                 .saturating_add(retention);
-            for r in &c.replies {
-                if let Message::Result(res) = &r.message {
-                    for f in &res.files {
-                        let t = until.entry(f.hash).or_insert(end);
-                        *t = (*t).max(end);
-                    }
-                }
+            for f in result_files(c) {
+                let t = until.entry(f.hash).or_insert(end);
+                *t = (*t).max(end);
             }
         }
         until
