@@ -282,11 +282,11 @@ impl CallInfo {
     /// The engine's view as JSON. `file_arrived` says whether a result file is here;
     /// `with_timeline` keeps the timeline (the list leaves it out).
     pub fn from_view(
-        view: &rpc::CallView,
+        view: rpc::CallRef<'_>,
         file_arrived: impl Fn(&[u8; 32]) -> bool,
         with_timeline: bool,
     ) -> Self {
-        let call = &view.call;
+        let call = view.call;
         let target = match (&call.server, call.mode) {
             (Some(s), _) => s.to_string(),
             (None, mode) => mode.name().to_owned(),

@@ -1401,8 +1401,8 @@ impl Daemon {
                     .engine
                     .call_ids()
                     .iter()
-                    .filter_map(|id| self.rpc.engine.call_view(id))
-                    .map(|v| self.info_of(&v, false))
+                    .filter_map(|id| self.rpc.engine.call_ref(id))
+                    .map(|v| self.info_of(v, false))
                     .collect();
                 let _ = reply.send(calls);
             }
@@ -1587,8 +1587,9 @@ impl Daemon {
             let Some(waiters) = self.call_waiters.remove(&call_id) else {
                 continue;
             };
-            let info = self.call_info(&call_id.to_string(), true);
+            let info = self.call_info_of(&call_id, true);
             let mut still = Vec::new();
+            let mut answer = Vec::new();
             for (until_replies, reply) in waiters {
                 match &info {
                     Ok(call) if !waited_for(call, until_replies) => {
@@ -1596,10 +1597,15 @@ impl Daemon {
                             still.push((until_replies, reply));
                         }
                     }
-                    _ => {
-                        let _ = reply.send(info.clone());
-                    }
+                    _ => answer.push(reply),
                 }
+            }
+            // Usually one waiter: the last gets the info itself, any others a copy.
+            if let Some(last) = answer.pop() {
+                for reply in answer {
+                    let _ = reply.send(info.clone());
+                }
+                let _ = last.send(info);
             }
             if !still.is_empty() {
                 self.call_waiters.insert(call_id, still);
@@ -1608,16 +1614,23 @@ impl Daemon {
     }
 
     fn call_info(&self, id: &str, with_timeline: bool) -> Result<CallInfo, ApiError> {
-        let call_id = parse_call_id(id)?;
+        self.call_info_of(&parse_call_id(id)?, with_timeline)
+    }
+
+    fn call_info_of(
+        &self,
+        id: &wire::rpc::CallId,
+        with_timeline: bool,
+    ) -> Result<CallInfo, ApiError> {
         let view = self
             .rpc
             .engine
-            .call_view(&call_id)
+            .call_ref(id)
             .ok_or_else(|| ApiError::new("not_found", format!("no call {id} on this node")))?;
-        Ok(self.info_of(&view, with_timeline))
+        Ok(self.info_of(view, with_timeline))
     }
 
-    fn info_of(&self, view: &rpc::CallView, with_timeline: bool) -> CallInfo {
+    fn info_of(&self, view: rpc::CallRef<'_>, with_timeline: bool) -> CallInfo {
         // From the engine's index: reading the store would read each file whole.
         CallInfo::from_view(view, |hash| self.rpc.engine.holds_file(hash), with_timeline)
     }

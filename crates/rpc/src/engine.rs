@@ -352,6 +352,38 @@ pub struct CallView {
     pub timeline: Vec<(DtnTime, String)>,
 }
 
+impl CallView {
+    /// The view borrowed.
+    pub fn as_ref(&self) -> CallRef<'_> {
+        CallRef {
+            call: &self.call,
+            created: self.created,
+            state: self.state,
+            acks: &self.acks,
+            replies: &self.replies,
+            timeline: &self.timeline,
+        }
+    }
+}
+
+/// A [`CallView`] borrowed from the engine: what a shell reads to answer about a call without
+/// copying it first (it is read once per finished call, and again per progress poll).
+#[derive(Debug, Clone, Copy)]
+pub struct CallRef<'a> {
+    /// The call as sent.
+    pub call: &'a Call,
+    /// When it was made.
+    pub created: DtnTime,
+    /// Where it stands.
+    pub state: CallState,
+    /// Servers that acknowledged it.
+    pub acks: &'a [Eid],
+    /// Replies, in order of arrival.
+    pub replies: &'a [Reply],
+    /// What happened, in order: (time, text).
+    pub timeline: &'a [(DtnTime, String)],
+}
+
 /// Counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RpcStats {
@@ -752,6 +784,18 @@ impl Rpc {
             acks: c.acks.clone(),
             replies: c.replies.clone(),
             timeline: c.timeline.clone(),
+        })
+    }
+
+    /// A call this node made, borrowed (see [`CallRef`]).
+    pub fn call_ref(&self, id: &CallId) -> Option<CallRef<'_>> {
+        self.calls.get(id).map(|c| CallRef {
+            call: &c.call,
+            created: c.created,
+            state: c.state,
+            acks: &c.acks,
+            replies: &c.replies,
+            timeline: &c.timeline,
         })
     }
 

@@ -43,8 +43,8 @@ pub mod require;
 
 pub use config::{ProcedureSpec, RpcConfig, Timers};
 pub use engine::{
-    CallError, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, Outcome, Param, RPC_DEMUX,
-    Reply, Rpc, RpcEvent, RpcStats, Target, Via, check_params,
+    CallError, CallRef, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, Outcome, Param,
+    RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, Target, Via, check_params,
 };
 pub use record::RecordError;
 

@@ -336,7 +336,12 @@ impl Facts {
     /// that is not finite (NaN, infinity) makes the fact unknown.
     pub fn set(&mut self, fact: &str, value: f64) -> &mut Facts {
         if value.is_finite() {
-            self.numbers.insert(fact.to_string(), value);
+            match self.numbers.get_mut(fact) {
+                Some(known) => *known = value,
+                None => {
+                    self.numbers.insert(fact.to_string(), value);
+                }
+            }
         } else {
             self.numbers.remove(fact);
         }

@@ -541,3 +541,42 @@ fn a_call_whose_files_do_not_fit_the_file_budget_is_refused_and_nothing_is_kept(
     ids.sort();
     assert_eq!(ids, made);
 }
+
+#[test]
+fn the_running_fact_counts_this_servers_executions_whatever_facts_the_shell_sets() {
+    let (mut node, _) = server();
+    let mut config = RpcConfig::default();
+    config
+        .procedures
+        .push(ProcedureSpec::new("echo", vec![ParamType::Text]));
+    config.accept = rpc::require::Requirement::parse("running < 1").unwrap();
+    let mut rpc = Rpc::new(
+        config,
+        Identity::from_secret([2; 32]),
+        [9; 32],
+        &mut node,
+        NOW,
+    );
+    let client = Identity::from_secret([1; 32]);
+    let to = rpc.public_key();
+    let sealed = |id: u8| {
+        client
+            .seal(&call(id).encode().unwrap(), Some(&to), [id; 32])
+            .unwrap()
+    };
+
+    deliver(&mut node, &mut rpc, sealed(1), 1);
+    assert_eq!(executions(&mut rpc), 1, "nothing runs yet: accepted");
+    // The shell refreshes the facts (without `running`): one execution still runs.
+    let mut facts = rpc::require::Facts::new();
+    facts.set("battery", 80.0);
+    rpc.set_facts(facts);
+    deliver(&mut node, &mut rpc, sealed(2), 2);
+    assert_eq!(
+        executions(&mut rpc),
+        0,
+        "one runs: refused by `running < 1`"
+    );
+    assert_eq!(rpc.stats().calls_rejected, 1);
+    assert_eq!(rpc.stats().calls_accepted, 1);
+}

@@ -81,8 +81,8 @@ impl DtnEid {
     /// A `dtn://node/demux` id from its parts.
     pub fn new(node_name: &str, demux: &str) -> Result<Self, ParseEidError> {
         let text = format!("//{node_name}/{demux}");
-        Self::from_ssp(Bytes::from(text.clone().into_bytes())).map_err(|reason| ParseEidError {
-            input: format!("dtn:{text}"),
+        Self::from_ssp(Bytes::from(text.into_bytes())).map_err(|reason| ParseEidError {
+            input: format!("dtn://{node_name}/{demux}"),
             reason,
         })
     }
@@ -158,7 +158,12 @@ impl Eid {
     pub fn node_id(&self) -> Eid {
         match self {
             Eid::Null => Eid::Null,
-            Eid::Dtn(d) => Eid::dtn(d.node_name(), "").expect("node name already valid"),
+            // `//name/` is a prefix of the SSP: a slice of the same bytes, no allocation (this
+            // runs several times per bundle forwarded).
+            Eid::Dtn(d) => Eid::Dtn(DtnEid {
+                ssp: d.ssp.slice(..d.name_end + 1),
+                name_end: d.name_end,
+            }),
             Eid::Ipn { node, .. } => Eid::Ipn {
                 node: *node,
                 service: 0,
@@ -341,6 +346,17 @@ mod tests {
         assert!(d.is_singleton());
         assert!(!"dtn://node/~all".parse::<Eid>().unwrap().is_singleton());
         assert_eq!(d.node_id().to_string(), "dtn://node/");
+        // The node id is a slice of the endpoint's bytes: it must equal, order, encode and give
+        // its parts as a parsed one does.
+        let node: Eid = "dtn://node/".parse().unwrap();
+        assert_eq!(d.node_id(), node);
+        assert_eq!(d.node_id().cmp(&node), std::cmp::Ordering::Equal);
+        assert_eq!(round_trip(&d.node_id()), node);
+        assert_eq!(d.node_id().node_id(), node);
+        let Eid::Dtn(ref n) = d.node_id() else {
+            panic!("dtn")
+        };
+        assert_eq!((n.node_name(), n.demux()), ("node", ""));
     }
 
     #[test]
