@@ -352,7 +352,7 @@ fn reply_info(r: &rpc::Reply, file_arrived: &impl Fn(&[u8; 32]) -> bool) -> Opti
                 .iter()
                 .map(|f| FileInfo {
                     name: f.name.clone(),
-                    hash: hex(&f.hash),
+                    hash: wire::hex(&f.hash),
                     size: f.size,
                     arrived: file_arrived(&f.hash),
                 })
@@ -370,11 +370,6 @@ fn reply_info(r: &rpc::Reply, file_arrived: &impl Fn(&[u8; 32]) -> bool) -> Opti
         _ => return None,
     }
     Some(info)
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A 32-byte hash from 64 hex digits.
@@ -511,7 +506,7 @@ mod tests {
     #[test]
     fn hashes_parse_from_hex() {
         let h = [0xabu8; 32];
-        assert_eq!(parse_hash(&hex(&h)).unwrap(), h);
+        assert_eq!(parse_hash(&wire::hex(&h)).unwrap(), h);
         assert!(parse_hash("ab").is_err());
         assert!(parse_hash(&"zz".repeat(32)).is_err());
     }

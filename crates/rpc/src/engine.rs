@@ -1349,7 +1349,7 @@ impl Rpc {
             .collect();
         for (id, files) in affected {
             for f in files {
-                let short: String = f.hash[..4].iter().map(|b| format!("{b:02x}")).collect();
+                let short = wire::hex(&f.hash[..4]);
                 self.note(
                     now,
                     id,

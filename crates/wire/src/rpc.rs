@@ -71,10 +71,7 @@ pub struct CallId(pub [u8; 16]);
 
 impl std::fmt::Display for CallId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        crate::fmt_hex(f, &self.0)
     }
 }
 
