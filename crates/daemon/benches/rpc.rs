@@ -16,6 +16,7 @@
 //! | `FERRY_BENCH_ONLY` | all | any of `grpc,null,null-durable,echo` |
 //! | `FERRY_BENCH_NULL_PROCEDURE` | `null` | the procedure of the "null" row |
 //! | `FERRY_BENCH_DIR` | temp dir | where the daemons' stores live |
+//! | `FERRY_BENCH_RUNTIMES` | `shared` | `split`: the servers on a runtime of their own (below) |
 //!
 //! Everything runs in this process on one tokio runtime with two workers, as `ferry node` has,
 //! so both systems share the same two cores:
@@ -36,6 +37,12 @@
 //!   (latency only: the example allows 4 at once). Each Ferry measurement gets a fresh pair of
 //!   daemons, so no calls carry over. The "`call` answered" note is the part of the round trip
 //!   until `call` returned (the call made durable on the client).
+//!
+//! With `FERRY_BENCH_RUNTIMES=split` the two sides run as two processes would, each on a
+//! runtime of one worker: the gRPC server and the server daemon `b` on one, the callers, the
+//! gRPC client and the client daemon `a` on the other (the default, `shared`, puts all of it on
+//! one runtime of two workers, where tokio's scheduler may run both daemons' loops on one
+//! worker while the other has little to do).
 //!
 //! 64 in flight: 64 tasks, each making calls one after another until a shared count is reached;
 //! calls/s is that count over the time until the last one finished, and the rates over the first
@@ -124,16 +131,33 @@ fn main() {
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
     let run = |what: &str| only.is_empty() || only.split(',').any(|o| o.trim() == what);
     let (base, fs_type) = common::bench_dir();
+    let split = match std::env::var("FERRY_BENCH_RUNTIMES").as_deref() {
+        Ok("split") => true,
+        Ok("shared") | Ok("") | Err(_) => false,
+        Ok(other) => panic!("FERRY_BENCH_RUNTIMES={other:?}: shared or split"),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(if split { 1 } else { 2 })
         .enable_all()
         .build()
         .expect("build the tokio runtime");
+    let server_runtime = split.then(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("bench-server")
+            .enable_all()
+            .build()
+            .expect("build the servers' tokio runtime")
+    });
+    let servers = ServerSide(match &server_runtime {
+        Some(rt) => rt.handle().clone(),
+        None => runtime.handle().clone(),
+    });
 
     let load_before = load_average();
     let mut rows = Vec::new();
     if run("grpc") {
-        rows.push(runtime.block_on(grpc_row(&plan)));
+        rows.push(runtime.block_on(grpc_row(&plan, &servers)));
     }
     // `null` by `call_and_wait` (one request), then by `call` (answered once durable) + wait.
     for (key, how, blocking) in [
@@ -143,7 +167,10 @@ fn main() {
         if run(key) {
             let name = format!("Ferry {}, {how}", plan.null_procedure);
             rows.push(runtime.block_on(ferry_row(
-                &base,
+                Sites {
+                    servers: &servers,
+                    base: &base,
+                },
                 name,
                 &plan.null_procedure,
                 plan.sequential,
@@ -156,7 +183,10 @@ fn main() {
     if run("echo") {
         // echo declares one text parameter; an empty text keeps it a null call plus a process.
         rows.push(runtime.block_on(ferry_row(
-            &base,
+            Sites {
+                servers: &servers,
+                base: &base,
+            },
             "Ferry echo (exec)".into(),
             "echo",
             plan.echo,
@@ -166,6 +196,9 @@ fn main() {
         )));
     }
     runtime.shutdown_timeout(Duration::from_secs(2));
+    if let Some(rt) = server_runtime {
+        rt.shutdown_timeout(Duration::from_secs(2));
+    }
     let load = (load_before, load_average());
 
     print_table(
@@ -454,9 +487,9 @@ struct Row {
     rate: Option<Rate>,
 }
 
-async fn grpc_row(plan: &Plan) -> Row {
+async fn grpc_row(plan: &Plan, servers: &ServerSide) -> Row {
     let name = "gRPC echo (tonic)".to_owned();
-    let server = match grpc::Server::start().await {
+    let server = match servers.run(grpc::Server::start()).await {
         Ok(s) => s,
         Err(e) => {
             return Row {
@@ -492,14 +525,34 @@ async fn grpc_row(plan: &Plan) -> Row {
             rate: None,
         },
     };
-    server.shut_down().await;
+    servers.run(server.shut_down()).await;
     row
+}
+
+/// Where the servers run: the callers' runtime, or one of their own (`FERRY_BENCH_RUNTIMES`).
+struct ServerSide(tokio::runtime::Handle);
+
+impl ServerSide {
+    /// Runs `work` on the servers' runtime (what it spawns runs there too).
+    async fn run<F>(&self, work: F) -> F::Output
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0.spawn(work).await.expect("a server task panicked")
+    }
 }
 
 /// Sequential latency and (unless `in_flight` is 0) calls/s of `procedure`, each on a fresh
 /// pair of daemons.
+/// Where a row's daemons run and keep their stores.
+struct Sites<'a> {
+    servers: &'a ServerSide,
+    base: &'a Path,
+}
+
 async fn ferry_row(
-    base: &Path,
+    sites: Sites<'_>,
     name: String,
     procedure: &str,
     sequential_calls: usize,
@@ -518,26 +571,26 @@ async fn ferry_row(
         ..CallSpec::default()
     });
     progress(&format!("{name}: {sequential_calls} sequential calls"));
-    let pair = Pair::start(base).await;
+    let pair = Pair::start(sites.servers, sites.base).await;
     let mut caller = Caller::Ferry {
         control: pair.a.control.clone(),
         spec: spec.clone(),
         blocking,
     };
     let latency = sequential(&mut caller, sequential_calls, warmup).await;
-    pair.shut_down().await;
+    pair.shut_down(sites.servers).await;
     let rate = if in_flight_calls > 0 {
         progress(&format!(
             "{name}: {in_flight_calls} calls, {IN_FLIGHT} in flight"
         ));
-        let pair = Pair::start(base).await;
+        let pair = Pair::start(sites.servers, sites.base).await;
         let caller = Caller::Ferry {
             control: pair.a.control.clone(),
             spec,
             blocking,
         };
         let rate = in_flight(&caller, in_flight_calls, warmup).await;
-        pair.shut_down().await;
+        pair.shut_down(sites.servers).await;
         Some(rate)
     } else {
         None
@@ -559,7 +612,7 @@ struct Pair {
 }
 
 impl Pair {
-    async fn start(base: &Path) -> Self {
+    async fn start(servers: &ServerSide, base: &Path) -> Self {
         let dirs = (
             TempDir::new_in(base, "rpc-bench-a"),
             TempDir::new_in(base, "rpc-bench-b"),
@@ -568,7 +621,10 @@ impl Pair {
         let served = Config::load(&examples, "bench").expect("examples/node.toml loads");
         let mut server = loopback_config("b", dirs.1.path(), 0);
         server.rpc = served.rpc;
-        let b = daemon::start(server).await.expect("start daemon b");
+        let b = servers
+            .run(daemon::start(server))
+            .await
+            .expect("start daemon b");
         let b_addr: SocketAddr = *b.tcpcl_addrs.first().expect("b listens for TCPCL");
         let mut client = loopback_config("a", dirs.0.path(), 0);
         client.peers = vec![b_addr];
@@ -585,8 +641,8 @@ impl Pair {
         Self { a, b, _dirs: dirs }
     }
 
-    async fn shut_down(self) {
-        tokio::join!(self.a.shut_down(), self.b.shut_down());
+    async fn shut_down(self, servers: &ServerSide) {
+        tokio::join!(self.a.shut_down(), servers.run(self.b.shut_down()));
     }
 }
 

@@ -242,10 +242,7 @@ async fn a_picture_comes_back_as_a_file_verified_by_its_hash() {
         .unwrap();
     assert_eq!(content.len() as u64, f.size);
     assert!(content.starts_with(b"P2\n64 64\n255\n"));
-    assert_eq!(
-        wire::hex(blake3::hash(&content).as_bytes()),
-        f.hash
-    );
+    assert_eq!(wire::hex(blake3::hash(&content).as_bytes()), f.hash);
     // A file parameter goes the other way on the data channel.
     let text = "a file parameter, sent on its own";
     let made = a

@@ -13,7 +13,10 @@ pub(crate) struct Writer(Vec<u8>);
 
 impl Writer {
     pub(crate) fn new() -> Self {
-        Self(vec![RECORD_VERSION])
+        // Records of small calls are a few hundred bytes: one allocation, not a growing one.
+        let mut bytes = Vec::with_capacity(512);
+        bytes.push(RECORD_VERSION);
+        Self(bytes)
     }
 
     pub(crate) fn u8(&mut self, v: u8) -> &mut Self {

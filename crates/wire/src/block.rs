@@ -94,6 +94,16 @@ impl ExtensionData {
         }
     }
 
+    /// The length of what [`ExtensionData::encode_content`] writes.
+    fn content_len(&self) -> usize {
+        match self {
+            ExtensionData::PreviousNode(eid) => eid.encoded_len(),
+            ExtensionData::BundleAge(ms) => cbor::head_len(*ms),
+            ExtensionData::HopCount(h) => 1 + cbor::head_len(h.limit) + cbor::head_len(h.count),
+            ExtensionData::Unknown { data, .. } => data.len(),
+        }
+    }
+
     /// Writes the block-type-specific data (the content of the byte string).
     fn encode_content(&self, out: &mut Vec<u8>) {
         match self {
@@ -193,6 +203,19 @@ impl ExtensionBlock {
     }
 
     /// Appends the encoded block.
+    /// The length of [`ExtensionBlock::encode`]'s output, without encoding (or computing a CRC).
+    pub(crate) fn encoded_len(&self) -> usize {
+        let content = self.data.content_len();
+        block_header_len(
+            self.data.block_type(),
+            self.number,
+            self.flags,
+            self.crc_type,
+        ) + cbor::head_len(content as u64)
+            + content
+            + crate::primary::crc_field_len(self.crc_type)
+    }
+
     pub(crate) fn encode(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
         let start = out.len();
         put_block_header(
@@ -207,6 +230,20 @@ impl ExtensionBlock {
         cbor::put_bytes(out, scratch);
         put_crc(out, start, self.crc_type);
     }
+}
+
+/// The length of what [`put_block_header`] writes.
+pub(crate) fn block_header_len(
+    block_type: u64,
+    number: u64,
+    flags: BlockFlags,
+    crc_type: CrcType,
+) -> usize {
+    // The array has 5 or 6 items: a one-byte head.
+    1 + cbor::head_len(block_type)
+        + cbor::head_len(number)
+        + cbor::head_len(flags.0)
+        + cbor::head_len(crc_type.code())
 }
 
 /// The header fields shared by every canonical block, up to the block-type-specific data.

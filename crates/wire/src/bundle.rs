@@ -8,13 +8,13 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use crate::block::{
     BLOCK_PAYLOAD, BlockFlags, ExtensionBlock, ExtensionData, HopCount, PAYLOAD_BLOCK_NUMBER,
-    RawBlock, put_block_header,
+    RawBlock, block_header_len, put_block_header,
 };
 use crate::cbor::{self, Reader};
 use crate::crc::{self, CrcType};
 use crate::eid::Eid;
 use crate::error::{DecodeError, DecodeErrorKind as K};
-use crate::primary::{BundleFlags, BundleId, PrimaryBlock};
+use crate::primary::{BundleFlags, BundleId, PrimaryBlock, crc_field_len};
 
 /// A BPv7 bundle.
 ///
@@ -405,16 +405,19 @@ impl Bundle {
     /// and closing break), without computing the payload CRC: what a scheduler or a simulator
     /// needs to know about a large bundle it does not send yet.
     pub fn encoded_sizes(&self) -> (usize, usize, usize) {
-        let (head, _) = self.encode_head();
+        // Counted, not encoded: the node asks for every bundle it sends (a link's window), and
+        // encoding the head would compute its CRCs.
         let p = &self.payload;
-        let crc_len = match p.crc_type {
-            CrcType::None => 0,
-            crc => {
-                let n = crc.value_len();
-                cbor::head_len(n as u64) + n
-            }
-        };
-        (head.len(), p.data.len(), crc_len + 1)
+        let head = 1
+            + self.primary.encoded_len()
+            + self
+                .extensions
+                .iter()
+                .map(ExtensionBlock::encoded_len)
+                .sum::<usize>()
+            + block_header_len(BLOCK_PAYLOAD, PAYLOAD_BLOCK_NUMBER, p.flags, p.crc_type)
+            + cbor::head_len(p.data.len() as u64);
+        (head, p.data.len(), crc_field_len(p.crc_type) + 1)
     }
 
     /// Everything before the payload bytes: the array start, the primary and extension blocks,
@@ -528,6 +531,19 @@ mod tests {
             for len in [0usize, 1, 23, 24, 300, 70_000] {
                 let mut b = sample(crc, b"");
                 b.payload.data = Bytes::from(vec![5u8; len]);
+                if len == 300 {
+                    // Every field at its widest: the sizes are counted, not encoded.
+                    b.primary.fragment = Some(crate::primary::FragmentInfo {
+                        offset: u64::MAX,
+                        total_adu_len: u64::MAX,
+                    });
+                    b.primary.lifetime_ms = u64::MAX;
+                    b.primary.creation.sequence = u64::MAX;
+                    b.extensions.push(ExtensionBlock {
+                        crc_type: crc,
+                        ..ExtensionBlock::new(u64::MAX, ExtensionData::BundleAge(u64::MAX))
+                    });
+                }
                 let enc = b.encode();
                 let parts = enc.parts();
                 assert_eq!(

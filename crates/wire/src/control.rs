@@ -18,7 +18,7 @@
 //! [`BLOCK_FERRY_CLASS`], flagged "discard block if unprocessable" so that other implementations
 //! carry the bundle as an ordinary one.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 
 use crate::cbor::{self, Reader};
 use crate::eid::Eid;
@@ -167,16 +167,34 @@ impl StreamSegment {
 
 /// The 64-bit key of a bundle id used in summary vectors (FNV-1a over a canonical encoding).
 pub fn bundle_key(id: &BundleId) -> u64 {
-    let mut buf = Vec::with_capacity(48);
-    id.source.encode(&mut buf);
-    cbor::put_uint(&mut buf, id.creation.time);
-    cbor::put_uint(&mut buf, id.creation.sequence);
-    if let Some((offset, len)) = id.fragment {
-        cbor::put_uint(&mut buf, offset);
-        cbor::put_uint(&mut buf, len);
+    // Computed several times per bundle received: on the stack unless the source id is long.
+    const ON_STACK: usize = 128;
+    // Four unsigned integers of at most 9 bytes each follow the source id.
+    if id.source.encoded_len() + 4 * 9 > ON_STACK {
+        let mut buf = Vec::with_capacity(id.source.encoded_len() + 4 * 9);
+        put_bundle_id(&mut buf, id);
+        return fnv1a(&buf);
     }
+    let mut stack = [0u8; ON_STACK];
+    let mut rest = &mut stack[..];
+    put_bundle_id(&mut rest, id);
+    let written = ON_STACK - rest.len();
+    fnv1a(&stack[..written])
+}
+
+fn put_bundle_id(out: &mut impl BufMut, id: &BundleId) {
+    id.source.encode(out);
+    cbor::put_uint(out, id.creation.time);
+    cbor::put_uint(out, id.creation.sequence);
+    if let Some((offset, len)) = id.fragment {
+        cbor::put_uint(out, offset);
+        cbor::put_uint(out, len);
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in buf {
+    for &byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -464,5 +482,38 @@ mod tests {
         assert_eq!(bundle_key(&id(1, None)), bundle_key(&id(1, None)));
         assert_ne!(bundle_key(&id(1, None)), bundle_key(&id(2, None)));
         assert_ne!(bundle_key(&id(1, None)), bundle_key(&id(1, Some((0, 10)))));
+    }
+
+    #[test]
+    fn bundle_keys_are_fnv1a_of_the_encoded_id_for_short_and_long_sources() {
+        // Nodes compare keys in summary vectors: they must not depend on how they are computed.
+        let reference = |id: &BundleId| {
+            let mut buf = Vec::new();
+            id.source.encode(&mut buf);
+            for v in [id.creation.time, id.creation.sequence] {
+                cbor::put_uint(&mut buf, v);
+            }
+            if let Some((offset, len)) = id.fragment {
+                cbor::put_uint(&mut buf, offset);
+                cbor::put_uint(&mut buf, len);
+            }
+            buf.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let long = format!("dtn://{}/x", "n".repeat(200));
+        for source in ["dtn://a/", "ipn:977.1", &long] {
+            for fragment in [None, Some((u64::MAX, u64::MAX))] {
+                let id = BundleId {
+                    source: eid(source),
+                    creation: CreationTimestamp {
+                        time: u64::MAX,
+                        sequence: u64::MAX,
+                    },
+                    fragment,
+                };
+                assert_eq!(bundle_key(&id), reference(&id), "{source} {fragment:?}");
+            }
+        }
     }
 }

@@ -201,6 +201,26 @@ impl PrimaryBlock {
         8 + if self.fragment.is_some() { 2 } else { 0 } + u64::from(self.crc_type != CrcType::None)
     }
 
+    /// The length of [`PrimaryBlock::encode`]'s output, without encoding (or computing a CRC).
+    pub(crate) fn encoded_len(&self) -> usize {
+        let creation =
+            1 + cbor::head_len(self.creation.time) + cbor::head_len(self.creation.sequence);
+        let fragment = self.fragment.map_or(0, |f| {
+            cbor::head_len(f.offset) + cbor::head_len(f.total_adu_len)
+        });
+        cbor::head_len(self.field_count())
+            + cbor::head_len(BP_VERSION)
+            + cbor::head_len(self.encoded_flags().0)
+            + cbor::head_len(self.crc_type.code())
+            + self.destination.encoded_len()
+            + self.source.encoded_len()
+            + self.report_to.encoded_len()
+            + creation
+            + cbor::head_len(self.lifetime_ms)
+            + fragment
+            + crc_field_len(self.crc_type)
+    }
+
     /// Appends the encoded block, CRC included.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
@@ -310,6 +330,14 @@ impl PrimaryBlock {
 
 /// Appends the CRC field of a block whose encoding began at `start` in `out` and whose fields
 /// have all been written; the CRC covers the block with its CRC value zeroed.
+/// The length of the CRC field [`put_crc`] appends.
+pub(crate) fn crc_field_len(crc_type: CrcType) -> usize {
+    match crc_type {
+        CrcType::None => 0,
+        crc => cbor::head_len(crc.value_len() as u64) + crc.value_len(),
+    }
+}
+
 pub(crate) fn put_crc(out: &mut Vec<u8>, start: usize, crc_type: CrcType) {
     if crc_type == CrcType::None {
         return;

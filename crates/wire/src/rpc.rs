@@ -539,6 +539,12 @@ impl Message {
         codec::encode(self)
     }
 
+    /// Encodes `Message::Call(call)` from a borrowed call (the engine writes its records with
+    /// it, without copying each call first).
+    pub fn encode_call(call: &Call) -> Result<Vec<u8>, EncodeError> {
+        codec::encode_call(call)
+    }
+
     /// Decodes a message; `Bytes` fields are slices of `bytes`.
     pub fn decode(bytes: &Bytes) -> Result<Message, DecodeError> {
         codec::decode(bytes)
@@ -579,10 +585,62 @@ mod codec {
     /// The head of a CBOR double-precision float (major type 7, additional information 27).
     const FLOAT64: u8 = 0xfb;
 
+    /// Fields of a CALL after the version and the kind.
+    const CALL_FIELDS: u64 = 9;
+
     const ID_LEN: usize = 16;
     const HASH_LEN: usize = 32;
 
     // ---- encoding ----
+
+    /// What `encode(&Message::Call(call.clone()))` gives, without the copy.
+    pub(super) fn encode_call(call: &Call) -> Result<Vec<u8>, EncodeError> {
+        let len = 3 + call_len(call);
+        if len > MAX_CONTROL_LEN {
+            return Err(EncodeError::TooLarge {
+                len,
+                max: MAX_CONTROL_LEN,
+            });
+        }
+        let mut out = Vec::with_capacity(len);
+        cbor::put_array(&mut out, 2 + CALL_FIELDS);
+        cbor::put_uint(&mut out, RPC_VERSION);
+        cbor::put_uint(&mut out, KIND_CALL);
+        put_call(&mut out, call);
+        debug_assert_eq!(out.len(), len, "call_len disagrees with put_call");
+        Ok(out)
+    }
+
+    fn put_call(out: &mut Vec<u8>, m: &Call) {
+        put_id(out, m.id);
+        m.caller.encode(out);
+        cbor::put_uint(out, m.mode.number());
+        match &m.server {
+            Some(server) => server.encode(out),
+            None => out.put_u8(NULL),
+        }
+        cbor::put_text(out, &m.procedure);
+        cbor::put_array(out, m.params.len() as u64);
+        for value in &m.params {
+            put_value(out, value);
+        }
+        cbor::put_text(out, &m.requirements);
+        cbor::put_uint(out, m.deadline);
+        cbor::put_uint(out, m.transport.number());
+    }
+
+    fn call_len(m: &Call) -> usize {
+        id_len()
+            + m.caller.encoded_len()
+            + uint_len(m.mode.number())
+            + m.server.as_ref().map_or(1, Eid::encoded_len)
+            + string_len(m.procedure.len())
+            + uint_len(m.params.len() as u64)
+            + m.params.iter().map(value_len).sum::<usize>()
+            + string_len(m.requirements.len())
+            + uint_len(m.deadline)
+            + uint_len(m.transport.number())
+    }
 
     pub(super) fn encode(message: &Message) -> Result<Vec<u8>, EncodeError> {
         if let Message::Reject(m) = message
@@ -612,23 +670,7 @@ mod codec {
         cbor::put_uint(out, RPC_VERSION);
         cbor::put_uint(out, kind);
         match message {
-            Message::Call(m) => {
-                put_id(out, m.id);
-                m.caller.encode(out);
-                cbor::put_uint(out, m.mode.number());
-                match &m.server {
-                    Some(server) => server.encode(out),
-                    None => out.put_u8(NULL),
-                }
-                cbor::put_text(out, &m.procedure);
-                cbor::put_array(out, m.params.len() as u64);
-                for value in &m.params {
-                    put_value(out, value);
-                }
-                cbor::put_text(out, &m.requirements);
-                cbor::put_uint(out, m.deadline);
-                cbor::put_uint(out, m.transport.number());
-            }
+            Message::Call(m) => put_call(out, m),
             Message::Ack(m) => {
                 put_id(out, m.id);
                 m.server.encode(out);
@@ -669,7 +711,7 @@ mod codec {
     /// The kind number and how many fields follow the version and the kind.
     fn kind_and_fields(message: &Message) -> (u64, u64) {
         match message {
-            Message::Call(_) => (KIND_CALL, 9),
+            Message::Call(_) => (KIND_CALL, CALL_FIELDS),
             Message::Ack(_) => (KIND_ACK, 2),
             Message::Result(_) => (KIND_RESULT, 5),
             Message::Reject(_) => (KIND_REJECT, 6),
@@ -773,18 +815,7 @@ mod codec {
     pub(super) fn message_len(message: &Message) -> usize {
         // The array head (fewer than 24 items), the version and the kind: one byte each.
         3 + match message {
-            Message::Call(m) => {
-                id_len()
-                    + m.caller.encoded_len()
-                    + uint_len(m.mode.number())
-                    + m.server.as_ref().map_or(1, Eid::encoded_len)
-                    + string_len(m.procedure.len())
-                    + uint_len(m.params.len() as u64)
-                    + m.params.iter().map(value_len).sum::<usize>()
-                    + string_len(m.requirements.len())
-                    + uint_len(m.deadline)
-                    + uint_len(m.transport.number())
-            }
+            Message::Call(m) => call_len(m),
             Message::Ack(m) => id_len() + m.server.encoded_len(),
             Message::Result(m) => {
                 id_len()

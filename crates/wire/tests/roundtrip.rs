@@ -265,7 +265,11 @@ proptest! {
     #[test]
     fn bundles_round_trip(b in bundle()) {
         prop_assert_eq!(b.validate(), Ok(()));
-        let wire = b.encode().to_bytes();
+        let encoded = b.encode();
+        let parts = encoded.parts();
+        // The sizes are counted without encoding; they must be what encoding gives.
+        prop_assert_eq!(b.encoded_sizes(), (parts[0].len(), parts[1].len(), parts[2].len()));
+        let wire = encoded.to_bytes();
         let back = Bundle::decode(wire.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&back, &b);
         prop_assert_eq!(back.encode().to_bytes(), wire);

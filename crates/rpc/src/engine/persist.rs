@@ -45,7 +45,7 @@ impl Rpc {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
-        let Ok(call) = Message::Call(c.call.clone()).encode() else {
+        let Ok(call) = Message::encode_call(&c.call) else {
             return;
         };
         let mut w = Writer::new();
@@ -129,7 +129,7 @@ impl Rpc {
         let Some(s) = self.serving.get(key) else {
             return;
         };
-        let Ok(call) = Message::Call(s.call.clone()).encode() else {
+        let Ok(call) = Message::encode_call(&s.call) else {
             return;
         };
         let mut w = Writer::new();
