@@ -580,3 +580,42 @@ fn the_running_fact_counts_this_servers_executions_whatever_facts_the_shell_sets
     assert_eq!(rpc.stats().calls_rejected, 1);
     assert_eq!(rpc.stats().calls_accepted, 1);
 }
+
+#[test]
+fn a_finished_calls_record_drops_the_sealed_call_and_still_restores_with_its_result() {
+    let mut node = client_node();
+    let mut rpc = client(&mut node, 1 << 20, NOW);
+    let id = call_server(
+        &mut rpc,
+        &mut node,
+        vec![rpc::Param::Value(Value::Text("x".repeat(500)))],
+    );
+    let record_len = |node: &Node| {
+        let rows = node.store().rpc_scan(store::RpcTable::Pending).unwrap();
+        assert_eq!(rows.len(), 1);
+        rows[0].1.len()
+    };
+    let pending = record_len(&node);
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + 10,
+        id,
+        &Bytes::from_static(b"P5"),
+    );
+    assert_eq!(rpc.call_state(&id), Some(rpc::CallState::Succeeded));
+    // The sealed call (the 500-byte parameter, encrypted) was kept only to send it again.
+    let finished = record_len(&node);
+    assert!(
+        finished + 500 < pending + 200,
+        "pending {pending} bytes, finished {finished}"
+    );
+
+    let store = node.into_store();
+    let mut node = Node::new(NodeConfig::new(eid("dtn://client/")), store, NOW + 20);
+    let restarted = client(&mut node, 1 << 20, NOW + 20);
+    let view = restarted.call_view(&id).expect("kept");
+    assert_eq!(view.state, rpc::CallState::Succeeded);
+    assert_eq!(view.replies.len(), 1);
+    assert_eq!(view.call.params, vec![Value::Text("x".repeat(500))]);
+}

@@ -652,6 +652,9 @@ impl Rpc {
         c.phase = Phase::Finished;
         c.finished_at = Some(now);
         c.next_resend = None;
+        // The sealed call is kept only to send it again: a finished call's record and memory
+        // are a third smaller without it.
+        c.sealed = Default::default();
         let stream = c.stream.take();
         if let Some(s) = stream {
             // Our side is done; the server closes its own. The stream's state stays until both
