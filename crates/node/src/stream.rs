@@ -303,7 +303,9 @@ pub struct Streams {
     config: StreamConfig,
     rng: u64,
     next_local_id: u64,
-    streams: BTreeMap<StreamId, Stream>,
+    /// Boxed: a stream is a few hundred bytes, moved on every insert and removal in its B-tree
+    /// node otherwise (a stream per RPC call).
+    streams: BTreeMap<StreamId, Box<Stream>>,
     by_wire: BTreeMap<WireKey, StreamId>,
     /// Cleanly closed streams: when they closed, and the sequence number we expected next, for
     /// re-acknowledging.
@@ -678,7 +680,7 @@ impl Streams {
         self.by_wire.insert(key, id);
         self.streams.insert(
             id,
-            Stream {
+            Box::new(Stream {
                 local,
                 remote,
                 wire_id,
@@ -699,12 +701,12 @@ impl Streams {
                 out_of_order: BTreeMap::new(),
                 out_of_order_bytes: 0,
                 peer_closed: false,
-            },
+            }),
         );
         id
     }
 
-    fn remove(&mut self, id: StreamId) -> Option<Stream> {
+    fn remove(&mut self, id: StreamId) -> Option<Box<Stream>> {
         let s = self.streams.remove(&id)?;
         self.by_wire
             .remove(&(s.wire_id, s.opened_by_us, s.local.clone(), s.remote.clone()));

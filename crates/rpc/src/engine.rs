@@ -539,8 +539,10 @@ pub struct Rpc {
     rpc_endpoint: Eid,
     data_endpoint: Eid,
     rng: ChaCha20Rng,
-    calls: BTreeMap<CallId, ClientCall>,
-    serving: BTreeMap<ServeKey, Serving>,
+    // Boxed: an insert or removal in a B-tree node moves the values after it, and these are
+    // hundreds of bytes each (a call and its timeline).
+    calls: BTreeMap<CallId, Box<ClientCall>>,
+    serving: BTreeMap<ServeKey, Box<Serving>>,
     /// The served calls not yet answered (waiting for files or running): what `admit` counts
     /// and what a new file may unblock, without walking every call served in the last hours.
     unfinished: BTreeSet<ServeKey>,

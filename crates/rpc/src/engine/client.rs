@@ -209,7 +209,7 @@ impl Rpc {
             }
         }
         self.stats.calls_made += 1;
-        self.calls.insert(id, c);
+        self.calls.insert(id, Box::new(c));
         self.save_call(node, id);
         self.arm_call(id);
         // A call to this node itself is served now, not at the next event.

@@ -331,7 +331,7 @@ impl Rpc {
                     if matches!(s.state, ServeState::WaitingFiles | ServeState::Running(_)) {
                         self.unfinished.insert(key);
                     }
-                    self.serving.insert(key, s);
+                    self.serving.insert(key, Box::new(s));
                 }
                 Err(_) => self.stats.damaged_records += 1,
             }
@@ -370,7 +370,7 @@ impl Rpc {
                     let waiting = c.state == CallState::Waiting;
                     let phase = c.phase;
                     let realtime = c.realtime;
-                    self.calls.insert(id, c);
+                    self.calls.insert(id, Box::new(c));
                     if waiting {
                         self.note(now, id, "resumed after a restart".to_string());
                         match (phase, realtime) {

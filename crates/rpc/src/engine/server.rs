@@ -441,7 +441,7 @@ impl Rpc {
         self.by_call.entry(call.id).or_default().insert(caller_key);
         self.serving.insert(
             key,
-            Serving {
+            Box::new(Serving {
                 call,
                 caller_key,
                 state,
@@ -453,7 +453,7 @@ impl Rpc {
                 outbox_row: false,
                 reply_stream: None,
                 row: RowOrder::Since(now),
-            },
+            }),
         );
     }
 
