@@ -227,7 +227,9 @@ impl Eid {
             }
             Eid::Dtn(d) => {
                 cbor::put_uint(out, SCHEME_DTN);
-                cbor::put_text(out, d.as_str());
+                // The SSP's bytes as they are (checked ASCII when made): a text string.
+                cbor::put_head(out, cbor::TEXT, d.ssp.len() as u64);
+                out.put_slice(&d.ssp);
             }
             Eid::Ipn { node, service } => {
                 cbor::put_uint(out, SCHEME_IPN);

@@ -66,8 +66,22 @@ pub const MAX_CONTROL_LEN: usize = 8 * 1024;
 pub const MAX_STDERR_TAIL: usize = 2 * 1024;
 
 /// A call's identity: 128 random bits chosen by the caller. Shown as 32 lowercase hex digits.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallId(pub [u8; 16]);
+
+/// The order of the bytes (as the derived one), compared as one big-endian 128-bit number: call
+/// ids key the engine's maps, and a `memcmp` call per comparison cost more than the rest.
+impl Ord for CallId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        u128::from_be_bytes(self.0).cmp(&u128::from_be_bytes(other.0))
+    }
+}
+
+impl PartialOrd for CallId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl std::fmt::Display for CallId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

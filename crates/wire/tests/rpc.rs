@@ -1229,3 +1229,15 @@ proptest! {
         prop_assert_eq!(id.to_string().parse::<CallId>(), Ok(id));
     }
 }
+
+proptest! {
+    #[test]
+    fn call_ids_order_as_their_bytes(a in any::<[u8; 16]>(), b in any::<[u8; 16]>(), at in 0usize..16) {
+        // Also ids equal up to a byte, where the order is decided late.
+        let mut c = a;
+        c[at] = b[at];
+        for (x, y) in [(a, b), (a, c), (c, a), (a, a)] {
+            prop_assert_eq!(CallId(x).cmp(&CallId(y)), x.cmp(&y));
+        }
+    }
+}
