@@ -942,14 +942,19 @@ impl Rpc {
     /// encryption under the key only the two share); to every node, a signed one.
     fn seal(&mut self, message: &Message, to: Option<PublicKey>) -> Result<Bytes, EncodeError> {
         let body = message.encode()?;
+        Ok(self.seal_body(&body, to))
+    }
+
+    /// Seals an encoded message (see [`Rpc::seal`]).
+    fn seal_body(&mut self, body: &[u8], to: Option<PublicKey>) -> Bytes {
         let entropy = self.entropy();
         if let Some(pair) = to.and_then(|peer| self.pair_key(&peer)) {
-            return Ok(Bytes::from(pair.seal(&body, entropy)));
+            return Bytes::from(pair.seal(body, entropy));
         }
         // Only an invalid recipient key fails, and keys here were checked (pinned ones by the
         // configuration, learnt ones by a signature): signed alone rather than not at all.
-        let sealed = self.identity.seal(&body, None, entropy).unwrap_or_default();
-        Ok(Bytes::from(sealed))
+        let sealed = self.identity.seal(body, None, entropy).unwrap_or_default();
+        Bytes::from(sealed)
     }
 
     /// A data-channel file for one node whose key we know, sealed pairwise so relays cannot

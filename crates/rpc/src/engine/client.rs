@@ -26,7 +26,8 @@ impl Rpc {
         let server = match &request.target {
             Target::Node(n) => {
                 let n = n.node_id();
-                if endpoint(&n, RPC_DEMUX).is_none() {
+                // Only a dtn node has an RPC endpoint (see `endpoint`).
+                if !matches!(n, Eid::Dtn(_)) {
                     return Err(CallError::BadTarget(n));
                 }
                 Some(n)
@@ -99,7 +100,7 @@ impl Rpc {
             transport: request.transport,
         };
         let to = server.as_ref().and_then(|s| self.key_of(s));
-        let sealed = self.seal(&Message::Call(call.clone()), to)?;
+        let sealed = self.seal_body(&Message::encode_call(&call)?, to);
         // Files first, by dtn (the data channel is always store-carry-forward).
         if !local {
             for content in files {
