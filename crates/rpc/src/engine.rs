@@ -352,20 +352,6 @@ pub struct CallView {
     pub timeline: Vec<(DtnTime, String)>,
 }
 
-impl CallView {
-    /// The view borrowed.
-    pub fn as_ref(&self) -> CallRef<'_> {
-        CallRef {
-            call: &self.call,
-            created: self.created,
-            state: self.state,
-            acks: &self.acks,
-            replies: &self.replies,
-            timeline: &self.timeline,
-        }
-    }
-}
-
 /// A [`CallView`] borrowed from the engine: what a shell reads to answer about a call without
 /// copying it first (it is read once per finished call, and again per progress poll).
 #[derive(Debug, Clone, Copy)]
@@ -382,6 +368,20 @@ pub struct CallRef<'a> {
     pub replies: &'a [Reply],
     /// What happened, in order: (time, text).
     pub timeline: &'a [(DtnTime, String)],
+}
+
+impl CallRef<'_> {
+    /// A copy to keep.
+    pub fn to_view(&self) -> CallView {
+        CallView {
+            call: self.call.clone(),
+            created: self.created,
+            state: self.state,
+            acks: self.acks.to_vec(),
+            replies: self.replies.to_vec(),
+            timeline: self.timeline.to_vec(),
+        }
+    }
 }
 
 /// Counters.
@@ -779,14 +779,7 @@ impl Rpc {
 
     /// A call this node made (still waiting, or finished and not yet removed).
     pub fn call_view(&self, id: &CallId) -> Option<CallView> {
-        self.calls.get(id).map(|c| CallView {
-            call: c.call.clone(),
-            created: c.created,
-            state: c.state,
-            acks: c.acks.clone(),
-            replies: c.replies.clone(),
-            timeline: c.timeline.clone(),
-        })
+        self.call_ref(id).map(|c| c.to_view())
     }
 
     /// A call this node made, borrowed (see [`CallRef`]).
