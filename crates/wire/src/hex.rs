@@ -4,19 +4,13 @@
 
 const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
-/// Appends the lower-case hex digits of `bytes` to `out`.
-pub fn push_hex(out: &mut String, bytes: &[u8]) {
-    out.reserve(bytes.len() * 2);
+/// The lower-case hex digits of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
         out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
-}
-
-/// The lower-case hex digits of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    push_hex(&mut out, bytes);
     out
 }
 

@@ -58,7 +58,7 @@ pub use crc::CrcType;
 pub use eid::{DtnEid, Eid, ParseEidError, SCHEME_DTN, SCHEME_IPN};
 pub use error::{DecodeError, DecodeErrorKind};
 pub use fragment::{FragmentError, Reassembly, ReassemblyError, decode_cut_transfer, peek_primary};
-pub use hex::{fmt_hex, hex, push_hex};
+pub use hex::{fmt_hex, hex};
 pub use primary::{
     BP_VERSION, BundleFlags, BundleId, CreationTimestamp, DTN_EPOCH_UNIX_SECS, DtnTime,
     FragmentInfo, PrimaryBlock,
