@@ -38,6 +38,14 @@ pub const BLOCK_FERRY_COPIES: u64 = 194;
 
 /// The data of a block that holds one unsigned integer (the Ferry class and copies blocks).
 pub fn uint_block_data(value: u64) -> Bytes {
+    // Values below 24 (a bundle's class, most counts) are one byte: shared, not allocated for
+    // every bundle.
+    static SMALL: [u8; 24] = [
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+    ];
+    if let Some(byte) = usize::try_from(value).ok().and_then(|i| SMALL.get(i..=i)) {
+        return Bytes::from_static(byte);
+    }
     let mut out = Vec::with_capacity(9);
     cbor::put_uint(&mut out, value);
     Bytes::from(out)
@@ -462,8 +470,11 @@ mod tests {
 
     #[test]
     fn uint_block_data_round_trips_and_refuses_trailing_bytes() {
-        for v in [0, 23, 24, 255, 65_536, u64::MAX] {
+        for v in (0..30).chain([255, 65_536, u64::MAX]) {
             assert_eq!(parse_uint_block_data(&uint_block_data(v)).unwrap(), v);
+            let mut encoded = Vec::new();
+            cbor::put_uint(&mut encoded, v);
+            assert_eq!(uint_block_data(v), encoded, "{v}");
         }
         assert!(parse_uint_block_data(&[0x01, 0x02]).is_err());
         assert!(parse_uint_block_data(&[0x40]).is_err());
