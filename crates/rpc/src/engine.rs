@@ -1145,29 +1145,29 @@ impl Rpc {
                 let Some(state) = self.streams.get_mut(id) else {
                     return false;
                 };
-                state.buf.extend_from_slice(data);
+                // Frames whole in this piece are slices of it (a call or a reply usually is one
+                // piece); only a frame split across pieces is gathered in `buf`.
+                let mut input = if state.buf.is_empty() {
+                    data.clone()
+                } else {
+                    state.buf.extend_from_slice(data);
+                    Bytes::from(std::mem::take(&mut state.buf))
+                };
                 let mut frames = Vec::new();
                 let mut bad = false;
-                loop {
-                    if state.buf.len() < 4 {
-                        break;
-                    }
-                    let len = u32::from_be_bytes([
-                        state.buf[0],
-                        state.buf[1],
-                        state.buf[2],
-                        state.buf[3],
-                    ]) as usize;
+                while let Some(head) = input.get(..4) {
+                    let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
                     if len > MAX_FRAME {
                         bad = true;
                         break;
                     }
-                    if state.buf.len() < 4 + len {
+                    if input.len() < 4 + len {
                         break;
                     }
-                    frames.push(Bytes::copy_from_slice(&state.buf[4..4 + len]));
-                    state.buf.drain(..4 + len);
+                    frames.push(input.slice(4..4 + len));
+                    input = input.slice(4 + len..);
                 }
+                state.buf = input.to_vec();
                 if bad {
                     self.stats.forged += 1;
                     self.streams.remove(id);

@@ -619,3 +619,53 @@ fn a_finished_calls_record_drops_the_sealed_call_and_still_restores_with_its_res
     assert_eq!(view.replies.len(), 1);
     assert_eq!(view.call.params, vec![Value::Text("x".repeat(500))]);
 }
+
+#[test]
+fn frames_on_a_stream_are_read_whole_however_the_pieces_cut_them() {
+    let client = Identity::from_secret([1; 32]);
+    let framed = |id: u8, to: &seal::PublicKey| {
+        let sealed = client
+            .seal(&call(id).encode().unwrap(), Some(to), [id; 32])
+            .unwrap();
+        let mut frame = (sealed.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&sealed);
+        frame
+    };
+    // Two frames in one piece; one frame cut in three (inside its length, inside its body);
+    // a frame's end and the next one's start in one piece.
+    for cuts in [vec![], vec![2, 40], vec![1, 3, 5], vec![300]] {
+        let (mut node, _) = server();
+        let mut config = RpcConfig::default();
+        let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
+        echo.max_concurrent = 2;
+        config.procedures.push(echo);
+        let mut rpc = Rpc::new(
+            config,
+            Identity::from_secret([2; 32]),
+            [9; 32],
+            &mut node,
+            NOW,
+        );
+        let to = rpc.public_key();
+        let mut bytes = framed(1, &to);
+        bytes.extend(framed(2, &to));
+        let stream = node::stream::StreamId(7);
+        let opened = Event::Stream(node::stream::StreamEvent::Opened {
+            id: stream,
+            local: eid("dtn://server/~rpc"),
+            remote: eid("dtn://client/~rpc"),
+        });
+        assert!(rpc.handle_node_event(NOW, &mut node, &opened));
+        let mut at = 0;
+        for end in cuts.iter().copied().chain([bytes.len()]) {
+            let piece = Event::Stream(node::stream::StreamEvent::Data {
+                id: stream,
+                data: Bytes::copy_from_slice(&bytes[at..end]),
+            });
+            assert!(rpc.handle_node_event(NOW, &mut node, &piece));
+            at = end;
+        }
+        assert_eq!(executions(&mut rpc), 2, "cut at {cuts:?}");
+        assert_eq!(rpc.stats().forged, 0, "cut at {cuts:?}");
+    }
+}
