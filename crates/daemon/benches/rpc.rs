@@ -282,7 +282,7 @@ impl Caller {
                     .map_err(|e| format!("call: {e}"))?;
                 let accepted = start.elapsed();
                 let done = control
-                    .wait_call(&made.id, None, CALL_TIMEOUT)
+                    .wait_call(&made.id, daemon::calls::WaitFor::default(), CALL_TIMEOUT)
                     .await
                     .map_err(|e| format!("wait_call: {e}"))?;
                 outcome(done, Some(accepted))

@@ -425,16 +425,17 @@ async fn get_call(State(api): State<Api>, Path(id): Path<String>) -> ApiResult<R
     Ok(json(api.control.get_call(&id).await?))
 }
 
-/// `?timeout=&replies=` of a call's long poll.
+/// `?timeout=&replies=&files=` of a call's long poll.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WaitCallQuery {
     timeout: Option<String>,
     replies: Option<usize>,
+    files: Option<usize>,
 }
 
-/// `GET /v1/calls/{id}/wait`: the call once it is finished, has more than `replies` replies,
-/// or `timeout` passed (then as it stands).
+/// `GET /v1/calls/{id}/wait`: the call once it is finished, has more than `replies` replies
+/// or more than `files` arrived result files, or `timeout` passed (then as it stands).
 async fn wait_call(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -442,7 +443,11 @@ async fn wait_call(
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(query_error)?;
     let wait = parse_wait("timeout", q.timeout.as_deref(), DEFAULT_CALL_WAIT)?;
-    Ok(json(api.control.wait_call(&id, q.replies, wait).await?))
+    let more = crate::calls::WaitFor {
+        replies: q.replies,
+        files: q.files,
+    };
+    Ok(json(api.control.wait_call(&id, more, wait).await?))
 }
 
 /// `POST /v1/calls/{id}/cancel`: the call as it stands after cancelling.

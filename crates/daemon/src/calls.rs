@@ -243,6 +243,16 @@ pub struct FileInfo {
     pub arrived: bool,
 }
 
+/// What a waiter for a call waits for besides its end (`ControlHandle::wait_call`): by
+/// default nothing else.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WaitFor {
+    /// More replies than this (an all-mode caller following results as they come).
+    pub replies: Option<usize>,
+    /// More arrived result files than this (a caller showing files as they come).
+    pub files: Option<usize>,
+}
+
 /// One line of a call's timeline.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TimelineEntry {
@@ -277,6 +287,23 @@ impl CallInfo {
     /// Whether the call is over.
     pub fn finished(&self) -> bool {
         self.state != "waiting"
+    }
+
+    /// How many result files have arrived, over all replies.
+    pub fn arrived_files(&self) -> usize {
+        self.replies
+            .iter()
+            .flat_map(|r| &r.files)
+            .filter(|f| f.arrived)
+            .count()
+    }
+
+    /// Whether the call has what a waiter for `more` waits for: its end, or more of what
+    /// `more` names.
+    pub fn has(&self, more: WaitFor) -> bool {
+        self.finished()
+            || more.replies.is_some_and(|n| self.replies.len() > n)
+            || more.files.is_some_and(|n| self.arrived_files() > n)
     }
 
     /// The engine's view as JSON. `file_arrived` says whether a result file is here;
@@ -393,6 +420,56 @@ pub fn parse_hash(text: &str) -> Result<[u8; 32], ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_waiter_is_answered_at_the_end_or_on_more_of_what_it_follows() {
+        let file = |arrived| FileInfo {
+            name: "f".into(),
+            hash: "00".repeat(32),
+            size: 1,
+            arrived,
+        };
+        let reply = |files| ReplyInfo {
+            server: "dtn://b/".into(),
+            server_key: "00".repeat(32),
+            at_ms: 0,
+            via: "dtn".into(),
+            ok: true,
+            value_text: None,
+            value_base64: None,
+            files,
+            run_ms: None,
+            code: None,
+            detail: None,
+            exit_status: None,
+            stderr_tail: None,
+        };
+        let mut call = CallInfo {
+            id: "00".repeat(16),
+            procedure: "photo".into(),
+            target: "all".into(),
+            transport: "auto".into(),
+            state: "waiting".into(),
+            created_ms: 0,
+            deadline_ms: 1,
+            acks: Vec::new(),
+            replies: vec![
+                reply(vec![file(true), file(false)]),
+                reply(vec![file(true)]),
+            ],
+            timeline: Vec::new(),
+        };
+        assert_eq!(call.arrived_files(), 2);
+        let wait = |replies, files| WaitFor { replies, files };
+        assert!(!call.has(WaitFor::default()), "only the end");
+        assert!(!call.has(wait(Some(2), Some(2))), "nothing new");
+        assert!(call.has(wait(Some(1), None)), "a reply more than seen");
+        assert!(call.has(wait(None, Some(1))), "a file more than seen");
+        call.replies[0].files[1].arrived = true;
+        assert!(call.has(wait(Some(2), Some(2))), "the third file came");
+        call.state = "succeeded".into();
+        assert!(call.has(WaitFor::default()), "the end");
+    }
 
     fn spec(target: &str) -> CallSpec {
         CallSpec {

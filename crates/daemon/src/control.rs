@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use crate::calls::{CallInfo, CallSpec, ProcedureInfo};
+pub use crate::calls::{CallInfo, CallSpec, ProcedureInfo, WaitFor};
 
 /// A request to the event loop.
 #[derive(Debug)]
@@ -105,8 +105,8 @@ pub enum Request {
     WaitCall {
         /// Its id.
         id: String,
-        /// Replies the caller has seen already (all mode), if it wants each new one.
-        until_replies: Option<usize>,
+        /// What the caller waits for besides the call's end.
+        more: WaitFor,
         /// The call then, or `not_found` (also when it is forgotten while waited for).
         reply: oneshot::Sender<Result<CallInfo, ApiError>>,
     },
@@ -268,18 +268,18 @@ impl ControlHandle {
         .await?
     }
 
-    /// Waits up to `wait` for the call to finish, or, with `until_replies`, until it has more
-    /// than that many replies (an all-mode caller following results as they come). Returns the
-    /// call as it stands then.
+    /// Waits up to `wait` for the call to finish, or for more of what `more` names (replies,
+    /// arrived result files; `WaitFor::default()`: only the end). Returns the call as it stands
+    /// then.
     pub async fn wait_call(
         &self,
         id: &str,
-        until_replies: Option<usize>,
+        more: WaitFor,
         wait: std::time::Duration,
     ) -> Result<CallInfo, ApiError> {
         let waited = self.ask(|reply| Request::WaitCall {
             id: id.to_owned(),
-            until_replies,
+            more,
             reply,
         });
         match tokio::time::timeout(wait, waited).await {

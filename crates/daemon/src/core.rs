@@ -27,7 +27,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use wire::{Beacon, BundleFlags, BundleId, ClaKind, DtnTime, Eid, StatusReport};
 
-use crate::calls::{CallInfo, CallSpec, ProcedureInfo};
+use crate::calls::{CallInfo, CallSpec, ProcedureInfo, WaitFor};
 use crate::config::Config;
 use crate::control::{
     ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, RpcCounters,
@@ -219,8 +219,8 @@ pub(crate) struct Daemon {
     metrics: Metrics,
 }
 
-/// A `Request::WaitCall`: how many replies its caller has seen, and where the answer goes.
-type CallWaiter = (Option<usize>, oneshot::Sender<Result<CallInfo, ApiError>>);
+/// A `Request::WaitCall`: what its caller waits for, and where the answer goes.
+type CallWaiter = (WaitFor, oneshot::Sender<Result<CallInfo, ApiError>>);
 
 /// What one commit promised, released once a sync made it durable (or failed to).
 struct Promised {
@@ -1386,7 +1386,7 @@ impl Daemon {
                         self.call_waiters
                             .entry(call_id)
                             .or_default()
-                            .push((None, done));
+                            .push((WaitFor::default(), done));
                     } else {
                         let _ = done.send(self.call_info(&call_id.to_string(), true));
                     }
@@ -1409,18 +1409,14 @@ impl Daemon {
             Request::GetCall { id, reply } => {
                 let _ = reply.send(self.call_info(&id, true));
             }
-            Request::WaitCall {
-                id,
-                until_replies,
-                reply,
-            } => {
+            Request::WaitCall { id, more, reply } => {
                 let info = self.call_info(&id, true);
                 match (&info, parse_call_id(&id)) {
-                    (Ok(call), Ok(call_id)) if !waited_for(call, until_replies) => {
+                    (Ok(call), Ok(call_id)) if !call.has(more) => {
                         let waiters = self.call_waiters.entry(call_id).or_default();
                         // Waits given up on (timed out) go when a new one comes.
                         waiters.retain(|(_, reply)| !reply.is_closed());
-                        waiters.push((until_replies, reply));
+                        waiters.push((more, reply));
                     }
                     _ => {
                         let _ = reply.send(info);
@@ -1590,11 +1586,11 @@ impl Daemon {
             let info = self.call_info_of(&call_id, true);
             let mut still = Vec::new();
             let mut answer = Vec::new();
-            for (until_replies, reply) in waiters {
+            for (more, reply) in waiters {
                 match &info {
-                    Ok(call) if !waited_for(call, until_replies) => {
+                    Ok(call) if !call.has(more) => {
                         if !reply.is_closed() {
-                            still.push((until_replies, reply));
+                            still.push((more, reply));
                         }
                     }
                     _ => answer.push(reply),
@@ -1994,12 +1990,6 @@ fn commit_off_the_workers(store: &mut (dyn store::Store + Send)) -> store::Resul
     } else {
         store.commit()
     }
-}
-
-/// Whether a call has what a waiter who saw `until_replies` replies waits for: its end, or a
-/// new reply.
-fn waited_for(call: &CallInfo, until_replies: Option<usize>) -> bool {
-    call.finished() || until_replies.is_some_and(|n| call.replies.len() > n)
 }
 
 fn internal(e: store::StoreError) -> ApiError {

@@ -949,7 +949,7 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
     let still = s.checked(
         "get",
         "/v1/calls/{id}/wait",
-        &format!("/v1/calls/{slow_id}/wait?timeout=300ms&replies=0"),
+        &format!("/v1/calls/{slow_id}/wait?timeout=300ms&replies=0&files=0"),
         None,
         200,
     );
@@ -1100,6 +1100,14 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
             "get",
             "/v1/calls/{id}/wait",
             format!("/v1/calls/{slow_id}/wait?replies=some"),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            "get",
+            "/v1/calls/{id}/wait",
+            format!("/v1/calls/{slow_id}/wait?files=-1"),
             None,
             400,
             "bad_request",

@@ -63,7 +63,7 @@ fn call(target: &str, procedure: &str, params: Vec<ParamSpec>) -> CallSpec {
 async fn finish(node: &Running, call: &CallInfo, within: Duration) -> CallInfo {
     let done = node
         .control
-        .wait_call(&call.id, None, within)
+        .wait_call(&call.id, daemon::calls::WaitFor::default(), within)
         .await
         .unwrap();
     assert!(
@@ -467,7 +467,11 @@ async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
     let started = std::time::Instant::now();
     let still = a
         .control
-        .wait_call(&made.id, None, Duration::from_millis(300))
+        .wait_call(
+            &made.id,
+            daemon::calls::WaitFor::default(),
+            Duration::from_millis(300),
+        )
         .await
         .unwrap();
     assert_eq!(still.state, "waiting", "{still:#?}");
@@ -477,7 +481,15 @@ async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
         .map(|_| {
             let control = a.control.clone();
             let id = made.id.clone();
-            tokio::spawn(async move { control.wait_call(&id, None, Duration::from_secs(20)).await })
+            tokio::spawn(async move {
+                control
+                    .wait_call(
+                        &id,
+                        daemon::calls::WaitFor::default(),
+                        Duration::from_secs(20),
+                    )
+                    .await
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -499,7 +511,11 @@ async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
     // An unknown call is not_found at once.
     let unknown = a
         .control
-        .wait_call(&"0".repeat(32), None, Duration::from_secs(20))
+        .wait_call(
+            &"0".repeat(32),
+            daemon::calls::WaitFor::default(),
+            Duration::from_secs(20),
+        )
         .await;
     assert_eq!(unknown.unwrap_err().code, "not_found");
     a.shut_down().await;

@@ -497,6 +497,8 @@ fn follow_to_end(
             query(&[
                 ("timeout", api_duration(wait)),
                 ("replies", call.replies.len().to_string()),
+                // Back as soon as another result file arrives, to say so.
+                ("files", call.arrived_files().to_string()),
             ])
         );
         call = client.long_poll(&path, wait).map_err(|e| {

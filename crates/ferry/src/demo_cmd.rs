@@ -540,7 +540,7 @@ async fn finish(phone: &DemoNode, call: &CallInfo, within: Duration) -> Result<C
     let done = phone
         .running
         .control
-        .wait_call(&call.id, None, within)
+        .wait_call(&call.id, daemon::calls::WaitFor::default(), within)
         .await?;
     ensure!(
         done.finished(),
