@@ -98,8 +98,8 @@ pub enum Request {
         /// The answer, or `not_found`.
         reply: oneshot::Sender<Result<CallInfo, ApiError>>,
     },
-    /// Answer once the call has finished, or, with `until_replies`, once it has more than that
-    /// many replies (at once if it already has). What arrived is answered as soon as it is
+    /// Answer once the call has finished, or has more of what `more` names (replies, arrived
+    /// result files; at once if it already has). What arrived is answered as soon as it is
     /// known, before it is durable: a result a crash loses is asked for again after the restart
     /// (the server keeps it), so nothing a caller saw goes missing for good.
     WaitCall {
