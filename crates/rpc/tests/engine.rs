@@ -16,6 +16,11 @@ fn eid(s: &str) -> Eid {
 }
 
 fn server() -> (Node, Rpc) {
+    server_with(|_| {})
+}
+
+/// The server of `server()`, its configuration changed by `change` first.
+fn server_with(change: impl FnOnce(&mut RpcConfig)) -> (Node, Rpc) {
     let mut node = Node::new(
         NodeConfig::new(eid("dtn://server/")),
         Box::new(MemoryStore::new(1 << 20)),
@@ -25,6 +30,7 @@ fn server() -> (Node, Rpc) {
     config
         .procedures
         .push(ProcedureSpec::new("echo", vec![ParamType::Text]));
+    change(&mut config);
     let rpc = Rpc::new(
         config,
         Identity::from_secret([2; 32]),
@@ -544,19 +550,9 @@ fn a_call_whose_files_do_not_fit_the_file_budget_is_refused_and_nothing_is_kept(
 
 #[test]
 fn the_running_fact_counts_this_servers_executions_whatever_facts_the_shell_sets() {
-    let (mut node, _) = server();
-    let mut config = RpcConfig::default();
-    config
-        .procedures
-        .push(ProcedureSpec::new("echo", vec![ParamType::Text]));
-    config.accept = rpc::require::Requirement::parse("running < 1").unwrap();
-    let mut rpc = Rpc::new(
-        config,
-        Identity::from_secret([2; 32]),
-        [9; 32],
-        &mut node,
-        NOW,
-    );
+    let (mut node, mut rpc) = server_with(|config| {
+        config.accept = rpc::require::Requirement::parse("running < 1").unwrap();
+    });
     let client = Identity::from_secret([1; 32]);
     let to = rpc.public_key();
     let sealed = |id: u8| {
@@ -634,18 +630,7 @@ fn frames_on_a_stream_are_read_whole_however_the_pieces_cut_them() {
     // Two frames in one piece; one frame cut in three (inside its length, inside its body);
     // a frame's end and the next one's start in one piece.
     for cuts in [vec![], vec![2, 40], vec![1, 3, 5], vec![300]] {
-        let (mut node, _) = server();
-        let mut config = RpcConfig::default();
-        let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
-        echo.max_concurrent = 2;
-        config.procedures.push(echo);
-        let mut rpc = Rpc::new(
-            config,
-            Identity::from_secret([2; 32]),
-            [9; 32],
-            &mut node,
-            NOW,
-        );
+        let (mut node, mut rpc) = server_with(|config| config.procedures[0].max_concurrent = 2);
         let to = rpc.public_key();
         let mut bytes = framed(1, &to);
         bytes.extend(framed(2, &to));
