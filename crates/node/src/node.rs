@@ -112,6 +112,19 @@ impl NodeConfig {
     }
 }
 
+/// A bundle arriving in pieces (see [`Node::arriving`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arriving<'a> {
+    /// Its source.
+    pub source: &'a Eid,
+    /// Its destination.
+    pub destination: &'a Eid,
+    /// Distinct payload bytes here.
+    pub received: u64,
+    /// Its whole payload's length.
+    pub total: u64,
+}
+
 /// Counters, for reports and the simulator's summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeStats {
@@ -356,6 +369,17 @@ impl Node {
     /// Ids and expiry times of the bundles this node holds, ascending by id.
     pub fn held_bundles(&self) -> impl Iterator<Item = (&BundleId, DtnTime)> {
         self.held.iter().map(|(id, h)| (id, h.expiry))
+    }
+
+    /// Bundles arriving in pieces (fragments, or the prefix of a cut transfer) that are not
+    /// whole yet: for a shell showing a large transfer's progress.
+    pub fn arriving(&self) -> impl Iterator<Item = Arriving<'_>> {
+        self.reassembly.values().map(|r| Arriving {
+            source: &r.bundle_id().source,
+            destination: r.destination(),
+            received: r.received_len(),
+            total: r.total_len(),
+        })
     }
 
     /// What a link carries for store-carry-forward routing now, if the link is up: for a shell's

@@ -357,6 +357,11 @@ impl Reassembly {
         &self.id
     }
 
+    /// Where the bundle goes.
+    pub fn destination(&self) -> &crate::Eid {
+        &self.any.primary.destination
+    }
+
     /// The ADU's total length.
     pub fn total_len(&self) -> u64 {
         self.total
