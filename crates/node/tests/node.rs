@@ -395,7 +395,10 @@ fn a_cut_transfer_resumes_where_it_stopped() {
     let arriving: Vec<_> = net.nodes[1].arriving().collect();
     assert_eq!(arriving.len(), 1);
     let a = arriving[0];
-    assert_eq!((a.source, a.destination, a.total), (&app(0), &app(1), 100_000));
+    assert_eq!(
+        (a.source, a.destination, a.total),
+        (&app(0), &app(1), 100_000)
+    );
     assert!(
         (30_000..=40_000).contains(&a.received),
         "{} bytes here",
@@ -407,7 +410,11 @@ fn a_cut_transfer_resumes_where_it_stopped() {
     let got = net.deliveries(1);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].payload, data);
-    assert_eq!(net.nodes[1].arriving().count(), 0, "whole: no longer arriving");
+    assert_eq!(
+        net.nodes[1].arriving().count(),
+        0,
+        "whole: no longer arriving"
+    );
     // The second contact carried the remaining 60 kB, not the whole bundle again.
     let second = net.nodes[0].stats().bytes_sent - bytes_first;
     assert!(second < 70_000, "second contact sent {second} bytes");

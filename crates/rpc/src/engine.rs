@@ -816,6 +816,41 @@ impl Rpc {
         (raw.len() >= 8).then(|| raw.slice(8..))
     }
 
+    /// How much of each result file of call `id` that arrives in pieces is here, by hash: what
+    /// a shell shows while a large file travels. A file is matched to an arriving bundle by its
+    /// server and its length (as sent, or sealed for us); a file that comes whole, has not
+    /// started, or has arrived is not listed.
+    pub fn files_arriving(&self, node: &Node, id: &CallId) -> Vec<([u8; 32], u64)> {
+        let Some(c) = self.calls.get(id) else {
+            return Vec::new();
+        };
+        let mut pieces: Vec<node::Arriving<'_>> = node
+            .arriving()
+            .filter(|a| *a.destination == self.data_endpoint)
+            .collect();
+        let mut out = Vec::new();
+        for r in &c.replies {
+            let Message::Result(res) = &r.message else {
+                continue;
+            };
+            let server = res.server.node_id();
+            for f in res
+                .files
+                .iter()
+                .filter(|f| !self.files.contains_key(&f.hash))
+            {
+                let sealed = f.size.saturating_add(seal::PAIRWISE_OVERHEAD as u64);
+                let found = pieces.iter().position(|a| {
+                    a.source.node_id() == server && (a.total == f.size || a.total == sealed)
+                });
+                if let Some(i) = found {
+                    out.push((f.hash, pieces.swap_remove(i).received));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether this node holds a data-channel file (without reading it; [`Rpc::file`] reads it).
     pub fn holds_file(&self, hash: &[u8; 32]) -> bool {
         self.files.contains_key(hash)
