@@ -241,6 +241,21 @@ pub struct FileInfo {
     pub size: u64,
     /// Whether it has arrived (files travel apart from the result).
     pub arrived: bool,
+    /// Bytes of it here so far while it arrives in pieces (fragments, or what a cut link
+    /// brought); absent before its first piece and once it is whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<u64>,
+}
+
+/// How much of a result file this node has (see [`CallInfo::from_view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileHere {
+    /// All of it.
+    All,
+    /// This many bytes so far.
+    Part(u64),
+    /// Nothing yet.
+    Nothing,
 }
 
 /// What a waiter for a call waits for besides its end (`ControlHandle::wait_call`): by
@@ -306,11 +321,11 @@ impl CallInfo {
             || more.files.is_some_and(|n| self.arrived_files() > n)
     }
 
-    /// The engine's view as JSON. `file_arrived` says whether a result file is here;
+    /// The engine's view as JSON. `file_here` says how much of a result file is here;
     /// `with_timeline` keeps the timeline (the list leaves it out).
     pub fn from_view(
         view: rpc::CallRef<'_>,
-        file_arrived: impl Fn(&[u8; 32]) -> bool,
+        file_here: impl Fn(&[u8; 32]) -> FileHere,
         with_timeline: bool,
     ) -> Self {
         let call = view.call;
@@ -321,7 +336,7 @@ impl CallInfo {
         let replies = view
             .replies
             .iter()
-            .filter_map(|r| reply_info(r, &file_arrived))
+            .filter_map(|r| reply_info(r, &file_here))
             .collect();
         let timeline = if with_timeline {
             view.timeline
@@ -350,7 +365,7 @@ impl CallInfo {
     }
 }
 
-fn reply_info(r: &rpc::Reply, file_arrived: &impl Fn(&[u8; 32]) -> bool) -> Option<ReplyInfo> {
+fn reply_info(r: &rpc::Reply, file_here: &impl Fn(&[u8; 32]) -> FileHere) -> Option<ReplyInfo> {
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
     let mut info = ReplyInfo {
         server: String::new(),
@@ -377,11 +392,18 @@ fn reply_info(r: &rpc::Reply, file_arrived: &impl Fn(&[u8; 32]) -> bool) -> Opti
             info.files = res
                 .files
                 .iter()
-                .map(|f| FileInfo {
-                    name: f.name.clone(),
-                    hash: wire::hex(&f.hash),
-                    size: f.size,
-                    arrived: file_arrived(&f.hash),
+                .map(|f| {
+                    let here = file_here(&f.hash);
+                    FileInfo {
+                        name: f.name.clone(),
+                        hash: wire::hex(&f.hash),
+                        size: f.size,
+                        arrived: here == FileHere::All,
+                        received: match here {
+                            FileHere::Part(n) => Some(n),
+                            _ => None,
+                        },
+                    }
                 })
                 .collect();
         }
@@ -428,6 +450,7 @@ mod tests {
             hash: "00".repeat(32),
             size: 1,
             arrived,
+            received: None,
         };
         let reply = |files| ReplyInfo {
             server: "dtn://b/".into(),

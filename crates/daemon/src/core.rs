@@ -27,7 +27,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use wire::{Beacon, BundleFlags, BundleId, ClaKind, DtnTime, Eid, StatusReport};
 
-use crate::calls::{CallInfo, CallSpec, ProcedureInfo, WaitFor};
+use crate::calls::{CallInfo, CallSpec, FileHere, ProcedureInfo, WaitFor};
 use crate::config::Config;
 use crate::control::{
     ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, RpcCounters,
@@ -1628,7 +1628,22 @@ impl Daemon {
 
     fn info_of(&self, view: rpc::CallRef<'_>, with_timeline: bool) -> CallInfo {
         // From the engine's index: reading the store would read each file whole.
-        CallInfo::from_view(view, |hash| self.rpc.engine.holds_file(hash), with_timeline)
+        // A file on its way in pieces shows how much of it is here.
+        let arriving = if view.replies.iter().any(|r| r.missing_files > 0) {
+            self.rpc.engine.files_arriving(&self.node, &view.call.id)
+        } else {
+            Vec::new()
+        };
+        let here = |hash: &[u8; 32]| {
+            if self.rpc.engine.holds_file(hash) {
+                return FileHere::All;
+            }
+            match arriving.iter().find(|(h, _)| h == hash) {
+                Some(&(_, n)) => FileHere::Part(n),
+                None => FileHere::Nothing,
+            }
+        };
+        CallInfo::from_view(view, here, with_timeline)
     }
 
     /// What this node serves, in name order: the configured procedures and the built-in `null`.

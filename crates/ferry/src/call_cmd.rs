@@ -21,7 +21,7 @@
 //! | `@PATH` | the file as a file parameter (named after it) |
 //! | `@@x` | the text `@x` |
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -35,8 +35,8 @@ use daemon::calls::{CallInfo, CallSpec, FileInfo, FileSpec, ParamSpec, Procedure
 
 use crate::api::dtn_now_ms;
 use crate::calls_view::{
-    self, calls_table, fallback_name, file_label, procedures_table, safe_relative_path, server_dir,
-    timeline_line,
+    self, calls_table, fallback_name, file_label, missing_file_label, procedures_table,
+    safe_relative_path, server_dir, timeline_line,
 };
 use crate::client::{ApiArgs, Client, ClientError, api_duration, encode_component, query};
 use crate::output::{
@@ -544,6 +544,8 @@ struct Show<'a> {
     /// Result files (server, hash) announced as awaited, and those whose arrival was told.
     awaited: BTreeSet<(String, String)>,
     arrived: BTreeSet<(String, String)>,
+    /// Bytes of arriving result files last told, so that only progress is printed.
+    told_received: BTreeMap<(String, String), u64>,
     /// Result files (server, hash) written to `--out`.
     written: BTreeSet<(String, String)>,
 }
@@ -558,6 +560,7 @@ impl<'a> Show<'a> {
             replies_shown: 0,
             awaited: BTreeSet::new(),
             arrived: BTreeSet::new(),
+            told_received: BTreeMap::new(),
             written: BTreeSet::new(),
         }
     }
@@ -586,8 +589,17 @@ impl<'a> Show<'a> {
             for f in &r.files {
                 let key = (r.server.clone(), f.hash.clone());
                 if !f.arrived {
-                    if self.opts.progress && self.awaited.insert(key) {
+                    if self.opts.progress && self.awaited.insert(key.clone()) {
                         eprintln!("waiting for {}…", file_label(f));
+                    }
+                    // Pieces of it are here (fragments, or what a cut link brought): say how
+                    // much whenever that grows (once per poll at most).
+                    if let Some(n) = f.received
+                        && self.opts.progress
+                        && self.told_received.get(&key) != Some(&n)
+                    {
+                        self.told_received.insert(key, n);
+                        eprintln!("{}", missing_file_label(f));
                     }
                     continue;
                 }
@@ -611,7 +623,12 @@ impl<'a> Show<'a> {
                 .replies
                 .iter()
                 .filter(|r| r.ok)
-                .flat_map(|r| r.files.iter().filter(|f| !f.arrived).map(file_label))
+                .flat_map(|r| {
+                    r.files
+                        .iter()
+                        .filter(|f| !f.arrived)
+                        .map(missing_file_label)
+                })
                 .collect();
             let mut why = format!("call {} is still waiting", call.id);
             if !missing.is_empty() {

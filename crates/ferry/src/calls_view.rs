@@ -40,6 +40,19 @@ pub(crate) fn file_label(f: &FileInfo) -> String {
     format!("{} ({})", f.name, fmt_bytes(f.size))
 }
 
+/// A result file not here yet, with how much of it is, if some is.
+pub(crate) fn missing_file_label(f: &FileInfo) -> String {
+    match f.received {
+        Some(n) => format!(
+            "{} ({}; {} of it here)",
+            f.name,
+            fmt_bytes(f.size),
+            fmt_bytes(n)
+        ),
+        None => file_label(f),
+    }
+}
+
 /// `ferry calls`: id, procedure, target, state, replies, age (`now_ms` and the calls' times are
 /// milliseconds since the DTN epoch).
 pub(crate) fn calls_table(calls: &[CallInfo], now_ms: u64) -> String {
@@ -150,7 +163,7 @@ pub(crate) fn failure(call: &CallInfo) -> Option<String> {
                     .files
                     .iter()
                     .filter(|f| !f.arrived)
-                    .map(file_label)
+                    .map(missing_file_label)
                     .collect();
                 lines.push(format!(
                     "the result from {} came, but not its files before the deadline: {}",
@@ -269,6 +282,7 @@ mod tests {
             hash: "cd".repeat(32),
             size: 1_258_291,
             arrived,
+            received: None,
         }
     }
 
@@ -346,6 +360,15 @@ mod tests {
         late.files = vec![file("photo.pgm", false)];
         let text = failure(&call("failed", vec![late])).unwrap();
         assert!(text.contains("not its files before the deadline: photo.pgm (1.2 MiB)"));
+        // Part of it came: the message says how much.
+        let mut part = reply(true);
+        part.files = vec![file("photo.pgm", false)];
+        part.files[0].received = Some(629_146);
+        let text = failure(&call("failed", vec![part])).unwrap();
+        assert!(
+            text.ends_with("photo.pgm (1.2 MiB; 614.4 KiB of it here)"),
+            "{text}"
+        );
         assert_eq!(failure(&call("failed", vec![])).unwrap(), "the call failed");
     }
 
