@@ -522,44 +522,49 @@ fn a_broadcast_file_cut_on_the_way_is_delivered_whole_later() {
 #[test]
 fn a_result_file_cut_on_the_way_shows_how_much_of_it_is_here() {
     // 0 - 1, explicit call from 0 to the echo server 1 with a 10 MB file (8 s at 10 Mbit/s
-    // each way). The call and its result go by stream (the result at 13 s, the result file by
-    // dtn from 13 to 21 s). The link goes down at 17 s, halfway through the result file; the
-    // call waits, and the client shows how much of the file is here.
-    let mut app = RpcApp::new(2);
-    echo_files(&mut app, 1);
-    let mut request = CallRequest::new(Target::Node(node_id(1)), "echo", vec![file(7, 10_000_000)]);
-    request.deadline = Some(sim::SIM_EPOCH + 300_000);
-    app.script(1, request);
-    let scenario = Scenario::new(
-        1,
-        Topology::Chained { nodes: 2 },
-        StrategyKind::Epidemic,
-        60_000,
-    );
-    let mut sim = Sim::with_app(scenario, app);
-    sim.schedule_action(5_000, 0, 1);
-    sim.schedule_link(17_000, 0, 1, false);
-    sim.run_in_place().expect("no invariant broken");
-    let app = sim.app();
-    assert!(
-        app.outcome(1).is_none(),
-        "the call still waits for its file: {:#?}",
-        app.outcome(1).map(|v| &v.timeline)
-    );
-    let id = *app.made_by(1).unwrap().id.as_ref().unwrap();
-    let engine = app.engine(0).unwrap();
-    let view = engine.call_view(&id).unwrap();
-    assert_eq!(view.replies.len(), 1, "{:#?}", view.timeline);
-    assert_eq!(view.replies[0].missing_files, 1, "{:#?}", view.timeline);
-    let arriving = engine.files_arriving(sim.node(0), &id);
-    assert_eq!(arriving.len(), 1, "{:#?}", view.timeline);
-    let wire::rpc::Message::Result(res) = &view.replies[0].message else {
-        panic!("a result")
-    };
-    assert_eq!(arriving[0].0, res.files[0].hash);
-    let here = arriving[0].1;
-    assert!(
-        (2_000_000..9_000_000).contains(&here),
-        "{here} bytes of 10 MB here"
-    );
+    // each way): the parameter file arrives at 13 s, the result goes at once (by stream on the
+    // live path, or by dtn when asked) ahead of the result file, which takes 13-21 s. The link
+    // goes down at 17 s, halfway through the result file; the call waits, and the client shows
+    // how much of the file is here.
+    for transport in [Transport::Auto, Transport::Dtn] {
+        let mut app = RpcApp::new(2);
+        echo_files(&mut app, 1);
+        let mut request =
+            CallRequest::new(Target::Node(node_id(1)), "echo", vec![file(7, 10_000_000)]);
+        request.deadline = Some(sim::SIM_EPOCH + 300_000);
+        request.transport = transport;
+        app.script(1, request);
+        let scenario = Scenario::new(
+            1,
+            Topology::Chained { nodes: 2 },
+            StrategyKind::Epidemic,
+            60_000,
+        );
+        let mut sim = Sim::with_app(scenario, app);
+        sim.schedule_action(5_000, 0, 1);
+        sim.schedule_link(17_000, 0, 1, false);
+        sim.run_in_place().expect("no invariant broken");
+        let app = sim.app();
+        assert!(
+            app.outcome(1).is_none(),
+            "{transport:?}: the call still waits for its file: {:#?}",
+            app.outcome(1).map(|v| &v.timeline)
+        );
+        let id = *app.made_by(1).unwrap().id.as_ref().unwrap();
+        let engine = app.engine(0).unwrap();
+        let view = engine.call_view(&id).unwrap();
+        assert_eq!(view.replies.len(), 1, "{transport:?}: {:#?}", view.timeline);
+        assert_eq!(view.replies[0].missing_files, 1, "{:#?}", view.timeline);
+        let arriving = engine.files_arriving(sim.node(0), &id);
+        assert_eq!(arriving.len(), 1, "{transport:?}: {:#?}", view.timeline);
+        let wire::rpc::Message::Result(res) = &view.replies[0].message else {
+            panic!("a result")
+        };
+        assert_eq!(arriving[0].0, res.files[0].hash);
+        let here = arriving[0].1;
+        assert!(
+            (2_000_000..9_000_000).contains(&here),
+            "{transport:?}: {here} bytes of 10 MB here"
+        );
+    }
 }

@@ -310,6 +310,9 @@ impl Rpc {
         let caller = s.call.caller.clone();
         let any = s.call.mode == Mode::Any;
         let local = caller == self.me;
+        // Result files go after the result: a small reply is not held behind a large file on
+        // the same link, and the caller, knowing what is coming, can show the files' progress.
+        let mut file_bundles = Vec::new();
         let message = match outcome {
             Outcome::Success {
                 value,
@@ -343,15 +346,7 @@ impl Rpc {
                                 name,
                             });
                             if !local {
-                                let payload = self.seal_file(content, Some(key.0));
-                                let _ = self.send_bundle(
-                                    now,
-                                    node,
-                                    Some(&caller),
-                                    Channel::Data,
-                                    payload,
-                                    deadline,
-                                );
+                                file_bundles.push(self.seal_file(content, Some(key.0)));
                             }
                         }
                         Message::Result(CallResult {
@@ -397,6 +392,9 @@ impl Rpc {
             }
         };
         self.answer(now, node, key, message);
+        for payload in file_bundles {
+            let _ = self.send_bundle(now, node, Some(&caller), Channel::Data, payload, deadline);
+        }
         if any
             && let Ok(sealed) = self.seal(
                 &Message::Done(Notice {
