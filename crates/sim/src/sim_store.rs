@@ -149,6 +149,25 @@ impl Store for SimStore {
             .collect())
     }
 
+    fn rpc_range(
+        &self,
+        table: RpcTable,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        if table != RpcTable::Files {
+            return self.inner.rpc_range(table, from, to, limit);
+        }
+        Ok(self
+            .files
+            .range(Bytes::copy_from_slice(from)..)
+            .take_while(|(k, _)| to.is_none_or(|to| k.as_ref() < to))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
     fn flush(&mut self) -> Result<()> {
         self.inner.flush()
     }

@@ -1228,6 +1228,42 @@ impl Store for DiskStore {
         Ok(out)
     }
 
+    fn rpc_range(
+        &self,
+        table: RpcTable,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        let context = format!("reading the rpc {} table", table.name());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // One statement for both forms: no upper bound is a NULL `to`.
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT k, v, file, size FROM rpc
+                 WHERE tbl = ?1 AND k >= ?2 AND (?3 IS NULL OR k < ?3)
+                 ORDER BY k LIMIT ?4",
+            )
+            .map_err(|e| db_err(&context, e))?;
+        let rows = stmt
+            .query_map(params![table.name(), from, to, limit], |row| {
+                Ok((
+                    row.get::<_, Vec<u8>>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                    row.get::<_, Option<i64>>(3)?,
+                ))
+            })
+            .map_err(|e| db_err(&context, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, inline, file, size) = row.map_err(|e| db_err(&context, e))?;
+            out.push((Bytes::from(key), self.rpc_value(table, inline, file, size)?));
+        }
+        Ok(out)
+    }
+
     fn rpc_scan_heads(&self, table: RpcTable, head: usize) -> Result<Vec<(Bytes, Bytes, u64)>> {
         let context = format!("scanning the rpc {} table", table.name());
         let head_sql = i64::try_from(head).unwrap_or(i64::MAX);

@@ -317,6 +317,18 @@ pub trait Store {
     /// Every (key, value) of a table, ascending by key.
     fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>>;
 
+    /// The (key, value) pairs of a table with `from <= key < to` (no upper bound if `to` is
+    /// `None`), ascending by key, at most `limit` of them: a table read page by page (one
+    /// that may hold millions of rows), or only the rows whose keys lead with a time before
+    /// some instant.
+    fn rpc_range(
+        &self,
+        table: RpcTable,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>>;
+
     /// Every key of a table with the first `head` bytes of its value and the value's whole
     /// length, ascending by key: what a scan at start needs from large values (a header) without
     /// reading them whole.

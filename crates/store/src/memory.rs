@@ -231,6 +231,22 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    fn rpc_range(
+        &self,
+        table: RpcTable,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        Ok(self
+            .rpc
+            .range((table, Bytes::copy_from_slice(from))..)
+            .take_while(|((t, k), _)| *t == table && to.is_none_or(|to| k.as_ref() < to))
+            .take(limit)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
@@ -240,6 +256,31 @@ impl Store for MemoryStore {
 mod tests {
     use super::*;
     use crate::Retention;
+
+    #[test]
+    fn rpc_range_is_bounded_ordered_limited_and_per_table() {
+        let mut s = MemoryStore::new(1 << 20);
+        for k in [&b"a"[..], b"b", b"b\0", b"c", b"d"] {
+            s.rpc_put(RpcTable::Pending, k, k).unwrap();
+        }
+        s.rpc_put(RpcTable::Dedup, b"b", b"other table").unwrap();
+        let keys = |rows: Vec<(Bytes, Bytes)>| -> Vec<Vec<u8>> {
+            rows.into_iter()
+                .map(|(k, v)| {
+                    assert_eq!(k, v, "the value under its key");
+                    k.to_vec()
+                })
+                .collect()
+        };
+        let range = |from: &[u8], to: Option<&[u8]>, limit| {
+            keys(s.rpc_range(RpcTable::Pending, from, to, limit).unwrap())
+        };
+        assert_eq!(range(b"b", Some(b"d"), 10), [&b"b"[..], b"b\0", b"c"]);
+        assert_eq!(range(b"b", None, 2), [&b"b"[..], b"b\0"]);
+        assert_eq!(range(b"", None, usize::MAX).len(), 5);
+        assert!(range(b"c", Some(b"c"), 10).is_empty());
+        assert!(range(b"e", None, 10).is_empty());
+    }
 
     fn meta(seq: u64, dest: &str, expiry: DtnTime, retention: Retention) -> BundleMeta {
         BundleMeta {

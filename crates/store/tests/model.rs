@@ -253,6 +253,18 @@ fn snapshot(store: &dyn Store) -> Vec<String> {
         for k in 0..4 {
             out.push(outcome(store.rpc_get(table(t), &[k])));
         }
+        // Ranges: open and closed above, empty, cut by the limit; bounds between and on keys.
+        for (from, to) in [
+            (&[][..], None),
+            (&[1][..], None),
+            (&[1][..], Some(&[3][..])),
+            (&[0, 5][..], Some(&[2, 0][..])),
+            (&[3][..], Some(&[1][..])),
+        ] {
+            for limit in [0, 1, 2, usize::MAX] {
+                out.push(outcome(store.rpc_range(table(t), from, to, limit)));
+            }
+        }
     }
     out
 }
