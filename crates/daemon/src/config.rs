@@ -45,6 +45,8 @@
 //! dtn_timeout = "90s"               # (more, waiting on dtn)
 //! file_budget = "1GiB"              # data-channel files kept at once (parameters, results);
 //!                                   # when full, files no call needs go, then old results
+//! finished_in_memory = 4096         # finished calls (made, and served, each) kept in memory;
+//!                                   # older ones stay in the store for an hour, found by id
 //! # any-mode: act only on these servers' STARTED/DONE notices (Ed25519 keys, 64 hex digits);
 //! # default: any signer's
 //! trusted_servers = ["3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"]
@@ -214,6 +216,7 @@ struct RpcFile {
     result_timeout: Option<String>,
     dtn_timeout: Option<String>,
     file_budget: Option<String>,
+    finished_in_memory: Option<i64>,
     trusted_servers: Option<Vec<String>>,
     #[serde(default)]
     procedure: Vec<ProcedureFile>,
@@ -258,6 +261,10 @@ pub struct RpcConfig {
     pub dtn_timeout: Duration,
     /// Bytes of data-channel files (parameters and results, made here or received) kept at once.
     pub file_budget: u64,
+    /// Finished calls kept in memory, of the calls made here and of those served here (each);
+    /// older finished calls are read back from the store when asked for
+    /// (`rpc::RpcConfig::finished_in_memory`).
+    pub finished_in_memory: usize,
     /// The servers (Ed25519 public keys) whose any-mode notices this node acts on; `None`: any
     /// signer's.
     pub trusted_servers: Option<Vec<[u8; 32]>>,
@@ -277,6 +284,7 @@ impl Default for RpcConfig {
             result_timeout: Duration::from_secs(90),
             dtn_timeout: Duration::from_secs(90),
             file_budget: rpc::RpcConfig::default().max_file_bytes,
+            finished_in_memory: rpc::RpcConfig::default().finished_in_memory,
             trusted_servers: None,
             procedures: Vec::new(),
         }
@@ -507,6 +515,14 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
                 parse_size(&text).map_err(|e| ConfigError(format!("rpc.file_budget: {e}")))?
             }
             None => defaults.file_budget,
+        },
+        finished_in_memory: match file.finished_in_memory {
+            Some(n) => usize::try_from(n).map_err(|_| {
+                ConfigError(format!(
+                    "rpc.finished_in_memory: {n} is not a count (0 or more)"
+                ))
+            })?,
+            None => defaults.finished_in_memory,
         },
         trusted_servers: public_keys("rpc.trusted_servers", file.trusted_servers)?,
         procedures,
@@ -818,6 +834,9 @@ mod tests {
         assert_eq!(c.rpc.file_budget, 1 << 30);
         let c = Config::from_toml("[rpc]\nfile_budget = \"200MB\"", "x").unwrap();
         assert_eq!(c.rpc.file_budget, 200_000_000);
+        assert_eq!(c.rpc.finished_in_memory, 4096);
+        let c = Config::from_toml("[rpc]\nfinished_in_memory = 10", "x").unwrap();
+        assert_eq!(c.rpc.finished_in_memory, 10);
         assert_eq!(c.rpc.trusted_servers, None);
         let key = "ab".repeat(32);
         let c = Config::from_toml(&format!("[rpc]\ntrusted_servers = [\"{key}\"]"), "x").unwrap();
@@ -973,6 +992,7 @@ mod tests {
         assert!(err("[rpc]\nack_timeout = \"0s\"").contains("rpc.ack_timeout"));
         assert!(err("[rpc]\ndtn_timeout = \"x\"").contains("rpc.dtn_timeout"));
         assert!(err("[rpc]\nfile_budget = \"lots\"").contains("rpc.file_budget"));
+        assert!(err("[rpc]\nfinished_in_memory = -1").contains("rpc.finished_in_memory"));
         assert!(err("[rpc]\ntrusted_servers = [\"abc\"]").contains("rpc.trusted_servers"));
     }
 

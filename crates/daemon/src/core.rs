@@ -1618,12 +1618,16 @@ impl Daemon {
         id: &wire::rpc::CallId,
         with_timeline: bool,
     ) -> Result<CallInfo, ApiError> {
-        let view = self
+        if let Some(view) = self.rpc.engine.call_ref(id) {
+            return Ok(self.info_of(view, with_timeline));
+        }
+        // A finished call that left the engine's memory is read back from the store.
+        let record = self
             .rpc
             .engine
-            .call_ref(id)
+            .call_record(&self.node, id)
             .ok_or_else(|| ApiError::new("not_found", format!("no call {id} on this node")))?;
-        Ok(self.info_of(view, with_timeline))
+        Ok(self.info_of(record.as_ref(), with_timeline))
     }
 
     fn info_of(&self, view: rpc::CallRef<'_>, with_timeline: bool) -> CallInfo {

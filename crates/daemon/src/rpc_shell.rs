@@ -270,6 +270,7 @@ fn engine_config(config: &Config) -> anyhow::Result<rpc::RpcConfig> {
     engine.timers.result_ms = config.rpc.result_timeout.as_millis() as u64;
     engine.timers.dtn_ms = config.rpc.dtn_timeout.as_millis() as u64;
     engine.max_file_bytes = config.rpc.file_budget;
+    engine.finished_in_memory = config.rpc.finished_in_memory;
     engine.trusted_servers = config
         .rpc
         .trusted_servers

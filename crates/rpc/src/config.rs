@@ -89,6 +89,11 @@ pub struct RpcConfig {
     /// How long a server remembers a call after its deadline (duplicates still get the stored
     /// answer meanwhile), and a client a finished call nobody removed.
     pub retention_ms: u64,
+    /// Finished calls kept in memory, of the calls this node made and of those it served
+    /// (each): beyond it, the calls that finished first (served: with the earliest deadline)
+    /// live only in the store until `retention_ms` is up, read back when asked for. A finished
+    /// call with result files, and one a reply of which is still on its way, stays in memory.
+    pub finished_in_memory: usize,
     /// The server-wide predicate, checked before a procedure's own.
     pub accept: Requirement,
     /// The procedures this node offers.
@@ -117,6 +122,7 @@ impl Default for RpcConfig {
             any_start_jitter_ms: 250,
             retry_ms: 5_000,
             retention_ms: 3_600_000,
+            finished_in_memory: 4_096,
             accept: Requirement::always(),
             procedures: Vec::new(),
             pinned_keys: Vec::new(),

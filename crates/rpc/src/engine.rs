@@ -352,6 +352,20 @@ pub struct CallView {
     pub timeline: Vec<(DtnTime, String)>,
 }
 
+impl CallView {
+    /// Borrowed, as [`Rpc::call_ref`] gives a call kept in memory.
+    pub fn as_ref(&self) -> CallRef<'_> {
+        CallRef {
+            call: &self.call,
+            created: self.created,
+            state: self.state,
+            acks: &self.acks,
+            replies: &self.replies,
+            timeline: &self.timeline,
+        }
+    }
+}
+
 /// A [`CallView`] borrowed from the engine: what a shell reads to answer about a call without
 /// copying it first (it is read once per finished call, and again per progress poll).
 #[derive(Debug, Clone, Copy)]
@@ -554,6 +568,13 @@ pub struct Rpc {
     /// Served calls whose record is unchanged but whose outbox row may not be.
     dirty_outbox: BTreeSet<ServeKey>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
+    /// Finished calls that may leave memory, by when they finished (see `archive.rs`).
+    leavable_calls: BTreeSet<(DtnTime, CallId)>,
+    /// Served calls that may leave memory, by deadline.
+    leavable_serving: BTreeSet<(DtnTime, ServeKey)>,
+    /// The latest deadline of a served call that left memory: a call with a later deadline that
+    /// memory does not know was never served here.
+    served_out_through: Option<DtnTime>,
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
     keys: BTreeMap<Eid, PublicKey>,
@@ -707,6 +728,9 @@ impl Rpc {
             dirty_serving: BTreeSet::new(),
             dirty_outbox: BTreeSet::new(),
             by_call: BTreeMap::new(),
+            leavable_calls: BTreeSet::new(),
+            leavable_serving: BTreeSet::new(),
+            served_out_through: None,
             jobs: BTreeMap::new(),
             next_job: 1,
             keys: BTreeMap::new(),
@@ -777,12 +801,31 @@ impl Rpc {
             .copied()
     }
 
-    /// A call this node made (still waiting, or finished and not yet removed).
+    /// A call this node made and keeps in memory: still waiting, or among the latest
+    /// [`RpcConfig::finished_in_memory`] finished (a finished call with result files stays
+    /// too). [`Rpc::call_record`] also finds the calls that left memory.
     pub fn call_view(&self, id: &CallId) -> Option<CallView> {
         self.call_ref(id).map(|c| c.to_view())
     }
 
-    /// A call this node made, borrowed (see [`CallRef`]).
+    /// A call this node made and did not remove, from memory or, if it left memory, read back
+    /// from the store.
+    pub fn call_record(&self, node: &Node, id: &CallId) -> Option<CallView> {
+        if let Some(c) = self.call_ref(id) {
+            return Some(c.to_view());
+        }
+        let c = self.call_from_store(node, id)?;
+        Some(CallView {
+            call: c.call,
+            created: c.created,
+            state: c.state,
+            acks: c.acks,
+            replies: c.replies,
+            timeline: c.timeline,
+        })
+    }
+
+    /// A call this node keeps in memory, borrowed (see [`CallRef`] and [`Rpc::call_view`]).
     pub fn call_ref(&self, id: &CallId) -> Option<CallRef<'_>> {
         self.calls.get(id).map(|c| CallRef {
             call: &c.call,
@@ -799,7 +842,13 @@ impl Rpc {
         self.calls.get(id).map(|c| c.state)
     }
 
-    /// The ids of the calls this node made, oldest first.
+    /// How many calls this node keeps in memory: (made here, served here), waiting and
+    /// finished (see [`RpcConfig::finished_in_memory`]).
+    pub fn calls_in_memory(&self) -> (usize, usize) {
+        (self.calls.len(), self.serving.len())
+    }
+
+    /// The ids of the calls this node keeps in memory (see [`Rpc::call_view`]), oldest first.
     pub fn call_ids(&self) -> Vec<CallId> {
         let mut ids: Vec<(DtnTime, CallId)> =
             self.calls.iter().map(|(id, c)| (c.created, *id)).collect();
@@ -1492,6 +1541,9 @@ impl Rpc {
             .collect();
         for id in old_calls {
             if let Some(c) = self.calls.remove(&id) {
+                if let Some(t) = c.finished_at {
+                    self.leavable_calls.remove(&(t, id));
+                }
                 self.persist(node, RpcTable::Pending, &c.row.key(&id.0), None);
             }
         }
@@ -1531,7 +1583,14 @@ impl Rpc {
             }
         }
         self.notices.retain(|_, (_, until)| *until > now);
-        self.arm(now + retention.clamp(1_000, 60_000), Timer::Sweep);
+        // The records that left memory: a long backlog is taken a part at a time.
+        let more = self.sweep_stored(now, node);
+        let next = if more {
+            1_000
+        } else {
+            retention.clamp(1_000, 60_000)
+        };
+        self.arm(now + next, Timer::Sweep);
     }
 
     fn forget_serving(&mut self, node: &mut Node, key: &ServeKey) {
@@ -1551,6 +1610,7 @@ impl Rpc {
         let Some(s) = removed else {
             return;
         };
+        self.leavable_serving.remove(&(s.call.deadline, *key));
         let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Dedup, &k, None);
         if s.outbox_row {
@@ -1559,6 +1619,7 @@ impl Rpc {
     }
 }
 
+mod archive;
 mod client;
 mod persist;
 mod server;

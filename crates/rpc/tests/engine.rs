@@ -430,7 +430,8 @@ fn deferred_records_reach_the_store_only_when_written_and_then_outlive_the_engin
 
 #[test]
 fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key() {
-    // A served call's dedup row: the time it was first seen, then caller key and call id.
+    // A served call's dedup row: the call's deadline (which every copy of the call carries,
+    // so a late copy finds the row), then caller key and call id.
     let (mut node, mut rpc) = server();
     let client_identity = Identity::from_secret([1; 32]);
     let body = call(1).encode().unwrap();
@@ -441,10 +442,11 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     let dedup = node.store().rpc_scan(store::RpcTable::Dedup).unwrap();
     assert_eq!(dedup.len(), 1);
     assert_eq!(dedup[0].0.len(), 8 + 32 + 16);
-    assert_eq!(dedup[0].0[..8], NOW.to_be_bytes());
+    assert_eq!(dedup[0].0[..8], (NOW + 60_000).to_be_bytes());
     assert_eq!(dedup[0].0[40..], [1; 16]);
 
-    // A call's row: the time it was made, then its id.
+    // A call's row: the time it was made, then its id, which also leads with that time (so
+    // the row is found by the id alone).
     let mut node = client_node();
     let mut rpc = client(&mut node, 1 << 20, NOW);
     let id = call_server(&mut rpc, &mut node, vec![]);
@@ -453,6 +455,7 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     assert_eq!(row.0.len(), 24);
     assert_eq!(row.0[..8], NOW.to_be_bytes());
     assert_eq!(row.0[8..], id.0);
+    assert_eq!(id.0[..8], NOW.to_be_bytes());
 
     // A row in the form an earlier version wrote (the bare id) loads, changes and goes under
     // its own key: never a second row for the same call.
@@ -653,4 +656,179 @@ fn frames_on_a_stream_are_read_whole_however_the_pieces_cut_them() {
         assert_eq!(executions(&mut rpc), 2, "cut at {cuts:?}");
         assert_eq!(rpc.stats().forged, 0, "cut at {cuts:?}");
     }
+}
+
+// ----- finished calls leave memory -----
+
+/// The server's result for `id`, no files, at `now`.
+fn answer(node: &mut Node, rpc: &mut Rpc, now: DtnTime, id: CallId) {
+    let result = Message::Result(CallResult {
+        id,
+        server: eid("dtn://server/"),
+        value: Bytes::from_static(b"ok"),
+        files: vec![],
+        run_ms: 1,
+    });
+    let to = rpc.public_key();
+    let sealed = Identity::from_secret([2; 32])
+        .seal(&result.encode().unwrap(), Some(&to), [now as u8; 32])
+        .unwrap();
+    deliver_to_client(node, rpc, now, "~rpc", Bytes::from(sealed));
+}
+
+fn run_timers_until(rpc: &mut Rpc, node: &mut Node, until: DtnTime) {
+    while let Some(t) = rpc.poll_timeout().filter(|t| *t <= until) {
+        rpc.handle_timeout(t, node);
+    }
+}
+
+fn rows(node: &Node, table: store::RpcTable) -> usize {
+    node.store().rpc_scan(table).unwrap().len()
+}
+
+#[test]
+fn finished_calls_beyond_the_bound_leave_memory_and_are_read_back_from_the_store() {
+    use rpc::CallState::Succeeded;
+    let mut node = client_node();
+    let config = RpcConfig {
+        finished_in_memory: 2,
+        pinned_keys: vec![(
+            eid("dtn://server/"),
+            Identity::from_secret([2; 32]).public(),
+        )],
+        ..RpcConfig::default()
+    };
+    let mut rpc = Rpc::new(
+        config.clone(),
+        Identity::from_secret([1; 32]),
+        [8; 32],
+        &mut node,
+        NOW,
+    );
+    let ids: Vec<CallId> = (0..5)
+        .map(|_| call_server(&mut rpc, &mut node, vec![]))
+        .collect();
+    // A waiting call never leaves memory, however many there are.
+    assert_eq!(rpc.calls_in_memory().0, 5);
+    for (i, id) in ids.iter().enumerate() {
+        answer(&mut node, &mut rpc, NOW + 10 * (i as u64 + 1), *id);
+    }
+    // The two that finished last stay; the others live in the store only.
+    let sorted = |mut ids: Vec<CallId>| {
+        ids.sort();
+        ids
+    };
+    assert_eq!(sorted(rpc.call_ids()), sorted(ids[3..].to_vec()));
+    assert_eq!(rpc.calls_in_memory().0, 2);
+    assert_eq!(rows(&node, store::RpcTable::Pending), 5);
+    for id in &ids[..3] {
+        assert!(rpc.call_view(id).is_none());
+        let record = rpc
+            .call_record(&node, id)
+            .expect("read back from the store");
+        assert_eq!(record.state, Succeeded);
+        assert_eq!(record.replies.len(), 1);
+        assert_eq!(record.call.id, *id);
+        assert!(
+            record.timeline.iter().any(|(_, t)| t.contains("succeeded")),
+            "{:?}",
+            record.timeline
+        );
+    }
+    // A late copy of a result for a call that left memory is no call of ours any more.
+    let unmatched = rpc.stats().unmatched;
+    answer(&mut node, &mut rpc, NOW + 100, ids[0]);
+    assert_eq!(rpc.stats().unmatched, unmatched + 1);
+    assert_eq!(rpc.call_record(&node, &ids[0]).unwrap().replies.len(), 1);
+
+    // Forgetting one that left memory removes its row.
+    assert!(rpc.forget(&mut node, ids[0]));
+    assert!(rpc.call_record(&node, &ids[0]).is_none());
+    assert!(!rpc.forget(&mut node, ids[0]));
+    assert_eq!(rows(&node, store::RpcTable::Pending), 4);
+
+    // A restart loads no more than the bound, and still finds the rest by id.
+    let store = node.into_store();
+    let mut node = Node::new(NodeConfig::new(eid("dtn://client/")), store, NOW + 200);
+    let mut rpc = Rpc::new(
+        config,
+        Identity::from_secret([1; 32]),
+        [8; 32],
+        &mut node,
+        NOW + 200,
+    );
+    assert_eq!(rpc.calls_in_memory().0, 2);
+    assert_eq!(sorted(rpc.call_ids()), sorted(ids[3..].to_vec()));
+    assert_eq!(rpc.call_record(&node, &ids[1]).unwrap().state, Succeeded);
+
+    // Within the hour they are all kept; after it, the sweep removes the rows that left memory
+    // as well as the calls in it.
+    run_timers_until(&mut rpc, &mut node, NOW + 30 + 3_599_000);
+    assert_eq!(rows(&node, store::RpcTable::Pending), 4);
+    run_timers_until(&mut rpc, &mut node, NOW + 50 + 3_600_000 + 60_000);
+    assert_eq!(rows(&node, store::RpcTable::Pending), 0);
+    assert_eq!(rpc.calls_in_memory().0, 0);
+    assert!(rpc.call_record(&node, &ids[1]).is_none());
+}
+
+#[test]
+fn a_late_copy_of_a_served_call_that_left_memory_gets_its_stored_reply_and_never_runs_again() {
+    let (mut node, mut rpc) = server_with(|c| c.finished_in_memory = 1);
+    let client = Identity::from_secret([1; 32]);
+    let to = rpc.public_key();
+    let sealed: Vec<Vec<u8>> = (1..=3)
+        .map(|i| {
+            client
+                .seal(&call(i).encode().unwrap(), Some(&to), [i; 32])
+                .unwrap()
+        })
+        .collect();
+    for (i, s) in sealed.iter().enumerate() {
+        deliver(&mut node, &mut rpc, s.clone(), i as u64);
+        let jobs: Vec<rpc::Job> = std::iter::from_fn(|| rpc.poll_event())
+            .filter_map(|e| match e {
+                RpcEvent::Execute(job) => Some(job),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(jobs.len(), 1);
+        rpc.finished(
+            NOW,
+            &mut node,
+            jobs[0].id,
+            rpc::Outcome::Success {
+                value: Bytes::from_static(b"hello"),
+                files: vec![],
+                run_ms: 1,
+            },
+        );
+    }
+    // One answered call is kept in memory; the dedup rows of all three are in the store.
+    assert_eq!(rpc.calls_in_memory().1, 1);
+    assert_eq!(rows(&node, store::RpcTable::Dedup), 3);
+
+    // The first call arrives again (a copy that went the long way round): it is found in the
+    // store, answered from there, and does not run again.
+    let bundles = node.store().list().unwrap().len();
+    deliver(&mut node, &mut rpc, sealed[0].clone(), 10);
+    assert_eq!(executions(&mut rpc), 0, "ran twice");
+    assert_eq!(rpc.stats().duplicates, 1);
+    assert_eq!(
+        node.store().list().unwrap().len(),
+        bundles + 1,
+        "the stored reply sent again"
+    );
+    // A new call still runs.
+    let fourth = client
+        .seal(&call(4).encode().unwrap(), Some(&to), [4; 32])
+        .unwrap();
+    deliver(&mut node, &mut rpc, fourth, 11);
+    assert_eq!(executions(&mut rpc), 1);
+
+    // The rows go once the deadline is an hour past, including those not in memory.
+    run_timers_until(&mut rpc, &mut node, NOW + 60_000 + 3_599_000);
+    assert_eq!(rows(&node, store::RpcTable::Dedup), 4);
+    run_timers_until(&mut rpc, &mut node, NOW + 60_000 + 3_600_000 + 60_000);
+    // (The fourth, still running at its deadline, was stopped and answered `expired` then.)
+    assert_eq!(rows(&node, store::RpcTable::Dedup), 0);
 }

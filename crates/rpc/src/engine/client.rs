@@ -53,9 +53,11 @@ impl Rpc {
             }
             (Transport::Dtn, _) => None,
         };
-        let mut id = [0u8; 16];
-        self.rng.fill_bytes(&mut id);
-        let id = CallId(id);
+        // The creation time leads the id: the record of the call is found by its id alone once
+        // it has left memory (see `archive.rs`).
+        let mut random = [0u8; 8];
+        self.rng.fill_bytes(&mut random);
+        let id = archive::new_call_id(now, random);
 
         // Parameters: large byte strings and files go on the data channel.
         let mut params = Vec::with_capacity(request.params.len());
@@ -277,10 +279,21 @@ impl Rpc {
 
     /// Removes a call (finished or not) from this node's records; later replies are ignored.
     pub fn forget(&mut self, node: &mut Node, id: CallId) -> bool {
-        let Some(c) = self.calls.remove(&id) else {
-            return false;
+        let row = match self.calls.remove(&id) {
+            Some(c) => {
+                if let Some(t) = c.finished_at {
+                    self.leavable_calls.remove(&(t, id));
+                }
+                c.row
+            }
+            // A call that left memory is forgotten in the store.
+            None if self.call_from_store(node, &id).is_some() => {
+                RowOrder::Since(archive::id_time(&id))
+            }
+            None => return false,
         };
-        self.persist(node, RpcTable::Pending, &c.row.key(&id.0), None);
+        self.dirty_calls.remove(&id);
+        self.persist(node, RpcTable::Pending, &row.key(&id.0), None);
         true
     }
 

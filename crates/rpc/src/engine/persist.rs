@@ -29,16 +29,26 @@ impl Rpc {
     /// Writes the records changed while handling the current input. Every public entry point
     /// that changes state ends here, before the shell flushes the store.
     pub(super) fn write_dirty(&mut self, node: &mut Node) {
-        for id in std::mem::take(&mut self.dirty_calls) {
+        let calls = std::mem::take(&mut self.dirty_calls);
+        for &id in &calls {
             self.write_call(node, id);
         }
         let outbox = std::mem::take(&mut self.dirty_outbox);
-        for key in std::mem::take(&mut self.dirty_serving) {
-            self.write_serving(node, &key);
+        let serving = std::mem::take(&mut self.dirty_serving);
+        for key in &serving {
+            self.write_serving(node, key);
         }
-        for key in outbox {
-            self.write_outbox(node, &key);
+        for key in &outbox {
+            self.write_outbox(node, key);
         }
+        // What is written and done with may leave memory now (see `archive.rs`).
+        for id in calls {
+            self.offer_call_to_leave(id);
+        }
+        for key in serving.into_iter().chain(outbox) {
+            self.offer_serving_to_leave(key);
+        }
+        self.leave_memory();
     }
 
     fn write_call(&mut self, node: &mut Node, id: CallId) {
@@ -144,7 +154,7 @@ impl Rpc {
         self.write_outbox(node, key);
     }
 
-    fn parse_call(value: Bytes, row: RowOrder) -> Result<ClientCall, RecordError> {
+    pub(super) fn parse_call(value: Bytes, row: RowOrder) -> Result<ClientCall, RecordError> {
         let mut r = Reader::new(value)?;
         let state = CallState::from_code(r.u8()?)?;
         let phase_code = r.u8()?;
@@ -220,7 +230,11 @@ impl Rpc {
         })
     }
 
-    fn parse_serving(value: Bytes, unsent: bool, row: RowOrder) -> Result<Serving, RecordError> {
+    pub(super) fn parse_serving(
+        value: Bytes,
+        unsent: bool,
+        row: RowOrder,
+    ) -> Result<Serving, RecordError> {
         let mut r = Reader::new(value)?;
         let state = r.u8()?;
         let via = Via::from_code(r.u8()?);
@@ -269,6 +283,44 @@ impl Rpc {
         }
     }
 
+    /// Hands every row of a table to `each`, a page at a time (a table may hold the calls of an
+    /// hour at thousands a second: never all of it in memory at once), then lets finished
+    /// records leave memory after each page.
+    fn scan_pages(
+        &mut self,
+        node: &Node,
+        table: RpcTable,
+        mut each: impl FnMut(&mut Self, Bytes, Bytes),
+    ) {
+        let mut from: Vec<u8> = Vec::new();
+        loop {
+            let rows = match node
+                .store()
+                .rpc_range(table, &from, None, archive::PAGE_ROWS)
+            {
+                Ok(rows) => rows,
+                Err(e) => {
+                    self.errors
+                        .push(format!("reading the rpc {} table: {e}", table.name()));
+                    return;
+                }
+            };
+            let Some((last, _)) = rows.last() else {
+                return;
+            };
+            from = last.to_vec();
+            from.push(0);
+            let full = rows.len() == archive::PAGE_ROWS;
+            for (k, v) in rows {
+                each(self, k, v);
+            }
+            self.leave_memory();
+            if !full {
+                return;
+            }
+        }
+    }
+
     /// Loads the durable state and resumes it at `now`.
     pub(super) fn load(&mut self, node: &mut Node, now: DtnTime) {
         for (k, v) in self.scan(node, RpcTable::Keys) {
@@ -313,10 +365,10 @@ impl Rpc {
         let mut interrupted = Vec::new();
         let mut to_resend = Vec::new();
         let mut waiting = Vec::new();
-        for (k, v) in self.scan(node, RpcTable::Dedup) {
+        self.scan_pages(node, RpcTable::Dedup, |rpc, k, v| {
             let Some(row) = RowOrder::of_key(&k, 48) else {
-                self.stats.damaged_records += 1;
-                continue;
+                rpc.stats.damaged_records += 1;
+                return;
             };
             match Self::parse_serving(v, outbox.contains(&k), row) {
                 Ok(s) => {
@@ -327,15 +379,16 @@ impl Rpc {
                         ServeState::Answered if s.unsent => to_resend.push(key),
                         _ => {}
                     }
-                    self.by_call.entry(key.1).or_default().insert(key.0);
+                    rpc.by_call.entry(key.1).or_default().insert(key.0);
                     if matches!(s.state, ServeState::WaitingFiles | ServeState::Running(_)) {
-                        self.unfinished.insert(key);
+                        rpc.unfinished.insert(key);
                     }
-                    self.serving.insert(key, Box::new(s));
+                    rpc.serving.insert(key, Box::new(s));
+                    rpc.offer_serving_to_leave(key);
                 }
-                Err(_) => self.stats.damaged_records += 1,
+                Err(_) => rpc.stats.damaged_records += 1,
             }
-        }
+        });
         for key in interrupted {
             // At most once: a call whose execution a restart cut off is not run again.
             if let Some(s) = self.serving.get_mut(&key) {
@@ -357,50 +410,52 @@ impl Rpc {
             self.try_start(now, node, key);
             self.arm_serving(key);
         }
-        for (k, v) in self.scan(node, RpcTable::Pending) {
+        let mut resumed = Vec::new();
+        self.scan_pages(node, RpcTable::Pending, |rpc, k, v| {
             let (Some(row), Some((_, id))) = (RowOrder::of_key(&k, 16), k.split_last_chunk::<16>())
             else {
-                self.stats.damaged_records += 1;
-                continue;
+                rpc.stats.damaged_records += 1;
+                return;
             };
-            let id = *id;
+            let id = CallId(*id);
             match Self::parse_call(v, row) {
                 Ok(c) => {
-                    let id = CallId(id);
                     let waiting = c.state == CallState::Waiting;
-                    let phase = c.phase;
-                    let realtime = c.realtime;
-                    self.calls.insert(id, Box::new(c));
+                    rpc.calls.insert(id, Box::new(c));
                     if waiting {
-                        self.note(now, id, "resumed after a restart".to_string());
-                        match (phase, realtime) {
-                            // The stream died with the previous run.
-                            (Phase::Acked { .. }, Some(Transport::Stream)) => {
-                                if let Some(c) = self.calls.get_mut(&id) {
-                                    c.phase = Phase::Dtn;
-                                }
-                            }
-                            (Phase::RealTime { .. }, Some(Transport::Stream)) => {
-                                self.go_dtn(
-                                    now,
-                                    node,
-                                    id,
-                                    "the stream did not survive the restart",
-                                );
-                            }
-                            (Phase::RealTime { .. } | Phase::Acked { .. }, Some(_)) => {
-                                if let Some(c) = self.calls.get_mut(&id) {
-                                    c.next_resend = Some(now);
-                                }
-                            }
-                            _ => {}
-                        }
-                        self.save_call(node, id);
-                        self.arm_call(id);
+                        resumed.push(id);
+                    } else {
+                        rpc.offer_call_to_leave(id);
                     }
                 }
-                Err(_) => self.stats.damaged_records += 1,
+                Err(_) => rpc.stats.damaged_records += 1,
             }
+        });
+        for id in resumed {
+            let Some(c) = self.calls.get(&id) else {
+                continue;
+            };
+            let (phase, realtime) = (c.phase, c.realtime);
+            self.note(now, id, "resumed after a restart".to_string());
+            match (phase, realtime) {
+                // The stream died with the previous run.
+                (Phase::Acked { .. }, Some(Transport::Stream)) => {
+                    if let Some(c) = self.calls.get_mut(&id) {
+                        c.phase = Phase::Dtn;
+                    }
+                }
+                (Phase::RealTime { .. }, Some(Transport::Stream)) => {
+                    self.go_dtn(now, node, id, "the stream did not survive the restart");
+                }
+                (Phase::RealTime { .. } | Phase::Acked { .. }, Some(_)) => {
+                    if let Some(c) = self.calls.get_mut(&id) {
+                        c.next_resend = Some(now);
+                    }
+                }
+                _ => {}
+            }
+            self.save_call(node, id);
+            self.arm_call(id);
         }
     }
 }

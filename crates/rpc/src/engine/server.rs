@@ -169,6 +169,8 @@ impl Rpc {
             return;
         }
         let key = (caller_key, call.id);
+        // A copy of a call answered long ago: its record may have left memory.
+        self.bring_back_serving(node, &key, call.deadline);
         if let Some(s) = self.serving.get_mut(&key) {
             self.stats.duplicates += 1;
             // Answer along the newest path the caller used.
@@ -196,7 +198,7 @@ impl Rpc {
             Admission::Skip => {
                 // Another server started or finished this any-mode call already.
                 self.stats.skipped += 1;
-                self.record_skipped(now, node, call, caller_key, via);
+                self.record_skipped(node, call, caller_key, via);
                 return;
             }
             Admission::Refuse(code, detail) => {
@@ -211,7 +213,7 @@ impl Rpc {
             matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay_ms);
         let start_at = (any && self.config.any_start_jitter_ms > 0)
             .then(|| now + self.rng.next_u64() % (self.config.any_start_jitter_ms + 1));
-        self.insert_serving(now, call, caller_key, ServeState::WaitingFiles, via);
+        self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
         if let Some(s) = self.serving.get_mut(&key) {
             s.ack_at = ack_at;
             s.start_at = start_at;
@@ -427,15 +429,9 @@ impl Rpc {
     }
 
     /// Records a call this node serves (in memory; the caller saves it).
-    fn insert_serving(
-        &mut self,
-        now: DtnTime,
-        call: Call,
-        caller_key: PublicKey,
-        state: ServeState,
-        via: Via,
-    ) {
+    fn insert_serving(&mut self, call: Call, caller_key: PublicKey, state: ServeState, via: Via) {
         let key = (caller_key, call.id);
+        let deadline = call.deadline;
         self.by_call.entry(call.id).or_default().insert(caller_key);
         self.serving.insert(
             key,
@@ -450,7 +446,9 @@ impl Rpc {
                 unsent: false,
                 outbox_row: false,
                 reply_stream: None,
-                row: RowOrder::Since(now),
+                // By deadline: a late copy of the call (which carries it) finds the row once
+                // the record has left memory, and the sweep takes rows by key range.
+                row: RowOrder::Since(deadline),
             }),
         );
     }
@@ -465,7 +463,7 @@ impl Rpc {
         (code, detail): (RejectCode, String),
     ) {
         let key = (caller_key, call.id);
-        self.insert_serving(now, call, caller_key, ServeState::WaitingFiles, via);
+        self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
         self.answer_reject(now, node, key, code, detail);
         self.arm_serving(key);
     }
@@ -854,16 +852,9 @@ impl Rpc {
         }
     }
 
-    fn record_skipped(
-        &mut self,
-        now: DtnTime,
-        node: &mut Node,
-        call: Call,
-        caller_key: PublicKey,
-        via: Via,
-    ) {
+    fn record_skipped(&mut self, node: &mut Node, call: Call, caller_key: PublicKey, via: Via) {
         let key = (caller_key, call.id);
-        self.insert_serving(now, call, caller_key, ServeState::Skipped, via);
+        self.insert_serving(call, caller_key, ServeState::Skipped, via);
         self.save_serving(node, &key);
     }
 }

@@ -1,0 +1,262 @@
+//! Finished calls leave memory: a node keeps every call it made and every call it served for
+//! `retention_ms` after it ended (an hour by default: `ferry result ID` still answers, and a late
+//! copy of a call still gets its stored reply), but only the latest
+//! [`RpcConfig::finished_in_memory`] of each kind stay in memory. The rest live only as their
+//! rows in the store, read back when asked for, and the sweep removes those rows when their time
+//! is up. A node answering thousands of calls a second for hours therefore holds a bounded
+//! number of them, and its per-call work (B-tree depths, the sweep, a lost path's scan) does not
+//! grow with the calls of the last hour.
+//!
+//! What makes a record findable without an index in memory is its row key, which the engine
+//! can derive from what it has in hand when it needs the record:
+//!
+//! - a call this node made sorts by its creation time, and since the engine puts that time in
+//!   the first 8 bytes of the ids it makes ([`id_time`]), the key follows from the id alone;
+//! - a call this node served sorts by its deadline, which every copy of the call carries, so a
+//!   copy that arrives late finds its row; and the sweep of served rows is a range of keys
+//!   (deadline + retention passed) with nothing to read.
+//!
+//! Only records whose key is so derived leave memory (rows written by earlier versions, keyed
+//! otherwise, stay until the sweep), and only records with nothing left to do: a finished call
+//! with no result files (those stay, so a file's progress and lifetime follow its call), a
+//! served call answered or skipped whose reply is handed over and confirmed.
+//!
+//! For served calls, the dedup check must not ask the store about every new call: the engine
+//! notes the latest deadline of a served call that left memory (`served_out_through`), and
+//! only a call whose deadline is not later than that may be one that left; for the others,
+//! memory is the whole truth. Records leave in order of deadline, so for calls of the usual
+//! span this is the rare late copy.
+
+use super::*;
+
+/// The creation time an id made by this engine carries (its first 8 bytes, big-endian). Ids
+/// from other callers give any number: it only decides where their row sorts, never whether a
+/// call is found.
+pub(super) fn id_time(id: &CallId) -> DtnTime {
+    let mut time = [0u8; 8];
+    time.copy_from_slice(&id.0[..8]);
+    DtnTime::from_be_bytes(time)
+}
+
+/// A call id for a call made at `now`: the time, then 8 random bytes (two calls of one
+/// millisecond differ there).
+pub(super) fn new_call_id(now: DtnTime, random: [u8; 8]) -> CallId {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&now.to_be_bytes());
+    id[8..].copy_from_slice(&random);
+    CallId(id)
+}
+
+/// Rows read at once when the store is walked (at start, and by the sweep).
+pub(super) const PAGE_ROWS: usize = 1024;
+/// Rows the sweep looks at per table before it yields (and comes back a second later).
+const SWEEP_ROWS: usize = 64 * PAGE_ROWS;
+
+impl Rpc {
+    /// When a call this node made may leave memory: the time it finished, if it did and has
+    /// nothing left that memory serves.
+    fn call_may_leave(&self, id: &CallId) -> Option<DtnTime> {
+        let c = self.calls.get(id)?;
+        let finished = c.finished_at?;
+        (c.state != CallState::Waiting
+            && c.stream.is_none()
+            && c.row == RowOrder::Since(id_time(id))
+            && result_files(c).next().is_none()
+            && !self.dirty_calls.contains(id))
+        .then_some(finished)
+    }
+
+    /// When a served call may leave memory: its deadline, if it is answered (or skipped), its
+    /// reply handed over for good, and its row findable by that deadline.
+    fn serving_may_leave(&self, key: &ServeKey) -> Option<DtnTime> {
+        let s = self.serving.get(key)?;
+        (matches!(s.state, ServeState::Answered | ServeState::Skipped)
+            && !s.unsent
+            && !s.outbox_row
+            && s.reply_stream.is_none()
+            && s.row == RowOrder::Since(s.call.deadline)
+            && !self.dirty_serving.contains(key)
+            && !self.dirty_outbox.contains(key))
+        .then_some(s.call.deadline)
+    }
+
+    /// Notes a call whose record was just written as one that may leave memory, if it may.
+    pub(super) fn offer_call_to_leave(&mut self, id: CallId) {
+        if let Some(finished) = self.call_may_leave(&id) {
+            self.leavable_calls.insert((finished, id));
+        }
+    }
+
+    /// Notes a served call whose record was just written as one that may leave memory.
+    pub(super) fn offer_serving_to_leave(&mut self, key: ServeKey) {
+        if let Some(deadline) = self.serving_may_leave(&key) {
+            self.leavable_serving.insert((deadline, key));
+        }
+    }
+
+    /// Moves finished calls out of memory until at most `finished_in_memory` of each kind that
+    /// could leave are left: the calls that finished first, the served calls with the earliest
+    /// deadlines. Their rows are current (this runs after the records were written).
+    pub(super) fn leave_memory(&mut self) {
+        let keep = self.config.finished_in_memory;
+        while self.leavable_calls.len() > keep {
+            let Some((finished, id)) = self.leavable_calls.pop_first() else {
+                break;
+            };
+            // Checked again: a call may have changed since it was offered (and is offered
+            // again when its record is next written).
+            if self.call_may_leave(&id) == Some(finished) {
+                self.calls.remove(&id);
+            }
+        }
+        while self.leavable_serving.len() > keep {
+            let Some((deadline, key)) = self.leavable_serving.pop_first() else {
+                break;
+            };
+            if self.serving_may_leave(&key) == Some(deadline) {
+                self.drop_serving_from_memory(&key);
+                self.served_out_through = Some(
+                    self.served_out_through
+                        .map_or(deadline, |t| t.max(deadline)),
+                );
+            }
+        }
+    }
+
+    fn drop_serving_from_memory(&mut self, key: &ServeKey) {
+        self.serving.remove(key);
+        if let Some(set) = self.by_call.get_mut(&key.1) {
+            set.remove(&key.0);
+            if set.is_empty() {
+                self.by_call.remove(&key.1);
+            }
+        }
+    }
+
+    /// A call this node made that left memory, read back from the store (`None` if it is not
+    /// there: never made here, forgotten, or swept).
+    pub(super) fn call_from_store(&self, node: &Node, id: &CallId) -> Option<ClientCall> {
+        let row = RowOrder::Since(id_time(id));
+        let value = node
+            .store()
+            .rpc_get(RpcTable::Pending, &row.key(&id.0))
+            .ok()??;
+        let c = Self::parse_call(value, row).ok()?;
+        (c.call.id == *id).then_some(c)
+    }
+
+    /// Brings a served call back into memory from the store if it left, so a late copy of the
+    /// call finds it (and gets its stored reply). `deadline` is the copy's: the row's key.
+    pub(super) fn bring_back_serving(&mut self, node: &Node, key: &ServeKey, deadline: DtnTime) {
+        if self.serving.contains_key(key) || self.served_out_through.is_none_or(|t| deadline > t) {
+            return;
+        }
+        let row = RowOrder::Since(deadline);
+        let k = row.key(&serve_key_bytes(key));
+        let value = match node.store().rpc_get(RpcTable::Dedup, &k) {
+            Ok(Some(v)) => v,
+            Ok(None) => return,
+            Err(e) => {
+                self.errors
+                    .push(format!("reading the rpc dedup table: {e}"));
+                return;
+            }
+        };
+        match Self::parse_serving(value, false, row) {
+            Ok(s) if (s.caller_key, s.call.id) == *key => {
+                self.by_call.entry(key.1).or_default().insert(key.0);
+                self.serving.insert(*key, Box::new(s));
+                self.offer_serving_to_leave(*key);
+            }
+            _ => self.stats.damaged_records += 1,
+        }
+    }
+
+    /// Removes the rows of records that left memory and whose time is up: served calls whose
+    /// deadline is `retention_ms` past, calls this node made that finished `retention_ms` ago.
+    /// Returns whether it stopped before the end (the rest at the next sweep, soon).
+    pub(super) fn sweep_stored(&mut self, now: DtnTime, node: &mut Node) -> bool {
+        let Some(due) = now.checked_sub(self.config.retention_ms) else {
+            return false;
+        };
+        // Served calls: every row keyed by a deadline at or before `due` is done with, unless
+        // its call is still in memory (the in-memory sweep decides for those).
+        let below = due.saturating_add(1).to_be_bytes();
+        let mut more = self.sweep_rows(node, RpcTable::Dedup, &below, |rpc, key, _| {
+            let serve_key = parse_serve_key(key.get(8..)?)?;
+            (!rpc.serving.contains_key(&serve_key)).then_some(())
+        });
+        // Calls made here: a row sorts by creation, so only rows made before `due` can have
+        // finished before it; each says when it finished.
+        more |= self.sweep_rows(node, RpcTable::Pending, &below, |rpc, key, value| {
+            let id = CallId(key.get(8..)?.try_into().ok()?);
+            if rpc.calls.contains_key(&id) {
+                return None;
+            }
+            let row = RowOrder::of_key(key, 16)?;
+            let c = Self::parse_call(value, row).ok()?;
+            c.finished_at.filter(|&t| t <= due).map(|_| ())
+        });
+        more
+    }
+
+    /// Walks the rows of `table` keyed by a time before `below` (keys of the `Since` form, 8
+    /// bytes of time first) and removes those `done` says are done with. At most
+    /// [`SWEEP_ROWS`] rows are looked at; returns whether there were more.
+    fn sweep_rows(
+        &mut self,
+        node: &mut Node,
+        table: RpcTable,
+        below: &[u8; 8],
+        done: impl Fn(&Self, &[u8], Bytes) -> Option<()>,
+    ) -> bool {
+        let id_len = match table {
+            RpcTable::Dedup => 48,
+            _ => 16,
+        };
+        let mut from: Vec<u8> = Vec::new();
+        let mut seen = 0;
+        loop {
+            let rows = match node
+                .store()
+                .rpc_range(table, &from, Some(&below[..]), PAGE_ROWS)
+            {
+                Ok(rows) => rows,
+                Err(e) => {
+                    self.errors
+                        .push(format!("sweeping the rpc {} table: {e}", table.name()));
+                    return false;
+                }
+            };
+            let Some((last, _)) = rows.last() else {
+                return false;
+            };
+            from = last.to_vec();
+            from.push(0);
+            let full = rows.len() == PAGE_ROWS;
+            for (key, value) in rows {
+                seen += 1;
+                // Only rows of the `Since` form: the time leads them (a bare row's first bytes
+                // are an id; its record is in memory and swept from there).
+                if !matches!(RowOrder::of_key(&key, id_len), Some(RowOrder::Since(_))) {
+                    continue;
+                }
+                if done(self, &key, value).is_some() {
+                    self.persist(node, table, &key, None);
+                }
+            }
+            if !full {
+                return false;
+            }
+            if seen >= SWEEP_ROWS {
+                return true;
+            }
+        }
+    }
+}
+
+/// (caller key, call id) from the 48 bytes of [`serve_key_bytes`].
+fn parse_serve_key(bytes: &[u8]) -> Option<ServeKey> {
+    let (caller, id) = bytes.split_first_chunk::<32>()?;
+    Some((PublicKey(*caller), CallId(id.try_into().ok()?)))
+}
