@@ -366,6 +366,13 @@ pub struct RpcCounters {
     pub untrusted_notices: u64,
     /// Executions running now.
     pub running: u64,
+    /// Calls this node made that it keeps in memory: those waiting and the latest finished
+    /// (`[rpc] finished_in_memory`; older ones are read from the store when asked for).
+    #[serde(default)]
+    pub calls_in_memory: u64,
+    /// Calls this node served that it keeps in memory, likewise.
+    #[serde(default)]
+    pub served_in_memory: u64,
 }
 
 /// Node counters.

@@ -1533,6 +1533,8 @@ impl Daemon {
             forged: r.forged,
             untrusted_notices: r.untrusted_notices,
             running: self.rpc.engine.running() as u64,
+            calls_in_memory: self.rpc.engine.calls_in_memory().0 as u64,
+            served_in_memory: self.rpc.engine.calls_in_memory().1 as u64,
         }
     }
 

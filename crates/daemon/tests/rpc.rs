@@ -184,6 +184,66 @@ async fn back_to_back_calls_share_store_commits() {
     b.shut_down().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_calls_beyond_the_memory_bound_are_still_found_by_id() {
+    // Both nodes keep 3 finished calls in memory; the rest are read back from the store.
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let bounded = |mut c: daemon::Config| {
+        c.rpc.finished_in_memory = 3;
+        c
+    };
+    let pb = free_port();
+    let b = daemon::start(bounded(client("bravo", dirs.1.path(), pb, &[])))
+        .await
+        .unwrap();
+    let a_config = || bounded(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]));
+    let a = daemon::start(a_config()).await.unwrap();
+    wait_for_peers(&a, 1).await;
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let done = a
+            .control
+            .call_and_wait(call("bravo", "null", vec![]), Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(done.state, "succeeded", "{done:#?}");
+        ids.push(done.id);
+    }
+    let status = |node: &Running| {
+        let control = node.control.clone();
+        async move { control.ask(Request::Status).await.unwrap().rpc }
+    };
+    // Records leave memory once written, at the next store commit (within 10 ms).
+    let mut counts = (0, 0);
+    for _ in 0..100 {
+        counts = (
+            status(&a).await.calls_in_memory,
+            status(&b).await.served_in_memory,
+        );
+        if counts == (3, 3) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(counts, (3, 3), "(made, served) in memory");
+    assert_eq!(a.control.ask(Request::Calls).await.unwrap().len(), 3);
+    // Every call is still there by its id, with its result and its timeline, also after a
+    // restart.
+    for id in &ids {
+        let info = a.control.get_call(id).await.unwrap();
+        assert_eq!(info.state, "succeeded", "{info:#?}");
+        assert_eq!(info.replies.len(), 1);
+        assert!(!info.timeline.is_empty());
+    }
+    a.shut_down().await;
+    let a = daemon::start(a_config()).await.unwrap();
+    assert_eq!(status(&a).await.calls_in_memory, 3);
+    let first = a.control.get_call(&ids[0]).await.unwrap();
+    assert_eq!(first.state, "succeeded", "{first:#?}");
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
 /// Waits until `call` has been acknowledged (the server runs it).
 async fn wait_for_ack(node: &Running, call: &CallInfo) {
     for _ in 0..500 {

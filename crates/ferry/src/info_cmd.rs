@@ -233,6 +233,8 @@ mod tests {
                 forged: 0,
                 untrusted_notices: 0,
                 running: 1,
+                calls_in_memory: 2,
+                served_in_memory: 5,
             },
         };
         let text = status_text(&s);
