@@ -741,6 +741,11 @@ fn finished_calls_beyond_the_bound_leave_memory_and_are_read_back_from_the_store
     assert_eq!(rpc.stats().unmatched, unmatched + 1);
     assert_eq!(rpc.call_record(&node, &ids[0]).unwrap().replies.len(), 1);
 
+    // Cancelling one that left memory is cancelling a call that ended: nothing changes.
+    rpc.cancel(NOW + 101, &mut node, ids[0]).unwrap();
+    assert_eq!(rpc.call_record(&node, &ids[0]).unwrap().state, Succeeded);
+    assert!(rpc.cancel(NOW + 101, &mut node, CallId([9; 16])).is_err());
+
     // Forgetting one that left memory removes its row.
     assert!(rpc.forget(&mut node, ids[0]));
     assert!(rpc.call_record(&node, &ids[0]).is_none());

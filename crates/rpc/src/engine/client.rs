@@ -224,7 +224,11 @@ impl Rpc {
     /// cancelled. A call that already ended is left as it is.
     pub fn cancel(&mut self, now: DtnTime, node: &mut Node, id: CallId) -> Result<(), CallError> {
         let Some(c) = self.calls.get(&id) else {
-            return Err(CallError::UnknownCall);
+            // A call that left memory has ended: nothing to withdraw.
+            return match self.call_from_store(node, &id) {
+                Some(_) => Ok(()),
+                None => Err(CallError::UnknownCall),
+            };
         };
         if c.state != CallState::Waiting {
             return Ok(());
