@@ -485,6 +485,9 @@ struct ClientCall {
     // Not persisted: a stream does not survive a restart.
     stream: Option<StreamId>,
     next_resend: Option<DtnTime>,
+    /// When its timer is armed: a finished call takes its timer out instead of leaving a stale
+    /// entry for up to `ack_ms` (at thousands of calls a second, hundreds of thousands).
+    armed: Option<DtnTime>,
 }
 
 /// A call this node serves, keyed by (caller key, call id).
@@ -568,9 +571,12 @@ pub struct Rpc {
     /// Served calls whose record is unchanged but whose outbox row may not be.
     dirty_outbox: BTreeSet<ServeKey>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
-    /// Finished calls that may leave memory, by when they finished (see `archive.rs`).
-    leavable_calls: BTreeSet<(DtnTime, CallId)>,
-    /// Served calls that may leave memory, by deadline.
+    /// Finished calls that may leave memory, in the order they were offered (see `archive.rs`),
+    /// with when they finished.
+    leavable_calls: VecDeque<(DtnTime, CallId)>,
+    /// Served calls that may leave memory, by deadline: sorted, so that one call with a far
+    /// deadline does not raise `served_out_through` (and send every new call to the store)
+    /// before the calls of the usual span have left.
     leavable_serving: BTreeSet<(DtnTime, ServeKey)>,
     /// The latest deadline of a served call that left memory: a call with a later deadline that
     /// memory does not know was never served here.
@@ -728,7 +734,7 @@ impl Rpc {
             dirty_serving: BTreeSet::new(),
             dirty_outbox: BTreeSet::new(),
             by_call: BTreeMap::new(),
-            leavable_calls: BTreeSet::new(),
+            leavable_calls: VecDeque::new(),
             leavable_serving: BTreeSet::new(),
             served_out_through: None,
             jobs: BTreeMap::new(),
@@ -977,7 +983,12 @@ impl Rpc {
             }
             self.timers.pop_first();
             match timer {
-                Timer::Call(id) => self.client_timer(now, node, id),
+                Timer::Call(id) => {
+                    if let Some(c) = self.calls.get_mut(&id) {
+                        c.armed = None;
+                    }
+                    self.client_timer(now, node, id)
+                }
                 Timer::Serve(key, id) => self.serve_timer(now, node, (key, id)),
                 Timer::Sweep => self.sweep(now, node),
             }
@@ -1541,9 +1552,6 @@ impl Rpc {
             .collect();
         for id in old_calls {
             if let Some(c) = self.calls.remove(&id) {
-                if let Some(t) = c.finished_at {
-                    self.leavable_calls.remove(&(t, id));
-                }
                 self.persist(node, RpcTable::Pending, &c.row.key(&id.0), None);
             }
         }

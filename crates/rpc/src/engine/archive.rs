@@ -24,8 +24,8 @@
 //! For served calls, the dedup check must not ask the store about every new call: the engine
 //! notes the latest deadline of a served call that left memory (`served_out_through`), and
 //! only a call whose deadline is not later than that may be one that left; for the others,
-//! memory is the whole truth. Records leave in order of deadline, so for calls of the usual
-//! span this is the rare late copy.
+//! memory is the whole truth. Served records leave in order of deadline, so for calls of the
+//! usual span this is the rare late copy.
 
 use super::*;
 
@@ -83,7 +83,7 @@ impl Rpc {
     /// Notes a call whose record was just written as one that may leave memory, if it may.
     pub(super) fn offer_call_to_leave(&mut self, id: CallId) {
         if let Some(finished) = self.call_may_leave(&id) {
-            self.leavable_calls.insert((finished, id));
+            self.leavable_calls.push_back((finished, id));
         }
     }
 
@@ -95,12 +95,14 @@ impl Rpc {
     }
 
     /// Moves finished calls out of memory until at most `finished_in_memory` of each kind that
-    /// could leave are left: the calls that finished first, the served calls with the earliest
-    /// deadlines. Their rows are current (this runs after the records were written).
+    /// could leave are left: calls in the order they finished (a queue: an entry costs a push,
+    /// and one that went stale, its call removed, changed or offered twice, is skipped when its
+    /// turn comes), served calls earliest deadline first. Their rows are current (this runs
+    /// after the records were written).
     pub(super) fn leave_memory(&mut self) {
         let keep = self.config.finished_in_memory;
         while self.leavable_calls.len() > keep {
-            let Some((finished, id)) = self.leavable_calls.pop_first() else {
+            let Some((finished, id)) = self.leavable_calls.pop_front() else {
                 break;
             };
             // Checked again: a call may have changed since it was offered (and is offered

@@ -126,6 +126,7 @@ impl Rpc {
             row: RowOrder::Since(now),
             stream: None,
             next_resend: None,
+            armed: None,
         };
         let target = match &server {
             Some(s) => s.to_string(),
@@ -284,12 +285,7 @@ impl Rpc {
     /// Removes a call (finished or not) from this node's records; later replies are ignored.
     pub fn forget(&mut self, node: &mut Node, id: CallId) -> bool {
         let row = match self.calls.remove(&id) {
-            Some(c) => {
-                if let Some(t) = c.finished_at {
-                    self.leavable_calls.remove(&(t, id));
-                }
-                c.row
-            }
+            Some(c) => c.row,
             // A call that left memory is forgotten in the store.
             None if self.call_from_store(node, &id).is_some() => {
                 RowOrder::Since(archive::id_time(&id))
@@ -316,7 +312,21 @@ impl Rpc {
         if let Some(r) = c.next_resend {
             at = at.min(r);
         }
+        if c.armed == Some(at) {
+            return;
+        }
+        self.disarm_call(id);
+        if let Some(c) = self.calls.get_mut(&id) {
+            c.armed = Some(at);
+        }
         self.arm(at, Timer::Call(id));
+    }
+
+    /// Takes a call's timer out, if it has one.
+    pub(super) fn disarm_call(&mut self, id: CallId) {
+        if let Some(at) = self.calls.get_mut(&id).and_then(|c| c.armed.take()) {
+            self.timers.remove(&(at, Timer::Call(id)));
+        }
     }
 
     pub(super) fn client_timer(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
@@ -668,6 +678,10 @@ impl Rpc {
         };
         c.state = state;
         c.phase = Phase::Finished;
+        self.disarm_call(id);
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
         c.finished_at = Some(now);
         c.next_resend = None;
         // The sealed call is kept only to send it again: a finished call's record and memory

@@ -45,7 +45,10 @@ impl Rpc {
         for id in calls {
             self.offer_call_to_leave(id);
         }
-        for key in serving.into_iter().chain(outbox) {
+        for key in &serving {
+            self.offer_serving_to_leave(*key);
+        }
+        for key in outbox.into_iter().filter(|k| !serving.contains(k)) {
             self.offer_serving_to_leave(key);
         }
         self.leave_memory();
@@ -227,6 +230,7 @@ impl Rpc {
             row,
             stream: None,
             next_resend: None,
+            armed: None,
         })
     }
 
