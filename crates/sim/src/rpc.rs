@@ -221,7 +221,8 @@ impl RpcApp {
                 }
                 RpcEvent::CallChanged(_) => {}
                 RpcEvent::CallFinished(id) => {
-                    let Some(view) = self.engine_mut(now, i, node).call_view(&id) else {
+                    // From the store if the call has left the engine's memory already.
+                    let Some(view) = self.engine_mut(now, i, node).call_record(node, &id) else {
                         continue;
                     };
                     if let Some(job) = self.nested.remove(&(i, id)) {

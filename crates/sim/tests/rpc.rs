@@ -542,6 +542,17 @@ fn nested_calls_a_to_b_to_a_complete_without_deadlock() {
 
 #[test]
 fn a_thousand_calls_in_flight_to_many_servers() {
+    thousand_calls(None);
+}
+
+#[test]
+fn a_thousand_calls_with_few_finished_calls_kept_in_memory() {
+    // Every node keeps 8 finished calls in memory: the rest leave it as the run goes, and
+    // every call still ends once, with its result, run once.
+    thousand_calls(Some(8));
+}
+
+fn thousand_calls(finished_in_memory: Option<usize>) {
     let nodes = 11;
     let calls = 1_000u64;
     let sim = run(
@@ -554,6 +565,9 @@ fn a_thousand_calls_in_flight_to_many_servers() {
                 app.configure(i, |c| {
                     for p in &mut c.procedures {
                         p.max_concurrent = 1_000;
+                    }
+                    if let Some(n) = finished_in_memory {
+                        c.finished_in_memory = n;
                     }
                 });
             }
@@ -592,6 +606,15 @@ fn a_thousand_calls_in_flight_to_many_servers() {
     }
     assert_eq!(ok, calls);
     assert_eq!(app.max_executions(), 1);
+    if let Some(n) = finished_in_memory {
+        for i in 0..nodes {
+            let (made, served) = app.engine(i).unwrap().calls_in_memory();
+            assert!(
+                made <= n && served <= n,
+                "node {i}: {made} made, {served} served"
+            );
+        }
+    }
 }
 
 #[test]
