@@ -577,7 +577,9 @@ pub struct Rpc {
     /// Served calls that may leave memory, by deadline: sorted, so that one call with a far
     /// deadline does not raise `served_out_through` (and send every new call to the store)
     /// before the calls of the usual span have left.
-    leavable_serving: BTreeSet<(DtnTime, ServeKey)>,
+    /// Keyed by (deadline, call id), the caller's key beside it: ordering by a 32-byte key
+    /// as well cost a comparison of it at every step of every insert.
+    leavable_serving: BTreeMap<(DtnTime, CallId), PublicKey>,
     /// The latest deadline of a served call that left memory: a call with a later deadline that
     /// memory does not know was never served here.
     served_out_through: Option<DtnTime>,
@@ -735,7 +737,7 @@ impl Rpc {
             dirty_outbox: BTreeSet::new(),
             by_call: BTreeMap::new(),
             leavable_calls: VecDeque::new(),
-            leavable_serving: BTreeSet::new(),
+            leavable_serving: BTreeMap::new(),
             served_out_through: None,
             jobs: BTreeMap::new(),
             next_job: 1,
@@ -1618,7 +1620,9 @@ impl Rpc {
         let Some(s) = removed else {
             return;
         };
-        self.leavable_serving.remove(&(s.call.deadline, *key));
+        if self.leavable_serving.get(&(s.call.deadline, key.1)) == Some(&key.0) {
+            self.leavable_serving.remove(&(s.call.deadline, key.1));
+        }
         let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Dedup, &k, None);
         if s.outbox_row {

@@ -90,7 +90,9 @@ impl Rpc {
     /// Notes a served call whose record was just written as one that may leave memory.
     pub(super) fn offer_serving_to_leave(&mut self, key: ServeKey) {
         if let Some(deadline) = self.serving_may_leave(&key) {
-            self.leavable_serving.insert((deadline, key));
+            // Two callers' calls of one id and deadline share an entry: the one it does not
+            // name stays in memory until its hour is up, which costs memory, never a call.
+            self.leavable_serving.insert((deadline, key.1), key.0);
         }
     }
 
@@ -112,9 +114,10 @@ impl Rpc {
             }
         }
         while self.leavable_serving.len() > keep {
-            let Some((deadline, key)) = self.leavable_serving.pop_first() else {
+            let Some(((deadline, id), caller)) = self.leavable_serving.pop_first() else {
                 break;
             };
+            let key = (caller, id);
             if self.serving_may_leave(&key) == Some(deadline) {
                 self.drop_serving_from_memory(&key);
                 self.served_out_through = Some(
@@ -150,7 +153,8 @@ impl Rpc {
     /// Brings a served call back into memory from the store if it left, so a late copy of the
     /// call finds it (and gets its stored reply). `deadline` is the copy's: the row's key.
     pub(super) fn bring_back_serving(&mut self, node: &Node, key: &ServeKey, deadline: DtnTime) {
-        if self.serving.contains_key(key) || self.served_out_through.is_none_or(|t| deadline > t) {
+        // The common case first: a call with a later deadline than any that left memory.
+        if self.served_out_through.is_none_or(|t| deadline > t) || self.serving.contains_key(key) {
             return;
         }
         let row = RowOrder::Since(deadline);
