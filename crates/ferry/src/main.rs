@@ -68,7 +68,8 @@ enum Command {
     /// Call a procedure on a node, on any node that offers it, or on all of them, and wait for
     /// the result.
     Call(call_cmd::CallArgs),
-    /// List the calls the running node made.
+    /// List the calls the running node made that it keeps in memory: every waiting call and the
+    /// latest finished ones (`[rpc] finished_in_memory`); `ferry result ID` finds older ones.
     Calls(client::ApiArgs),
     /// Show a call's result as it stands now (the value, files, or why it failed).
     Result(call_cmd::ResultArgs),
