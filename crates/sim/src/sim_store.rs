@@ -138,17 +138,6 @@ impl Store for SimStore {
         Ok(self.files.remove(key).is_some())
     }
 
-    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
-        if table != RpcTable::Files {
-            return self.inner.rpc_scan(table);
-        }
-        Ok(self
-            .files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
-    }
-
     fn rpc_range(
         &self,
         table: RpcTable,

@@ -1204,30 +1204,6 @@ impl Store for DiskStore {
         self.mutate(|store| store.rpc_delete(table, key))
     }
 
-    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
-        let context = format!("scanning the rpc {} table", table.name());
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT k, v, file, size FROM rpc WHERE tbl = ?1 ORDER BY k")
-            .map_err(|e| db_err(&context, e))?;
-        let rows = stmt
-            .query_map([table.name()], |row| {
-                Ok((
-                    row.get::<_, Vec<u8>>(0)?,
-                    row.get::<_, Vec<u8>>(1)?,
-                    row.get::<_, Option<i64>>(2)?,
-                    row.get::<_, Option<i64>>(3)?,
-                ))
-            })
-            .map_err(|e| db_err(&context, e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (key, inline, file, size) = row.map_err(|e| db_err(&context, e))?;
-            out.push((Bytes::from(key), self.rpc_value(table, inline, file, size)?));
-        }
-        Ok(out)
-    }
-
     fn rpc_range(
         &self,
         table: RpcTable,

@@ -315,7 +315,9 @@ pub trait Store {
     fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool>;
 
     /// Every (key, value) of a table, ascending by key.
-    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>>;
+    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
+        self.rpc_range(table, &[], None, usize::MAX)
+    }
 
     /// The (key, value) pairs of a table with `from <= key < to` (no upper bound if `to` is
     /// `None`), ascending by key, at most `limit` of them: a table read page by page (one

@@ -222,15 +222,6 @@ impl Store for MemoryStore {
             .is_some())
     }
 
-    fn rpc_scan(&self, table: RpcTable) -> Result<Vec<(Bytes, Bytes)>> {
-        Ok(self
-            .rpc
-            .range((table, Bytes::new())..)
-            .take_while(|((t, _), _)| *t == table)
-            .map(|((_, k), v)| (k.clone(), v.clone()))
-            .collect())
-    }
-
     fn rpc_range(
         &self,
         table: RpcTable,
