@@ -125,6 +125,17 @@ async fn metric(node: &Running, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in {text}"))
 }
 
+/// A `null` call from `node` to bravo, by `call_and_wait`; it must succeed.
+async fn null_call(node: &Running) -> CallInfo {
+    let done = node
+        .control
+        .call_and_wait(call("bravo", "null", vec![]), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.state, "succeeded", "{done:#?}");
+    done
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn back_to_back_calls_share_store_commits() {
     // A `call_and_wait` and its stream reply promise nothing that waits for the disk (the
@@ -140,24 +151,14 @@ async fn back_to_back_calls_share_store_commits() {
         .await
         .unwrap();
     wait_for_peers(&a, 1).await;
-    let warm = a
-        .control
-        .call_and_wait(call("bravo", "null", vec![]), Duration::from_secs(20))
-        .await
-        .unwrap();
-    assert_eq!(warm.state, "succeeded", "{warm:#?}");
+    null_call(&a).await;
     let before = (
         metric(&a, "ferry_store_commits_total").await,
         metric(&b, "ferry_store_commits_total").await,
     );
     const CALLS: u64 = 100;
     for _ in 0..CALLS {
-        let done = a
-            .control
-            .call_and_wait(call("bravo", "null", vec![]), Duration::from_secs(20))
-            .await
-            .unwrap();
-        assert_eq!(done.state, "succeeded", "{done:#?}");
+        let done = null_call(&a).await;
         assert_eq!(done.replies[0].via, "stream");
     }
     let commits = (
@@ -201,13 +202,7 @@ async fn finished_calls_beyond_the_memory_bound_are_still_found_by_id() {
     wait_for_peers(&a, 1).await;
     let mut ids = Vec::new();
     for _ in 0..10 {
-        let done = a
-            .control
-            .call_and_wait(call("bravo", "null", vec![]), Duration::from_secs(20))
-            .await
-            .unwrap();
-        assert_eq!(done.state, "succeeded", "{done:#?}");
-        ids.push(done.id);
+        ids.push(null_call(&a).await.id);
     }
     let status = |node: &Running| {
         let control = node.control.clone();

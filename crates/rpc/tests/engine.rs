@@ -292,17 +292,19 @@ fn deliver_to_client(node: &mut Node, rpc: &mut Rpc, now: DtnTime, demux: &str, 
     );
 }
 
-/// The server's result for `id`, one file, then the file itself, at `now`.
-fn answer_with_file(node: &mut Node, rpc: &mut Rpc, now: DtnTime, id: CallId, file: &Bytes) {
+/// The server's result for `id`, naming `files`, at `now`.
+fn deliver_result(
+    node: &mut Node,
+    rpc: &mut Rpc,
+    now: DtnTime,
+    id: CallId,
+    files: Vec<wire::rpc::FileRef>,
+) {
     let result = Message::Result(CallResult {
         id,
         server: eid("dtn://server/"),
         value: Bytes::from_static(b"ok"),
-        files: vec![wire::rpc::FileRef {
-            hash: *blake3::hash(file).as_bytes(),
-            size: file.len() as u64,
-            name: "picture.pgm".into(),
-        }],
+        files,
         run_ms: 1,
     });
     let to = rpc.public_key();
@@ -310,6 +312,16 @@ fn answer_with_file(node: &mut Node, rpc: &mut Rpc, now: DtnTime, id: CallId, fi
         .seal(&result.encode().unwrap(), Some(&to), [now as u8; 32])
         .unwrap();
     deliver_to_client(node, rpc, now, "~rpc", Bytes::from(sealed));
+}
+
+/// The server's result for `id`, one file, then the file itself, at `now`.
+fn answer_with_file(node: &mut Node, rpc: &mut Rpc, now: DtnTime, id: CallId, file: &Bytes) {
+    let named = wire::rpc::FileRef {
+        hash: *blake3::hash(file).as_bytes(),
+        size: file.len() as u64,
+        name: "picture.pgm".into(),
+    };
+    deliver_result(node, rpc, now, id, vec![named]);
     deliver_to_client(node, rpc, now, "~rpc-data", file.clone());
 }
 
@@ -662,18 +674,7 @@ fn frames_on_a_stream_are_read_whole_however_the_pieces_cut_them() {
 
 /// The server's result for `id`, no files, at `now`.
 fn answer(node: &mut Node, rpc: &mut Rpc, now: DtnTime, id: CallId) {
-    let result = Message::Result(CallResult {
-        id,
-        server: eid("dtn://server/"),
-        value: Bytes::from_static(b"ok"),
-        files: vec![],
-        run_ms: 1,
-    });
-    let to = rpc.public_key();
-    let sealed = Identity::from_secret([2; 32])
-        .seal(&result.encode().unwrap(), Some(&to), [now as u8; 32])
-        .unwrap();
-    deliver_to_client(node, rpc, now, "~rpc", Bytes::from(sealed));
+    deliver_result(node, rpc, now, id, vec![]);
 }
 
 fn run_timers_until(rpc: &mut Rpc, node: &mut Node, until: DtnTime) {
