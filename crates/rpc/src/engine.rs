@@ -522,6 +522,9 @@ struct Serving {
     unsent: bool,
     /// Whether the store's outbox has a row for this call (what `unsent` was when last written).
     outbox_row: bool,
+    /// An ACK went to the caller: it no longer sends the call again when its stream breaks,
+    /// so a reply on a stream needs the outbox (see `Rpc::needs_outbox_row`).
+    acked: bool,
     /// The reply went on this stream; if the stream is lost before it is acknowledged, it goes
     /// by dtn.
     reply_stream: Option<StreamId>,

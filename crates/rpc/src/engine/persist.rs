@@ -18,6 +18,16 @@ fn serve_state_code(state: ServeState) -> u8 {
     }
 }
 
+/// Whether a served call's reply needs a durable outbox row: it is not handed over yet, unless
+/// it is on the live stream of a call this node never acknowledged. That caller still holds the
+/// call as unanswered in real time: if the stream breaks before the reply is through (this node
+/// restarted, say), it sends the call again by dtn and gets the stored reply from the dedup
+/// record. So a quick call's reply costs no outbox row put and removed again, two store writes
+/// of the few a call costs. An acknowledged caller only listens, so its reply keeps the row.
+fn needs_outbox_row(s: &Serving) -> bool {
+    s.unsent && !(s.reply_stream.is_some() && !s.acked)
+}
+
 impl Rpc {
     /// Marks a call's record to be written when the current input is done
     /// ([`Rpc::write_dirty`]): a call that changes several times while one input is handled
@@ -124,16 +134,16 @@ impl Rpc {
         self.dirty_outbox.insert(*key);
     }
 
-    /// Puts or removes a served call's outbox row, if it is not as `unsent` says.
+    /// Puts or removes a served call's outbox row, if it is not as [`needs_outbox_row`] says.
     fn write_outbox(&mut self, node: &mut Node, key: &ServeKey) {
         let Some(s) = self.serving.get_mut(key) else {
             return;
         };
-        if s.unsent == s.outbox_row {
+        let unsent = needs_outbox_row(s);
+        if unsent == s.outbox_row {
             return;
         }
-        s.outbox_row = s.unsent;
-        let unsent = s.unsent;
+        s.outbox_row = unsent;
         let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Outbox, &k, unsent.then_some(&[][..]));
     }
@@ -271,6 +281,7 @@ impl Rpc {
             reply: (!reply.is_empty()).then_some(reply),
             unsent,
             outbox_row: unsent,
+            acked: false,
             reply_stream: None,
             row,
         })

@@ -445,6 +445,7 @@ impl Rpc {
                 reply: None,
                 unsent: false,
                 outbox_row: false,
+                acked: false,
                 reply_stream: None,
                 // By deadline: a late copy of the call (which carries it) finds the row once
                 // the record has left memory, and the sweep takes rows by key range.
@@ -633,6 +634,8 @@ impl Rpc {
             .collect();
         for key in keys {
             self.set_reply_stream(key, None);
+            // No stream covers an unsent reply any more: it needs its outbox row.
+            self.save_outbox(node, &key);
             let Some(s) = self.serving.get_mut(&key) else {
                 continue;
             };
@@ -645,9 +648,12 @@ impl Rpc {
     }
 
     fn send_ack(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
-        let Some(s) = self.serving.get(&key) else {
+        let Some(s) = self.serving.get_mut(&key) else {
             return;
         };
+        // Counted as sent even if it is lost: the reply then keeps an outbox row for nothing,
+        // never the other way round.
+        s.acked = true;
         let (via, caller, deadline) = (s.via, s.call.caller.clone(), s.call.deadline);
         let ack = Message::Ack(Ack {
             id: key.1,
