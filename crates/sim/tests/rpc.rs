@@ -767,3 +767,49 @@ fn a_result_whose_file_misses_the_deadline_says_so() {
         "failed: deadline: a result came but its files did not"
     );
 }
+
+#[test]
+fn a_server_restarted_before_its_stream_reply_got_through_answers_the_call_again_by_dtn() {
+    // 0 - 1 - 2, 6 ms a hop. The call reaches n2 by stream at ≈5012 ms, the 100 ms procedure
+    // answers at ≈5112 ms, before any ack: the reply goes on the stream with no outbox row (the
+    // caller still holds the call as unacknowledged). Link 0-1 breaks at 5115 ms with the reply
+    // on its way, and n2 restarts at 5117 ms, before it hears of the break: the reply is gone
+    // with its stream. The caller, whose stream broke before an ack, sends the call by dtn; when
+    // the link returns at 20 s, n2 answers the copy from its dedup record, without running it.
+    let sim = run(
+        21,
+        Topology::Chained { nodes: 3 },
+        120_000,
+        |app| {
+            slow(app, 2, 100);
+            app.script(1, slow_request(Target::Node(node_id(2)), 100));
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_link(5_115, 0, 1, false);
+            sim.schedule_restart(5_117, 2);
+            sim.schedule_link(20_000, 0, 1, true);
+        },
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    let text: Vec<String> = view
+        .timeline
+        .iter()
+        .map(|(at, t)| format!("+{} ms  {t}", at - sim::SIM_EPOCH))
+        .collect();
+    for line in &text {
+        eprintln!("{line}");
+    }
+    assert_eq!(view.state, CallState::Succeeded, "{text:#?}");
+    assert!(
+        text.iter()
+            .any(|t| t.contains("stream path lost before an ack")),
+        "{text:#?}"
+    );
+    assert_eq!(view.replies[0].via, "dtn", "{text:#?}");
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + 20_000, "{text:#?}");
+    assert_eq!(result_value(view), ["s@2"]);
+    assert_eq!(app.max_executions(), 1);
+    assert!(app.engine(2).unwrap().stats().duplicates >= 1);
+}
