@@ -25,7 +25,7 @@ fn serve_state_code(state: ServeState) -> u8 {
 /// record. So a quick call's reply costs no outbox row put and removed again, two store writes
 /// of the few a call costs. An acknowledged caller only listens, so its reply keeps the row.
 fn needs_outbox_row(s: &Serving) -> bool {
-    s.unsent && !(s.reply_stream.is_some() && !s.acked)
+    s.unsent && (s.reply_stream.is_none() || s.acked)
 }
 
 impl Rpc {
