@@ -586,6 +586,9 @@ pub struct Rpc {
     /// The latest deadline of a served call that left memory: a call with a later deadline that
     /// memory does not know was never served here.
     served_out_through: Option<DtnTime>,
+    /// Where the sweep of stored rows goes on in the dedup and pending tables (empty: from the
+    /// start), when the last one stopped at its limit.
+    sweep_resume: [Vec<u8>; 2],
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
     keys: BTreeMap<Eid, PublicKey>,
@@ -742,6 +745,7 @@ impl Rpc {
             leavable_calls: VecDeque::new(),
             leavable_serving: BTreeMap::new(),
             served_out_through: None,
+            sweep_resume: [Vec::new(), Vec::new()],
             jobs: BTreeMap::new(),
             next_job: 1,
             keys: BTreeMap::new(),

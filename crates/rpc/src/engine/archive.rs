@@ -208,7 +208,9 @@ impl Rpc {
 
     /// Walks the rows of `table` keyed by a time before `below` (keys of the `Since` form, 8
     /// bytes of time first) and removes those `done` says are done with. At most
-    /// [`SWEEP_ROWS`] rows are looked at; returns whether there were more.
+    /// [`SWEEP_ROWS`] rows are looked at; the next sweep goes on from there (so rows that are not
+    /// due yet, calls that lasted long, cannot hold up those behind them). Returns whether it
+    /// stopped before the end.
     fn sweep_rows(
         &mut self,
         node: &mut Node,
@@ -220,7 +222,8 @@ impl Rpc {
             RpcTable::Dedup => 48,
             _ => 16,
         };
-        let mut from: Vec<u8> = Vec::new();
+        let slot = usize::from(table == RpcTable::Pending);
+        let mut from: Vec<u8> = std::mem::take(&mut self.sweep_resume[slot]);
         let mut seen = 0;
         loop {
             let rows = match node
@@ -255,6 +258,7 @@ impl Rpc {
                 return false;
             }
             if seen >= SWEEP_ROWS {
+                self.sweep_resume[slot] = from;
                 return true;
             }
         }
