@@ -40,8 +40,13 @@ use crate::tcpcl::{
     XferRefuseReason,
 };
 
-/// Bytes read from the socket at a time.
+/// Bytes read from the socket at a time, at most.
 const READ_CHUNK: usize = 64 * 1024;
+/// A read goes into the receive buffer's spare room while at least this much is left; below it
+/// the buffer grows by [`READ_CHUNK`]. Received messages are split off the buffer and keep its
+/// allocation alive, so growing it before every read allocated a new 64 KiB block for each
+/// small message (an RPC call or reply, an ack) and freed it again once it was handled.
+const MIN_READ_ROOM: usize = 8 * 1024;
 /// Reading pauses while this many bytes of control messages (mostly acks) wait to be written.
 const MAX_CONTROL_BACKLOG: usize = 256 * 1024;
 /// At most this many buffers go into one vectored write.
@@ -439,7 +444,9 @@ fn advance(out: &mut VecDeque<Bytes>, mut n: usize) {
 
 /// One read of at most [`READ_CHUNK`] bytes (cancel-safe).
 async fn read_some(rd: &mut OwnedReadHalf, rx: &mut BytesMut) -> io::Result<usize> {
-    rx.reserve(READ_CHUNK);
+    if rx.capacity() - rx.len() < MIN_READ_ROOM {
+        rx.reserve(READ_CHUNK);
+    }
     rd.read_buf(&mut rx.limit(READ_CHUNK)).await
 }
 
