@@ -490,8 +490,22 @@ struct ClientCall {
     armed: Option<DtnTime>,
 }
 
-/// A call this node serves, keyed by (caller key, call id).
-type ServeKey = (PublicKey, CallId);
+/// A call this node serves: its caller's key and the call id.
+///
+/// Ordered by call id first: ids are random, so comparisons end on the id (a 128-bit compare)
+/// where the caller's key (32 bytes, the same for every call from one caller) came first and was
+/// compared in full at every step of a map lookup, a tenth of a server's instructions per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ServeKey {
+    id: CallId,
+    caller: PublicKey,
+}
+
+impl ServeKey {
+    fn new(caller: PublicKey, id: CallId) -> Self {
+        Self { id, caller }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ServeState {
@@ -547,7 +561,7 @@ struct StreamState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
     Call(CallId),
-    Serve(PublicKey, CallId),
+    Serve(ServeKey),
     Sweep,
 }
 
@@ -680,8 +694,8 @@ impl RowOrder {
 
 fn serve_key_bytes(key: &ServeKey) -> [u8; 48] {
     let mut out = [0; 48];
-    out[..32].copy_from_slice(&key.0.0);
-    out[32..].copy_from_slice(&key.1.0);
+    out[..32].copy_from_slice(&key.caller.0);
+    out[32..].copy_from_slice(&key.id.0);
     out
 }
 
@@ -998,7 +1012,7 @@ impl Rpc {
                     }
                     self.client_timer(now, node, id)
                 }
-                Timer::Serve(key, id) => self.serve_timer(now, node, (key, id)),
+                Timer::Serve(key) => self.serve_timer(now, node, key),
                 Timer::Sweep => self.sweep(now, node),
             }
         }
@@ -1618,17 +1632,17 @@ impl Rpc {
                 self.reply_streams.remove(&(stream, *key));
             }
         }
-        if let Some(set) = self.by_call.get_mut(&key.1) {
-            set.remove(&key.0);
+        if let Some(set) = self.by_call.get_mut(&key.id) {
+            set.remove(&key.caller);
             if set.is_empty() {
-                self.by_call.remove(&key.1);
+                self.by_call.remove(&key.id);
             }
         }
         let Some(s) = removed else {
             return;
         };
-        if self.leavable_serving.get(&(s.call.deadline, key.1)) == Some(&key.0) {
-            self.leavable_serving.remove(&(s.call.deadline, key.1));
+        if self.leavable_serving.get(&(s.call.deadline, key.id)) == Some(&key.caller) {
+            self.leavable_serving.remove(&(s.call.deadline, key.id));
         }
         let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Dedup, &k, None);

@@ -92,7 +92,7 @@ impl Rpc {
         if let Some(deadline) = self.serving_may_leave(&key) {
             // Two callers' calls of one id and deadline share an entry: the one it does not
             // name stays in memory until its hour is up, which costs memory, never a call.
-            self.leavable_serving.insert((deadline, key.1), key.0);
+            self.leavable_serving.insert((deadline, key.id), key.caller);
         }
     }
 
@@ -117,7 +117,7 @@ impl Rpc {
             let Some(((deadline, id), caller)) = self.leavable_serving.pop_first() else {
                 break;
             };
-            let key = (caller, id);
+            let key = ServeKey::new(caller, id);
             if self.serving_may_leave(&key) == Some(deadline) {
                 self.drop_serving_from_memory(&key);
                 self.served_out_through = Some(
@@ -130,10 +130,10 @@ impl Rpc {
 
     fn drop_serving_from_memory(&mut self, key: &ServeKey) {
         self.serving.remove(key);
-        if let Some(set) = self.by_call.get_mut(&key.1) {
-            set.remove(&key.0);
+        if let Some(set) = self.by_call.get_mut(&key.id) {
+            set.remove(&key.caller);
             if set.is_empty() {
-                self.by_call.remove(&key.1);
+                self.by_call.remove(&key.id);
             }
         }
     }
@@ -169,8 +169,8 @@ impl Rpc {
             }
         };
         match Self::parse_serving(value, false, row) {
-            Ok(s) if (s.caller_key, s.call.id) == *key => {
-                self.by_call.entry(key.1).or_default().insert(key.0);
+            Ok(s) if ServeKey::new(s.caller_key, s.call.id) == *key => {
+                self.by_call.entry(key.id).or_default().insert(key.caller);
                 self.serving.insert(*key, Box::new(s));
                 self.offer_serving_to_leave(*key);
             }
@@ -268,5 +268,5 @@ impl Rpc {
 /// (caller key, call id) from the 48 bytes of [`serve_key_bytes`].
 fn parse_serve_key(bytes: &[u8]) -> Option<ServeKey> {
     let (caller, id) = bytes.split_first_chunk::<32>()?;
-    Some((PublicKey(*caller), CallId(id.try_into().ok()?)))
+    Some(ServeKey::new(PublicKey(*caller), CallId(id.try_into().ok()?)))
 }

@@ -387,14 +387,14 @@ impl Rpc {
             };
             match Self::parse_serving(v, outbox.contains(&k), row) {
                 Ok(s) => {
-                    let key = (s.caller_key, s.call.id);
+                    let key = ServeKey::new(s.caller_key, s.call.id);
                     match s.state {
                         ServeState::Running(_) => interrupted.push(key),
                         ServeState::WaitingFiles => waiting.push(key),
                         ServeState::Answered if s.unsent => to_resend.push(key),
                         _ => {}
                     }
-                    rpc.by_call.entry(key.1).or_default().insert(key.0);
+                    rpc.by_call.entry(key.id).or_default().insert(key.caller);
                     if matches!(s.state, ServeState::WaitingFiles | ServeState::Running(_)) {
                         rpc.unfinished.insert(key);
                     }

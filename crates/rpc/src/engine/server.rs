@@ -168,7 +168,7 @@ impl Rpc {
             // Our own broadcast came back around.
             return;
         }
-        let key = (caller_key, call.id);
+        let key = ServeKey::new(caller_key, call.id);
         // A copy of a call answered long ago: its record may have left memory.
         self.bring_back_serving(node, &key, call.deadline);
         if let Some(s) = self.serving.get_mut(&key) {
@@ -348,11 +348,11 @@ impl Rpc {
                                 name,
                             });
                             if !local {
-                                file_bundles.push(self.seal_file(content, Some(key.0)));
+                                file_bundles.push(self.seal_file(content, Some(key.caller)));
                             }
                         }
                         Message::Result(CallResult {
-                            id: key.1,
+                            id: key.id,
                             server: self.me.clone(),
                             value,
                             files: refs,
@@ -360,7 +360,7 @@ impl Rpc {
                         })
                     }
                     Err((needed, budget)) => Message::Reject(Reject {
-                        id: key.1,
+                        id: key.id,
                         server: self.me.clone(),
                         code: RejectCode::OutputTooLarge,
                         detail: format!(
@@ -384,7 +384,7 @@ impl Rpc {
                     stderr_tail
                 };
                 Message::Reject(Reject {
-                    id: key.1,
+                    id: key.id,
                     server: self.me.clone(),
                     code,
                     detail,
@@ -400,7 +400,7 @@ impl Rpc {
         if any
             && let Ok(sealed) = self.seal(
                 &Message::Done(Notice {
-                    id: key.1,
+                    id: key.id,
                     server: self.me.clone(),
                 }),
                 None,
@@ -430,7 +430,7 @@ impl Rpc {
 
     /// Records a call this node serves (in memory; the caller saves it).
     fn insert_serving(&mut self, call: Call, caller_key: PublicKey, state: ServeState, via: Via) {
-        let key = (caller_key, call.id);
+        let key = ServeKey::new(caller_key, call.id);
         let deadline = call.deadline;
         self.by_call.entry(call.id).or_default().insert(caller_key);
         self.serving.insert(
@@ -463,7 +463,7 @@ impl Rpc {
         via: Via,
         (code, detail): (RejectCode, String),
     ) {
-        let key = (caller_key, call.id);
+        let key = ServeKey::new(caller_key, call.id);
         self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
         self.answer_reject(now, node, key, code, detail);
         self.arm_serving(key);
@@ -479,7 +479,7 @@ impl Rpc {
     ) {
         self.stats.calls_rejected += 1;
         let message = Message::Reject(Reject {
-            id: key.1,
+            id: key.id,
             server: self.me.clone(),
             code,
             detail,
@@ -491,20 +491,20 @@ impl Rpc {
 
     /// Seals and stores the reply (the result cache), puts it in the outbox, and sends it.
     fn answer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey, message: Message) {
-        let sealed = match self.seal(&message, Some(key.0)) {
+        let sealed = match self.seal(&message, Some(key.caller)) {
             Ok(s) => s,
             Err(e) => {
                 // A result over the control limit cannot happen (large values become files);
                 // a reject's detail is ours. Answer with the error itself rather than nothing.
                 let fallback = Message::Reject(Reject {
-                    id: key.1,
+                    id: key.id,
                     server: self.me.clone(),
                     code: RejectCode::Internal,
                     detail: format!("the reply could not be encoded: {e}"),
                     exit_status: None,
                     stderr_tail: Bytes::new(),
                 });
-                match self.seal(&fallback, Some(key.0)) {
+                match self.seal(&fallback, Some(key.caller)) {
                     Ok(s) => s,
                     Err(_) => return,
                 }
@@ -584,7 +584,7 @@ impl Rpc {
                     .push(format!("reply to {caller} waits in the outbox: {e}"));
                 self.arm(
                     now + self.config.retry_ms.max(1),
-                    Timer::Serve(key.0, key.1),
+                    Timer::Serve(key),
                 );
             }
         }
@@ -616,7 +616,7 @@ impl Rpc {
     pub(super) fn stream_delivered(&mut self, node: &mut Node, stream: StreamId) {
         let keys: Vec<ServeKey> = self
             .reply_streams
-            .range((stream, (PublicKey([0; 32]), CallId([0; 16])))..)
+            .range((stream, ServeKey::new(PublicKey([0; 32]), CallId([0; 16])))..)
             .take_while(|(s, _)| *s == stream)
             .map(|(_, k)| *k)
             .collect();
@@ -656,10 +656,10 @@ impl Rpc {
         s.acked = true;
         let (via, caller, deadline) = (s.via, s.call.caller.clone(), s.call.deadline);
         let ack = Message::Ack(Ack {
-            id: key.1,
+            id: key.id,
             server: self.me.clone(),
         });
-        let Ok(sealed) = self.seal(&ack, Some(key.0)) else {
+        let Ok(sealed) = self.seal(&ack, Some(key.caller)) else {
             return;
         };
         match via {
@@ -695,7 +695,7 @@ impl Rpc {
         if matches!(s.state, ServeState::Answered | ServeState::Skipped) && !s.unsent {
             return;
         }
-        self.arm(at, Timer::Serve(key.0, key.1));
+        self.arm(at, Timer::Serve(key));
     }
 
     pub(super) fn serve_timer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
@@ -769,7 +769,7 @@ impl Rpc {
         cancel: Cancel,
         sender: PublicKey,
     ) {
-        let key = (sender, cancel.id);
+        let key = ServeKey::new(sender, cancel.id);
         let Some(s) = self.serving.get(&key) else {
             return;
         };
@@ -820,7 +820,7 @@ impl Rpc {
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
         for caller in callers {
-            let key = (caller, notice.id);
+            let key = ServeKey::new(caller, notice.id);
             let Some(s) = self.serving.get(&key) else {
                 continue;
             };
@@ -859,7 +859,7 @@ impl Rpc {
     }
 
     fn record_skipped(&mut self, node: &mut Node, call: Call, caller_key: PublicKey, via: Via) {
-        let key = (caller_key, call.id);
+        let key = ServeKey::new(caller_key, call.id);
         self.insert_serving(call, caller_key, ServeState::Skipped, via);
         self.save_serving(node, &key);
     }
