@@ -187,6 +187,8 @@ pub(crate) struct Daemon {
     rpc: RpcShell,
     /// Whether an inbox got a bundle since the last commit.
     delivered_since_commit: bool,
+    /// Store-carry-forward transmits of a [`Daemon::pump_traffic`], for the next commit.
+    held_for_commit: Vec<Transmit>,
     /// Answers to sends and calls, released once the next commit is durable (given the store's
     /// error if it failed: then what they answer was not made durable).
     replies_when_durable: Vec<WhenDurable>,
@@ -347,6 +349,7 @@ impl Daemon {
             call_waiters: BTreeMap::new(),
             rpc,
             delivered_since_commit: false,
+            held_for_commit: Vec::new(),
             awaiting_sync: Default::default(),
             commit_due: None,
             syncer,
@@ -399,6 +402,14 @@ impl Daemon {
                     break;
                 }
             }
+            // The round's traffic first, then a yield, then the commit. Whatever this loop wakes
+            // (a session's writer, given the round's bundles; a waiting caller) is queued on
+            // this worker behind this task, where the other worker cannot take the last one
+            // woken (tokio's LIFO slot): without the yield, the bundles waited for the records
+            // to be written and committed, and the other core idled meanwhile. Nothing else
+            // touches the daemon's state between the two halves.
+            self.pump_traffic();
+            tokio::task::yield_now().await;
             self.pump();
         }
         self.shut_down(&mut inputs).await;
@@ -894,6 +905,16 @@ impl Daemon {
     /// once; what the commit promised waits for the sync that makes it durable
     /// ([`Daemon::on_synced`]).
     fn pump(&mut self) {
+        self.pump_with(true);
+    }
+
+    /// [`Daemon::pump`] without the commit: real-time transmits leave, store-carry-forward ones
+    /// wait in `held_for_commit` for the next [`Daemon::pump`].
+    fn pump_traffic(&mut self) {
+        self.pump_with(false);
+    }
+
+    fn pump_with(&mut self, commit: bool) {
         loop {
             let mut busy = false;
             while let Some(event) = self.node.poll_event() {
@@ -925,7 +946,11 @@ impl Daemon {
                     when_durable.push(t);
                 }
             }
-            self.commit(when_durable);
+            self.held_for_commit.append(&mut when_durable);
+            if commit {
+                let held = std::mem::take(&mut self.held_for_commit);
+                self.commit(held);
+            }
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
                 self.transmit(t);
