@@ -178,10 +178,40 @@ pub struct OutSegment {
     pub segment: StreamSegment,
 }
 
-/// How a stream is named on the wire, seen from this node: (stream id, opened by us, local,
-/// remote). The random 64-bit id comes first so that the maps keyed by it rarely compare the
-/// endpoint ids' bytes (a stream per call: several lookups per call on every node).
-type WireKey = (u64, bool, Eid, Eid);
+/// How a stream is named on the wire, seen from this node: (stream id, opened by us, a 64-bit
+/// digest of the local and remote endpoint ids, [`endpoints_digest`]).
+///
+/// A digest, not the two ids: a stream per RPC call means several lookups, an insert and a
+/// removal in these maps per call on every node, and keys holding two endpoint ids were ~100
+/// bytes each (moved about in the B-tree nodes), cloned (reference counts, an allocation on a
+/// first clone) and dropped every time. Two streams get the same key only if both their random
+/// ids and their endpoints' digests collide (about 2^-128 for a given pair).
+type WireKey = (u64, bool, u64);
+
+fn wire_key(stream: u64, opened_by_us: bool, local: &Eid, remote: &Eid) -> WireKey {
+    (stream, opened_by_us, endpoints_digest(local, remote))
+}
+
+/// FNV-1a (64 bits) over the two endpoint ids: deterministic, as everything in this crate is
+/// (no per-process hash keys), and cheap for the ~40 bytes it reads.
+fn endpoints_digest(local: &Eid, remote: &Eid) -> u64 {
+    use std::hash::{Hash, Hasher};
+    struct Fnv(u64);
+    impl Hasher for Fnv {
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    local.hash(&mut h);
+    remote.hash(&mut h);
+    h.finish()
+}
 
 /// A segment given a sequence number and sent at least once (or about to be).
 #[derive(Debug)]
@@ -360,7 +390,7 @@ impl Streams {
         // merge two streams; the loop ends because at most `max_streams` ids are taken.
         while self
             .by_wire
-            .contains_key(&(wire_id, true, local.clone(), remote.clone()))
+            .contains_key(&wire_key(wire_id, true, &local, &remote))
         {
             wire_id = self.random();
         }
@@ -461,7 +491,7 @@ impl Streams {
         let is_reset = flags & StreamSegment::RESET != 0;
         let sequenced =
             flags & (StreamSegment::OPEN | StreamSegment::CLOSE) != 0 || !segment.data.is_empty();
-        let key = (segment.stream, !from_opener, to.clone(), from.clone());
+        let key = wire_key(segment.stream, !from_opener, to, from);
         let id = match self.by_wire.get(&key) {
             Some(&id) => id,
             None => {
@@ -674,7 +704,7 @@ impl Streams {
     ) -> StreamId {
         let id = StreamId(self.next_local_id);
         self.next_local_id += 1;
-        let key = (wire_id, opened_by_us, local.clone(), remote.clone());
+        let key = wire_key(wire_id, opened_by_us, &local, &remote);
         // A stream id reused by the peer within the linger time starts afresh.
         self.ended.remove(&key);
         self.by_wire.insert(key, id);
@@ -709,7 +739,7 @@ impl Streams {
     fn remove(&mut self, id: StreamId) -> Option<Box<Stream>> {
         let s = self.streams.remove(&id)?;
         self.by_wire
-            .remove(&(s.wire_id, s.opened_by_us, s.local.clone(), s.remote.clone()));
+            .remove(&wire_key(s.wire_id, s.opened_by_us, &s.local, &s.remote));
         self.ack_due.remove(&id);
         Some(s)
     }
@@ -884,7 +914,7 @@ impl Streams {
             self.out.push_back(Queued::Ready(s.pure_ack()));
         }
         self.events.push_back(StreamEvent::Closed { id });
-        let key = (s.wire_id, s.opened_by_us, s.local, s.remote);
+        let key = wire_key(s.wire_id, s.opened_by_us, &s.local, &s.remote);
         if self.config.max_streams == 0 {
             return;
         }
@@ -895,7 +925,7 @@ impl Streams {
                 self.ended.remove(&old);
             }
         }
-        self.ended.insert(key.clone(), (now, s.recv_next));
+        self.ended.insert(key, (now, s.recv_next));
         self.ended_order.push_back((now, key));
     }
 
