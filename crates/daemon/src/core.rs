@@ -52,6 +52,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
 /// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
+/// Most inputs handled before the traffic they made leaves (see [`Daemon::run`]). Measured in
+/// the rpc bench (64 calls in flight): 32 made 5–20 % more calls/s than 256; 16 cost more CPU
+/// per call than either.
+const TRAFFIC_INPUTS: usize = 32;
 /// How long changes that promise nothing to anyone may wait for a commit (see
 /// [`Daemon::may_wait_to_commit`]).
 const COMMIT_DELAY: Duration = Duration::from_millis(10);
@@ -395,21 +399,32 @@ impl Daemon {
                 Some(readings) = inputs.readings.recv() => self.on_readings(&readings),
                 _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
             }
-            // Take what else is ready, so that one commit covers a burst of inputs. Bounded, so
-            // timers and the pump are never starved.
-            for _ in 0..BATCH_INPUTS {
-                if !self.take_ready(&mut inputs) {
+            // Take what else is ready, so that one commit covers a burst of inputs (up to
+            // BATCH_INPUTS). Bounded, so timers and the pump are never starved.
+            //
+            // Every TRAFFIC_INPUTS inputs, and before the commit, the traffic they made leaves
+            // and the loop yields. Whatever it woke (a session's writer, given the bundles; a
+            // waiting caller) is queued on this worker behind this task, the last one in
+            // tokio's LIFO slot, where the other worker cannot take it: without the yield the
+            // bundles waited for the rest of the batch and for the records to be written and
+            // committed while the other core idled. Nothing else touches the daemon's state
+            // while it yields.
+            let mut taken = 0;
+            loop {
+                let mut more = true;
+                for _ in 0..TRAFFIC_INPUTS {
+                    more = self.take_ready(&mut inputs);
+                    if !more {
+                        break;
+                    }
+                    taken += 1;
+                }
+                self.pump_traffic();
+                tokio::task::yield_now().await;
+                if !more || taken >= BATCH_INPUTS {
                     break;
                 }
             }
-            // The round's traffic first, then a yield, then the commit. Whatever this loop wakes
-            // (a session's writer, given the round's bundles; a waiting caller) is queued on
-            // this worker behind this task, where the other worker cannot take the last one
-            // woken (tokio's LIFO slot): without the yield, the bundles waited for the records
-            // to be written and committed, and the other core idled meanwhile. Nothing else
-            // touches the daemon's state between the two halves.
-            self.pump_traffic();
-            tokio::task::yield_now().await;
             self.pump();
         }
         self.shut_down(&mut inputs).await;
