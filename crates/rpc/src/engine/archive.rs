@@ -268,5 +268,8 @@ impl Rpc {
 /// (caller key, call id) from the 48 bytes of [`serve_key_bytes`].
 fn parse_serve_key(bytes: &[u8]) -> Option<ServeKey> {
     let (caller, id) = bytes.split_first_chunk::<32>()?;
-    Some(ServeKey::new(PublicKey(*caller), CallId(id.try_into().ok()?)))
+    Some(ServeKey::new(
+        PublicKey(*caller),
+        CallId(id.try_into().ok()?),
+    ))
 }

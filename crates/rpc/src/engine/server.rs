@@ -582,10 +582,7 @@ impl Rpc {
             Err(e) => {
                 self.errors
                     .push(format!("reply to {caller} waits in the outbox: {e}"));
-                self.arm(
-                    now + self.config.retry_ms.max(1),
-                    Timer::Serve(key),
-                );
+                self.arm(now + self.config.retry_ms.max(1), Timer::Serve(key));
             }
         }
     }
