@@ -749,11 +749,22 @@ fn hops(node: &Node, to: &Eid) -> u32 {
 }
 
 /// `1 hop`, `2 hops`.
-pub(super) fn plural(n: u64, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
+/// `n word` or `n words`, written straight into the text it is part of (a timeline line per
+/// call uses two or three; a `String` each was an allocation and a copy).
+pub(super) fn plural(n: u64, word: &str) -> Plural<'_> {
+    Plural(n, word)
+}
+
+pub(super) struct Plural<'a>(u64, &'a str);
+
+impl std::fmt::Display for Plural<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Plural(n, word) = *self;
+        if n == 1 {
+            write!(f, "1 {word}")
+        } else {
+            write!(f, "{n} {word}s")
+        }
     }
 }
 
