@@ -184,8 +184,10 @@ pub struct OutSegment {
 /// A digest, not the two ids: a stream per RPC call means several lookups, an insert and a
 /// removal in these maps per call on every node, and keys holding two endpoint ids were ~100
 /// bytes each (moved about in the B-tree nodes), cloned (reference counts, an allocation on a
-/// first clone) and dropped every time. Two streams get the same key only if both their random
-/// ids and their endpoints' digests collide (about 2^-128 for a given pair).
+/// first clone) and dropped every time. Two streams get the same key by chance only if both
+/// their random ids and their endpoints' digests collide (about 2^-128 for a given pair); a
+/// crafted collision is caught by comparing the endpoints of the stream found
+/// ([`Streams::handle_segment`]).
 type WireKey = (u64, bool, u64);
 
 fn wire_key(stream: u64, opened_by_us: bool, local: &Eid, remote: &Eid) -> WireKey {
@@ -492,8 +494,17 @@ impl Streams {
         let sequenced =
             flags & (StreamSegment::OPEN | StreamSegment::CLOSE) != 0 || !segment.data.is_empty();
         let key = wire_key(segment.stream, !from_opener, to, from);
-        let id = match self.by_wire.get(&key) {
-            Some(&id) => id,
+        // The digest in the key is not collision-resistant (FNV): a stream found by it is ours
+        // only if its endpoints are the segment's too, so that a peer that crafts endpoint ids
+        // with a live stream's digest can neither feed that stream nor take its place.
+        let found = self.by_wire.get(&key).copied();
+        let known = found.filter(|id| {
+            self.streams
+                .get(id)
+                .is_some_and(|s| s.local == *to && s.remote == *from)
+        });
+        let id = match known {
+            Some(id) => id,
             None => {
                 if is_reset {
                     return; // Never answer a RESET: two ends must not reset each other forever.
@@ -513,8 +524,9 @@ impl Streams {
                     return;
                 }
                 let opens = from_opener && flags & StreamSegment::OPEN != 0;
-                if !opens || self.streams.len() >= self.config.max_streams {
-                    // Not a stream we know, or no room for it: tell the sender to stop.
+                if !opens || found.is_some() || self.streams.len() >= self.config.max_streams {
+                    // Not a stream we know, its key taken by another stream, or no room for it:
+                    // tell the sender to stop.
                     self.out.push_back(Queued::Ready(bare_segment(
                         to,
                         from,
@@ -1164,6 +1176,47 @@ mod tests {
     /// Both sides send and close over a lossy, duplicating, reordering channel; with a liveness
     /// long enough to ride out any loss streak, everything arrives exactly once, in order, and
     /// both sides end with `Closed`.
+    /// The maps key a stream by a digest of its endpoints, which a peer could collide on
+    /// purpose: a segment whose key finds a stream with other endpoints neither reaches that
+    /// stream nor opens one in its place, and the stream goes on for its own peer.
+    #[test]
+    fn a_crafted_key_collision_neither_feeds_nor_replaces_the_stream() {
+        let (me, peer, evil) = (ep("dtn://me/app"), ep("dtn://b/app"), ep("dtn://evil/app"));
+        let mut s = Streams::new(StreamConfig::default(), 1);
+        s.handle_segment(1_000, &peer, &me, seg(7, O | F, 0, 0, b"hi"));
+        let opened = events(&mut s);
+        let Some(StreamEvent::Opened { id, .. }) = opened.first() else {
+            panic!("not opened: {opened:?}");
+        };
+        let id = *id;
+        drain(&mut s);
+        // What a colliding digest would make: evil's key finds the stream of `peer`.
+        s.by_wire.insert(wire_key(7, false, &me, &evil), id);
+        for flags in [O | F, F, R | F] {
+            s.handle_segment(1_010, &evil, &me, seg(7, flags, 1, 0, b"forged"));
+        }
+        assert_eq!(
+            events(&mut s),
+            Vec::new(),
+            "evil reached or opened a stream"
+        );
+        let out = drain(&mut s);
+        assert!(
+            out.iter().all(|o| o.to == evil && o.segment.flags & R != 0),
+            "{out:?}"
+        );
+        assert_eq!(out.len(), 2, "a RESET for each but the RESET: {out:?}");
+        // The stream still takes its own peer's data.
+        s.handle_segment(1_020, &peer, &me, seg(7, F, 1, 0, b" there"));
+        assert_eq!(
+            events(&mut s),
+            vec![StreamEvent::Data {
+                id,
+                data: Bytes::from_static(b" there")
+            }]
+        );
+    }
+
     #[test]
     fn data_arrives_exactly_once_in_order_at_up_to_30_percent_loss() {
         let config = StreamConfig {
