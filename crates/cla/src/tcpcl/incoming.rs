@@ -13,7 +13,7 @@ const PREALLOCATE_MAX: u64 = 16 << 20;
 #[derive(Debug)]
 pub(super) enum SegmentOutcome {
     /// Acknowledge it; `started` is the data for `IncomingStarted` if this is the first data of
-    /// the transfer, `complete` the whole bundle if this was its last segment.
+    /// a transfer that goes on, `complete` the whole bundle if this was its last segment.
     Accepted {
         ack: XferAck,
         started: Option<(Bytes, Option<u64>)>,
@@ -206,7 +206,10 @@ impl Incoming {
             transfer_id: t.id,
             acknowledged_length: t.received,
         };
-        let started = if !t.started && (!data.is_empty() || seg.flags.is_end()) {
+        // A transfer that ends with its first data (a small bundle in one segment) is reported
+        // as received only: there is nothing left to refuse, and the owner would look at its
+        // primary block twice.
+        let started = if !t.started && !data.is_empty() && !seg.flags.is_end() {
             t.started = true;
             Some((data, t.announced))
         } else {
@@ -280,7 +283,10 @@ mod tests {
         };
         assert_eq!(ack.acknowledged_length, 6);
         assert_eq!(ack.flags, SegmentFlags::new(true, true));
-        assert!(started.is_some());
+        assert!(
+            started.is_none(),
+            "a transfer complete at once is not also started"
+        );
         let bundle = complete.unwrap();
         assert_eq!(bundle.as_ptr(), ptr);
         assert!(!inc.in_progress());

@@ -108,8 +108,10 @@ pub struct PeerInfo {
 pub enum SessionEvent {
     /// The session is up; bundles can be sent.
     Established(PeerInfo),
-    /// The first data of an incoming transfer arrived; the owner may [`Session::refuse`] the
-    /// rest. `first_data` is that data (it starts with the bundle's primary block).
+    /// The first data of an incoming transfer arrived and more is to come; the owner may
+    /// [`Session::refuse`] the rest. `first_data` is that data (it starts with the bundle's
+    /// primary block). A transfer whose first data is also its last is reported as
+    /// [`SessionEvent::Received`] only.
     /// `total_length` is the peer's Transfer Length extension, if it sent one.
     IncomingStarted {
         /// The peer's transfer id.
