@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!   <dir>/store.db, store.db-wal   bundles (metadata + indexes), bodies (inline bundles),
-//!                                  sent (bundle × peer), rpc (table, key, inline value or the
-//!                                  id and length of its file), rpc_file_ids (file id sequence)
+//!                                  sent (bundle × peer), rpc_<table> for each RpcTable (key,
+//!                                  inline value or the id and length of its file),
+//!                                  rpc_file_ids (file id sequence)
 //!   <dir>/payloads/<rid>           encoded bundles of at least payload_file_min bytes
 //!   <dir>/payloads/rpc-<fid>       RPC values of at least payload_file_min bytes
 //!   <dir>/reserve                  256 KiB held back for removals on a full disk
@@ -97,8 +98,10 @@ const RESERVE_BYTES: usize = 256 * 1024;
 
 /// The schema version this code writes (SQLite `user_version`). Version 2 added RPC value files;
 /// the bump also keeps a version-1 build, which would take `rpc-*` files for orphans and delete
-/// them, from opening a store that has them.
-const SCHEMA_VERSION: i64 = 2;
+/// them, from opening a store that has them. Version 3 split the one `rpc` table, keyed by
+/// (table name, key), into a table per [`RpcTable`] keyed by key alone: every lookup and insert
+/// compared the name's text at each step of the B-tree, a fifth of an RPC record's write.
+const SCHEMA_VERSION: i64 = 3;
 
 /// Payload files written but not yet synced are synced early once this many are open, so that a
 /// batch of many large bundles does not hold one descriptor per bundle.
@@ -125,17 +128,23 @@ CREATE TABLE IF NOT EXISTS sent (
     peer BLOB NOT NULL,
     PRIMARY KEY (rid, peer)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rpc (
-    tbl TEXT NOT NULL,
-    k BLOB NOT NULL,
-    v BLOB NOT NULL,                -- the value, or empty if it is in a file
-    file INTEGER,                   -- NULL: inline in v; else payloads/rpc-<file>
-    size INTEGER,                   -- the file's length (NULL when inline)
-    PRIMARY KEY (tbl, k)
-) WITHOUT ROWID;
+-- One table per RpcTable (rpc_dedup, rpc_pending, ...: RPC_TABLE_SCHEMA), created with these.
 -- Rows are inserted only to draw an id from AUTOINCREMENT, then deleted: sqlite_sequence keeps
 -- the highest id ever committed, so a file id is never reused.
 CREATE TABLE IF NOT EXISTS rpc_file_ids (fid INTEGER PRIMARY KEY AUTOINCREMENT);
+";
+
+/// An RPC table (`{t}` is its name): a value inline in `v`, or empty there and kept in
+/// `payloads/rpc-<file>` of `size` bytes. The index: unique, since two rows never share a file;
+/// partial, since only the few file-backed rows are indexed (recovery lists them).
+const RPC_TABLE_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS rpc_{t} (
+    k BLOB NOT NULL PRIMARY KEY,
+    v BLOB NOT NULL,
+    file INTEGER,
+    size INTEGER
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS rpc_{t}_by_file ON rpc_{t} (file) WHERE file IS NOT NULL;
 ";
 
 /// Schema version 1 to 2: RPC values may live in files.
@@ -144,11 +153,22 @@ ALTER TABLE rpc ADD COLUMN file INTEGER;
 ALTER TABLE rpc ADD COLUMN size INTEGER;
 ";
 
-/// After any migration, since it indexes the columns the migration adds. Unique: two rows never
-/// share a file. Partial: only the few file-backed rows are indexed (recovery lists them).
-const SCHEMA_INDEXES: &str = "
-CREATE UNIQUE INDEX IF NOT EXISTS rpc_files ON rpc (file) WHERE file IS NOT NULL;
-";
+/// The SQL of one statement on the table of `$table`: `$before`, the table's name, `$after`.
+/// Literal per table, so that a statement's text costs nothing to make and finds its prepared
+/// statement in the connection's cache.
+macro_rules! rpc_sql {
+    ($table:expr, $before:literal, $after:literal) => {
+        match $table {
+            RpcTable::Dedup => concat!($before, "rpc_dedup", $after),
+            RpcTable::Pending => concat!($before, "rpc_pending", $after),
+            RpcTable::Outbox => concat!($before, "rpc_outbox", $after),
+            RpcTable::Inbox => concat!($before, "rpc_inbox", $after),
+            RpcTable::InboxPayload => concat!($before, "rpc_inbox_payload", $after),
+            RpcTable::Files => concat!($before, "rpc_files", $after),
+            RpcTable::Keys => concat!($before, "rpc_keys", $after),
+        }
+    };
+}
 
 /// How to open a [`DiskStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,20 +380,21 @@ impl DiskStore {
             }
         }
         let mut rpc_files: BTreeMap<i64, ((RpcTable, Bytes), u64)> = BTreeMap::new();
-        {
+        for table in RpcTable::ALL {
             let context = "listing rpc value files";
             let mut stmt = self
                 .conn
-                .prepare("SELECT file, tbl, k, size FROM rpc WHERE file IS NOT NULL")
+                .prepare(rpc_sql!(
+                    table,
+                    "SELECT file, k, size FROM ",
+                    " WHERE file IS NOT NULL"
+                ))
                 .map_err(|e| db_err(context, e))?;
             let mut rows = stmt.query([]).map_err(|e| db_err(context, e))?;
             while let Some(row) = rows.next().map_err(|e| db_err(context, e))? {
                 let fid: i64 = row.get(0).map_err(|e| db_err(context, e))?;
-                let name: String = row.get(1).map_err(|e| db_err(context, e))?;
-                let table = RpcTable::from_name(&name)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown rpc table {name:?}")))?;
-                let key: Vec<u8> = row.get(2).map_err(|e| db_err(context, e))?;
-                let size = size_from_sql(row.get(3).map_err(|e| db_err(context, e))?)?;
+                let key: Vec<u8> = row.get(1).map_err(|e| db_err(context, e))?;
+                let size = size_from_sql(row.get(2).map_err(|e| db_err(context, e))?)?;
                 rpc_files.insert(fid, ((table, Bytes::from(key)), size));
             }
         }
@@ -425,8 +446,11 @@ impl DiskStore {
                 .map_err(|e| db_err("dropping bundles with missing payloads", e))?;
         }
         for fid in &broken_rpc {
+            let Some(((table, _), _)) = rpc_files.get(fid) else {
+                continue;
+            };
             self.conn
-                .prepare_cached("DELETE FROM rpc WHERE file = ?1")
+                .prepare_cached(rpc_sql!(*table, "DELETE FROM ", " WHERE file = ?1"))
                 .and_then(|mut stmt| stmt.execute([fid]))
                 .map_err(|e| db_err("dropping rpc values with missing files", e))?;
         }
@@ -836,11 +860,12 @@ impl DiskStore {
         let context = || format!("removing from the rpc {} table", table.name());
         let found: Option<Option<i64>> = self
             .conn
-            .prepare_cached("DELETE FROM rpc WHERE tbl = ?1 AND k = ?2 RETURNING file")
-            .and_then(|mut stmt| {
-                stmt.query_row(params![table.name(), key], |row| row.get(0))
-                    .optional()
-            })
+            .prepare_cached(rpc_sql!(
+                table,
+                "DELETE FROM ",
+                " WHERE k = ?1 RETURNING file"
+            ))
+            .and_then(|mut stmt| stmt.query_row(params![key], |row| row.get(0)).optional())
             .map_err(|e| db_err(context(), e))?;
         let Some(file) = found else {
             return Ok(false);
@@ -1129,11 +1154,13 @@ impl Store for DiskStore {
                 // learns the file to unlink.
                 let written = store
                     .conn
-                    .prepare_cached(
-                        "INSERT INTO rpc (tbl, k, v) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v WHERE file IS NULL",
-                    )
-                    .and_then(|mut stmt| stmt.execute(params![table.name(), key, value]))
+                    .prepare_cached(rpc_sql!(
+                        table,
+                        "INSERT INTO ",
+                        " (k, v) VALUES (?1, ?2)
+                         ON CONFLICT (k) DO UPDATE SET v = excluded.v WHERE file IS NULL"
+                    ))
+                    .and_then(|mut stmt| stmt.execute(params![key, value]))
                     .map_err(|e| db_err(context(), e))?;
                 if written == 1 {
                     return Ok(());
@@ -1145,8 +1172,8 @@ impl Store for DiskStore {
             if !in_file {
                 return store
                     .conn
-                    .prepare_cached("INSERT INTO rpc (tbl, k, v) VALUES (?1, ?2, ?3)")
-                    .and_then(|mut stmt| stmt.execute(params![table.name(), key, value]))
+                    .prepare_cached(rpc_sql!(table, "INSERT INTO ", " (k, v) VALUES (?1, ?2)"))
+                    .and_then(|mut stmt| stmt.execute(params![key, value]))
                     .map(drop)
                     .map_err(|e| db_err(context(), e));
             }
@@ -1166,10 +1193,12 @@ impl Store for DiskStore {
             store.write_file(FileName::Rpc(fid), [value])?;
             store
                 .conn
-                .prepare_cached(
-                    "INSERT INTO rpc (tbl, k, v, file, size) VALUES (?1, ?2, X'', ?3, ?4)",
-                )
-                .and_then(|mut stmt| stmt.execute(params![table.name(), key, fid, sql_size]))
+                .prepare_cached(rpc_sql!(
+                    table,
+                    "INSERT INTO ",
+                    " (k, v, file, size) VALUES (?1, X'', ?2, ?3)"
+                ))
+                .and_then(|mut stmt| stmt.execute(params![key, fid, sql_size]))
                 .map(drop)
                 .map_err(|e| db_err(context(), e))
         })
@@ -1179,9 +1208,13 @@ impl Store for DiskStore {
         let context = || format!("reading the rpc {} table", table.name());
         let row = self
             .conn
-            .prepare_cached("SELECT v, file, size FROM rpc WHERE tbl = ?1 AND k = ?2")
+            .prepare_cached(rpc_sql!(
+                table,
+                "SELECT v, file, size FROM ",
+                " WHERE k = ?1"
+            ))
             .and_then(|mut stmt| {
-                stmt.query_row(params![table.name(), key], |row| {
+                stmt.query_row(params![key], |row| {
                     Ok((row.get(0)?, row.get(1)?, row.get(2)?))
                 })
                 .optional()
@@ -1195,8 +1228,8 @@ impl Store for DiskStore {
         // Checked first so that removing an absent key does not open (or dirty) a batch.
         let exists = self
             .conn
-            .prepare_cached("SELECT 1 FROM rpc WHERE tbl = ?1 AND k = ?2")
-            .and_then(|mut stmt| stmt.exists(params![table.name(), key]))
+            .prepare_cached(rpc_sql!(table, "SELECT 1 FROM ", " WHERE k = ?1"))
+            .and_then(|mut stmt| stmt.exists(params![key]))
             .map_err(|e| db_err(format!("reading the rpc {} table", table.name()), e))?;
         if !exists {
             return Ok(false);
@@ -1216,14 +1249,14 @@ impl Store for DiskStore {
         // One statement for both forms: no upper bound is a NULL `to`.
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT k, v, file, size FROM rpc
-                 WHERE tbl = ?1 AND k >= ?2 AND (?3 IS NULL OR k < ?3)
-                 ORDER BY k LIMIT ?4",
-            )
+            .prepare_cached(rpc_sql!(
+                table,
+                "SELECT k, v, file, size FROM ",
+                " WHERE k >= ?1 AND (?2 IS NULL OR k < ?2) ORDER BY k LIMIT ?3"
+            ))
             .map_err(|e| db_err(&context, e))?;
         let rows = stmt
-            .query_map(params![table.name(), from, to, limit], |row| {
+            .query_map(params![from, to, limit], |row| {
                 Ok((
                     row.get::<_, Vec<u8>>(0)?,
                     row.get::<_, Vec<u8>>(1)?,
@@ -1245,13 +1278,14 @@ impl Store for DiskStore {
         let head_sql = i64::try_from(head).unwrap_or(i64::MAX);
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT k, substr(v, 1, ?2), length(v), file, size FROM rpc
-                 WHERE tbl = ?1 ORDER BY k",
-            )
+            .prepare_cached(rpc_sql!(
+                table,
+                "SELECT k, substr(v, 1, ?1), length(v), file, size FROM ",
+                " ORDER BY k"
+            ))
             .map_err(|e| db_err(&context, e))?;
         let rows = stmt
-            .query_map(params![table.name(), head_sql], |row| {
+            .query_map(params![head_sql], |row| {
                 Ok((
                     row.get::<_, Vec<u8>>(0)?,
                     // substr of an empty blob is NULL.
@@ -1448,7 +1482,8 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     // 32 MiB of page cache keeps the indexes of a large store in memory.
     conn.pragma_update(None, "cache_size", -32_768)
         .map_err(|e| err(context, e))?;
-    conn.set_prepared_statement_cache_capacity(32);
+    // Room for the node's statements and the hot ones of each RPC table.
+    conn.set_prepared_statement_cache_capacity(64);
     conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(|e| err(context, e))?;
     let version: i64 = conn
@@ -1461,22 +1496,85 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
             dir.display()
         )));
     }
-    // Version 0 is a new database: SCHEMA creates the current tables. Version 1 has the tables
-    // already (so SCHEMA leaves `rpc` as it is) and needs the columns added.
-    conn.execute_batch(SCHEMA)
+    // Version 0 is a new database: SCHEMA creates the current tables. Versions 1 and 2 have the
+    // tables already (SCHEMA leaves them as they are) and one `rpc` table for all RPC tables,
+    // which version 1 has without the file columns.
+    let migrated = conn
+        .execute_batch(SCHEMA)
         .and_then(|()| match version {
             1 => conn.execute_batch(MIGRATE_1_TO_2),
             _ => Ok(()),
         })
-        .and_then(|()| conn.execute_batch(SCHEMA_INDEXES))
+        .map_err(|e| err("creating the schema", e))
+        .and_then(|()| match version {
+            1 | 2 => split_rpc_table(&conn),
+            _ => create_rpc_tables(&conn).map_err(|e| err("creating the schema", e)),
+        })
         // Only when it changes: a store that is up to date opens without writing a page, so it
         // opens on a full disk too (the transaction still takes the exclusive lock).
         .and_then(|()| match version {
             SCHEMA_VERSION => Ok(()),
-            _ => conn.pragma_update(None, "user_version", SCHEMA_VERSION),
-        })
-        .and_then(|()| conn.execute_batch("COMMIT"))
+            _ => conn
+                .pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(|e| err("creating the schema", e)),
+        });
+    if let Err(e) = migrated {
+        let _ = conn.execute_batch("ROLLBACK");
+        return Err(e);
+    }
+    conn.execute_batch("COMMIT")
         .map_err(|e| err("creating the schema", e))
+}
+
+fn create_rpc_tables(conn: &Connection) -> rusqlite::Result<()> {
+    for table in RpcTable::ALL {
+        conn.execute_batch(&RPC_TABLE_SCHEMA.replace("{t}", table.name()))?;
+    }
+    Ok(())
+}
+
+/// Schema version 2 to 3: the rows of the one `rpc` table move to the table of their name. A row
+/// under a name this build does not know stops the migration (nothing is dropped): the store
+/// stays at version 2 and the error says how many rows.
+fn split_rpc_table(conn: &Connection) -> Result<()> {
+    let context = "splitting the rpc table";
+    let names: Vec<String> = RpcTable::ALL
+        .iter()
+        .map(|t| format!("'{}'", t.name()))
+        .collect();
+    let unknown: i64 = conn
+        .query_row(
+            &format!(
+                "SELECT count(*) FROM rpc WHERE tbl NOT IN ({})",
+                names.join(", ")
+            ),
+            [],
+            |row| row.get(0),
+        )
+        .map_err(|e| db_err(context, e))?;
+    if unknown > 0 {
+        return Err(StoreError::Corrupt(format!(
+            "{unknown} rows of the store's rpc table belong to no table this build knows; \
+             left as they are (schema version 2)"
+        )));
+    }
+    // The old table's file index is named like the new files table.
+    conn.execute_batch("DROP INDEX IF EXISTS rpc_files")
+        .and_then(|()| create_rpc_tables(conn))
+        .and_then(|()| {
+            for table in RpcTable::ALL {
+                conn.execute(
+                    &format!(
+                        "INSERT INTO rpc_{0} (k, v, file, size)
+                         SELECT k, v, file, size FROM rpc WHERE tbl = '{0}'",
+                        table.name()
+                    ),
+                    [],
+                )?;
+            }
+            conn.execute_batch("DROP TABLE rpc")
+        })
+        .map_err(|e| db_err(context, e))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -1614,6 +1712,104 @@ mod tests {
             files,
             vec![std::ffi::OsString::from(FileName::Rpc(1).to_name())]
         );
+    }
+
+    /// The RPC table of version 2: one table for all, keyed by (table name, key).
+    const SCHEMA_V2_RPC: &str = "
+        CREATE TABLE rpc (
+            tbl TEXT NOT NULL,
+            k BLOB NOT NULL,
+            v BLOB NOT NULL,
+            file INTEGER,
+            size INTEGER,
+            PRIMARY KEY (tbl, k)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX rpc_files ON rpc (file) WHERE file IS NOT NULL;
+        INSERT INTO rpc (tbl, k, v) VALUES ('dedup', X'01', X'0a');
+        INSERT INTO rpc (tbl, k, v) VALUES ('pending', X'01', X'0b0b');
+        INSERT INTO rpc (tbl, k, v) VALUES ('pending', X'02', X'0c');
+        INSERT INTO rpc (tbl, k, v, file, size) VALUES ('files', X'03', X'', 5, 4);
+        PRAGMA user_version = 2;
+    ";
+
+    #[test]
+    fn a_version_2_store_moves_each_rpc_row_to_the_table_of_its_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let conn = Connection::open(dir.path().join(DB_FILE)).expect("create");
+            conn.execute_batch(SCHEMA_V2_RPC).expect("version 2 schema");
+            fs::create_dir_all(dir.path().join(PAYLOAD_DIR)).expect("payload dir");
+            fs::write(
+                dir.path()
+                    .join(PAYLOAD_DIR)
+                    .join(FileName::Rpc(5).to_name()),
+                b"file",
+            )
+            .expect("value file");
+        }
+        let (mut store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("migrate");
+        assert_eq!(recovery, Recovery::default());
+        let rows = |store: &DiskStore, table| store.rpc_scan(table).expect("scan");
+        let b = |v: &'static [u8]| Bytes::from_static(v);
+        assert_eq!(rows(&store, RpcTable::Dedup), vec![(b(&[1]), b(&[10]))]);
+        assert_eq!(
+            rows(&store, RpcTable::Pending),
+            vec![(b(&[1]), b(&[11, 11])), (b(&[2]), b(&[12]))]
+        );
+        assert_eq!(rows(&store, RpcTable::Files), vec![(b(&[3]), b(b"file"))]);
+        assert!(rows(&store, RpcTable::Outbox).is_empty());
+        // The tables work as tables: a put replaces, a remove removes.
+        store.rpc_put(RpcTable::Pending, &[1], b"new").expect("put");
+        assert!(store.rpc_remove(RpcTable::Dedup, &[1]).expect("remove"));
+        store.flush().expect("flush");
+        drop(store);
+        let (store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(
+            recovery,
+            Recovery::default(),
+            "the value file is still named"
+        );
+        assert_eq!(rows(&store, RpcTable::Pending)[0], (b(&[1]), b(b"new")));
+        assert!(rows(&store, RpcTable::Dedup).is_empty());
+        let version: i64 = store
+            .conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        let old: i64 = store
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'rpc'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("schema");
+        assert_eq!(old, 0, "the old table is gone");
+    }
+
+    #[test]
+    fn a_version_2_store_with_rows_of_an_unknown_rpc_table_is_left_as_it_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&db).expect("create");
+            conn.execute_batch(SCHEMA_V2_RPC).expect("version 2 schema");
+            conn.execute_batch("INSERT INTO rpc (tbl, k, v) VALUES ('later', X'09', X'09')")
+                .expect("a row of a later build's table");
+        }
+        let Err(e) = DiskStore::open(dir.path(), u64::MAX) else {
+            panic!("a store with rows of an unknown rpc table was migrated");
+        };
+        assert!(e.to_string().contains("1 rows"), "{e}");
+        let conn = Connection::open(&db).expect("reopen by hand");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, 2);
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM rpc", [], |row| row.get(0))
+            .expect("old table");
+        assert_eq!(rows, 5);
     }
 
     #[test]
