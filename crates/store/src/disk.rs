@@ -1507,8 +1507,8 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
         })
         .map_err(|e| err("creating the schema", e))
         .and_then(|()| match version {
-            1 | 2 => split_rpc_table(&conn),
-            _ => create_rpc_tables(&conn).map_err(|e| err("creating the schema", e)),
+            1 | 2 => split_rpc_table(conn),
+            _ => create_rpc_tables(conn).map_err(|e| err("creating the schema", e)),
         })
         // Only when it changes: a store that is up to date opens without writing a page, so it
         // opens on a full disk too (the transaction still takes the exclusive lock).
