@@ -47,8 +47,18 @@
 //! it is deleted, so removals can commit, and written again after a later successful flush once
 //! as much again is free beside it.
 //!
-//! **Single writer.** The database is opened with `locking_mode=EXCLUSIVE`: a second process
-//! opening the same directory gets an error instead of racing the recovery scan.
+//! **Single writer.** The store holds an exclusive lock on `<dir>/lock` (`flock`) from before
+//! the database is opened until it is dropped: a second process (or a second open in this one)
+//! gets an error instead of racing the recovery scan.
+//!
+//! **Checkpoints off the writer's thread.** The writing connection never checkpoints by itself
+//! (`wal_autocheckpoint=0`): a checkpoint of a 32 MiB WAL copies its pages into the database and
+//! syncs both, about 100 ms that held every commit (and the daemon's loop that makes them) each
+//! time. Instead [`Syncer::sync`], which already runs off the writer's thread, starts a
+//! `PASSIVE` checkpoint on a connection of its own, on a thread of its own, once the WAL holds
+//! [`CHECKPOINT_WAL_BYTES`] of frames; commits go on meanwhile, the writer's next commit copies
+//! the few pages committed since, and the writer then starts the WAL over. So the database uses SQLite's normal locking mode
+//! (a `-shm` index shared by the two connections), not the exclusive one.
 
 // This module is an I/O shell by design: it owns files, directories and the environment lookup of
 // the default data directory. The sans-IO bans of clippy.toml do not apply here.
@@ -59,6 +69,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
@@ -102,6 +113,19 @@ const RESERVE_BYTES: usize = 256 * 1024;
 /// (table name, key), into a table per [`RpcTable`] keyed by key alone: every lookup and insert
 /// compared the name's text at each step of the B-tree, a fifth of an RPC record's write.
 const SCHEMA_VERSION: i64 = 3;
+
+/// The file the store holds locked while it is open (see "Single writer").
+pub const LOCK_FILE: &str = "lock";
+
+/// A WAL at least this long is checkpointed by the next [`Syncer::sync`] (8192 pages of 4 KiB,
+/// not SQLite's 1000: a checkpoint copies the newest version of each page once, and the same few
+/// pages (the RPC tables' leaves, the indexes' roots) change in every commit, so a longer WAL
+/// copies far fewer pages per commit; at 64 RPC calls in flight checkpoints took 12 % of the CPU
+/// at 1000 pages). The WAL is truncated to `journal_size_limit` when the writer starts it over.
+pub const CHECKPOINT_WAL_BYTES: u64 = 32 * 1024 * 1024;
+
+/// A WAL frame: a page of the default 4 KiB and its 24-byte header.
+const WAL_FRAME_BYTES: u64 = 4096 + 24;
 
 /// Payload files written but not yet synced are synced early once this many are open, so that a
 /// batch of many large bundles does not hold one descriptor per bundle.
@@ -262,6 +286,9 @@ struct Lost {
 /// A crash-safe persistent [`Store`]. See the module documentation for the commit protocol.
 pub struct DiskStore {
     conn: Connection,
+    /// `<dir>/lock`, locked for as long as the store is open. Declared after `conn`, so the
+    /// connection closes before the lock is given up.
+    _lock: File,
     payload_dir: PathBuf,
     /// The payload directory, open to be synced.
     payload_dir_handle: File,
@@ -279,6 +306,8 @@ pub struct DiskStore {
     /// The WAL's length when `bound_wal` last compared it with the free space.
     wal_checked_at: u64,
     syncer: Syncer,
+    /// The syncer's checkpoints this store has followed up (see `finish_checkpoint`).
+    checkpoints_seen: u64,
 }
 
 impl DiskStore {
@@ -310,6 +339,7 @@ impl DiskStore {
         let payload_dir = dir.join(PAYLOAD_DIR);
         fs::create_dir_all(&payload_dir)
             .map_err(|e| io_err(format!("creating {}", payload_dir.display()), e))?;
+        let lock = lock_dir(dir)?;
         let conn = Connection::open(dir.join(DB_FILE))
             .map_err(|e| db_err(format!("opening {}", dir.join(DB_FILE).display()), e))?;
         configure(&conn, dir)?;
@@ -324,6 +354,7 @@ impl DiskStore {
             .map_err(|e| io_err(format!("opening {}", payload_dir.display()), e))?;
         let mut store = Self {
             conn,
+            _lock: lock,
             payload_dir,
             payload_dir_handle,
             options,
@@ -337,8 +368,23 @@ impl DiskStore {
             wal_checked_at: 0,
             syncer: Syncer {
                 wal: Arc::new(dir.join(format!("{DB_FILE}-wal"))),
+                db: Arc::new(dir.join(DB_FILE)),
+                checkpoint_at: CHECKPOINT_WAL_BYTES,
+                checkpointing: Arc::new(AtomicBool::new(false)),
+                checkpoints: Arc::new(AtomicU64::new(0)),
+                wal_frames: Arc::new(AtomicU64::new(0)),
             },
+            checkpoints_seen: 0,
         };
+        // Set after the pragmas: `wal_autocheckpoint` installs a hook of its own.
+        let frames = Arc::clone(&store.syncer.wal_frames);
+        store
+            .conn
+            .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
+                frames.store(u64::try_from(pages).unwrap_or(0), Ordering::Release);
+                Ok(())
+            }))
+            .map_err(|e| db_err("watching the WAL", e))?;
         let recovery = store.recover()?;
         store.refill_reserve();
         store.recount()?;
@@ -477,6 +523,29 @@ impl DiskStore {
         rpc_dropped.sort();
         recovery.rpc_dropped = rpc_dropped;
         Ok(recovery)
+    }
+
+    /// After the syncer's checkpoint thread copied the WAL as it was when it started, copies
+    /// what was committed meanwhile (a few pages), so that the next transaction starts the WAL
+    /// over: the writer may only do that once every frame is in the database, and a WAL that is
+    /// committed to all the time is never all copied by the thread alone.
+    fn finish_checkpoint(&mut self) {
+        let finished = self.syncer.checkpoints.load(Ordering::Acquire);
+        if finished == self.checkpoints_seen || self.syncer.checkpointing() {
+            return;
+        }
+        self.checkpoints_seen = finished;
+        // Best effort, like the thread's: a WAL not started over grows until the next one.
+        let copied = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                Ok(row.get::<_, i64>(1)? == row.get::<_, i64>(2)?)
+            });
+        if copied.unwrap_or(false) {
+            // All of it is in the database: the next transaction starts the WAL over, so no
+            // sync before it needs to start another checkpoint.
+            self.syncer.wal_frames.store(0, Ordering::Release);
+        }
     }
 
     /// Keeps the WAL's file at most half the disk's free space, by a checkpoint that truncates
@@ -1345,6 +1414,7 @@ impl Store for DiskStore {
                 return Err(err);
             }
             self.commits_unsynced = true;
+            self.finish_checkpoint();
             self.bound_wal();
             let batch = std::mem::take(&mut self.batch);
             for name in batch.unlink {
@@ -1393,18 +1463,106 @@ impl Store for DiskStore {
 #[derive(Debug, Clone)]
 pub struct Syncer {
     wal: Arc<PathBuf>,
+    db: Arc<PathBuf>,
+    /// The WAL length in bytes from which a sync starts a checkpoint.
+    checkpoint_at: u64,
+    /// Whether a checkpoint thread is running (one at a time).
+    checkpointing: Arc<AtomicBool>,
+    /// Checkpoints the thread finished.
+    checkpoints: Arc<AtomicU64>,
+    /// Frames in the WAL after the last commit (SQLite's WAL hook says; the file's length does
+    /// not, as a WAL started over keeps its length).
+    wal_frames: Arc<AtomicU64>,
 }
 
 impl Syncer {
     /// Syncs every commit made before this call started. Opens the log anew each time, so a log
-    /// SQLite replaced is never the one synced.
+    /// SQLite replaced is never the one synced. Then, if the log holds at least
+    /// [`CHECKPOINT_WAL_BYTES`] of frames, starts a checkpoint on a thread of its own (see the
+    /// module documentation) and returns without waiting for it.
     pub fn sync(&self) -> Result<()> {
         let context = || format!("syncing {}", self.wal.display());
-        // The log exists from the first commit until the store closes (exclusive locking mode
+        // The log exists from the first commit until the store closes (the store's connection
         // keeps it), so a missing one is an error, not nothing to do.
         File::open(self.wal.as_path())
             .and_then(|wal| wal.sync_data())
-            .map_err(|e| io_err(context(), e))
+            .map_err(|e| io_err(context(), e))?;
+        if self.wal_frames.load(Ordering::Acquire) * WAL_FRAME_BYTES >= self.checkpoint_at {
+            self.start_checkpoint();
+        }
+        Ok(())
+    }
+
+    /// Checkpoints the WAL on a new thread, unless a checkpoint is running. A checkpoint that
+    /// fails leaves the WAL to grow until the next one (`bound_wal` keeps it within the free
+    /// space); nothing committed depends on it.
+    fn start_checkpoint(&self) {
+        if self.checkpointing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let db = Arc::clone(&self.db);
+        let running = Arc::clone(&self.checkpointing);
+        let finished = Arc::clone(&self.checkpoints);
+        let spawned = std::thread::Builder::new()
+            .name("ferry-checkpoint".into())
+            .spawn(move || {
+                if let Err(e) = checkpoint(&db) {
+                    tracing::warn!("{e}");
+                }
+                finished.fetch_add(1, Ordering::AcqRel);
+                running.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.checkpointing.store(false, Ordering::Release);
+        }
+    }
+
+    /// Whether a checkpoint started by [`Syncer::sync`] is still running.
+    pub fn checkpointing(&self) -> bool {
+        self.checkpointing.load(Ordering::Acquire)
+    }
+}
+
+/// A `PASSIVE` checkpoint of the database at `db` on a connection of its own: it copies every
+/// page committed to the WAL into the database without waiting for (or holding up) the writer.
+/// SQLite syncs the database only when the copy reached the end of the WAL, which a writer
+/// committing all the time rarely lets happen; then the writer's `finish_checkpoint` copies the
+/// rest and its sync would write out all the pages copied here (70-100 ms for a 32 MiB WAL, on
+/// the writer's thread). So this syncs the database itself, and the writer's sync finds only
+/// the last few pages to write.
+fn checkpoint(db: &Path) -> Result<()> {
+    let context = || format!("checkpointing {}", db.display());
+    Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|conn| {
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+    })
+    .map_err(|e| db_err(context(), e))?;
+    File::open(db)
+        .and_then(|f| f.sync_data())
+        .map_err(|e| io_err(format!("syncing {}", db.display()), e))
+}
+
+/// Takes the store directory's lock (see "Single writer"), or says another process has it.
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io_err(format!("opening {}", path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Database {
+            context: format!("opening the store in {}", dir.display()),
+            message: "another process has it open".into(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(format!("locking {}", path.display()), e)),
     }
 }
 
@@ -1421,7 +1579,7 @@ impl Drop for DiskStore {
     }
 }
 
-/// Pragmas and schema; takes the exclusive lock.
+/// Pragmas and schema.
 fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     // Any statement here may be the first to touch the file and find another process's lock.
     let err = |context: &str, e: rusqlite::Error| match e {
@@ -1438,10 +1596,6 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     let context = "configuring the database";
     // Fail at once rather than wait: the lock is held for the owner's whole lifetime.
     conn.busy_timeout(std::time::Duration::ZERO)
-        .map_err(|e| err(context, e))?;
-    // Exclusive locking before WAL is first used: no shared-memory index is created, and the lock
-    // is held from the first write until the connection closes.
-    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
         .map_err(|e| err(context, e))?;
     // Query planner stability: without it the bundled SQLite re-prepares a cached statement
     // whenever a new value is bound to a parameter its plan could depend on (the lookup by key
@@ -1472,12 +1626,9 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     // huge file behind.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
         .map_err(|e| err(context, e))?;
-    // Checkpoint every 8192 WAL pages (32 MiB) instead of SQLite's 1000: a checkpoint copies the
-    // newest version of each page once, and the same few pages (the RPC tables' leaves, the
-    // indexes' roots) change in every commit, so a longer WAL copies far fewer pages per commit.
-    // At 64 RPC calls in flight checkpoints took 12 % of the CPU with 1000 pages; calls/s rose
-    // by 15-20 % with 8192. The WAL is still truncated to `journal_size_limit` afterwards.
-    conn.pragma_update(None, "wal_autocheckpoint", 8192)
+    // This connection never checkpoints on its own: the syncer does, off this thread (see
+    // "Checkpoints off the writer's thread"; `bound_wal` is the exception, when the disk fills).
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
         .map_err(|e| err(context, e))?;
     // 4 MiB of page cache (SQLite's default is 2): the interior pages of every index and the
     // pages being appended to stay in it; leaves read now and then (an old RPC record, a bundle
@@ -1816,6 +1967,69 @@ mod tests {
             .query_row("SELECT count(*) FROM rpc", [], |row| row.get(0))
             .expect("old table");
         assert_eq!(rows, 5);
+    }
+
+    #[test]
+    fn commits_never_checkpoint_and_a_sync_past_the_threshold_does_off_the_thread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        store.syncer.checkpoint_at = 256 * 1024;
+        let db_len = || fs::metadata(dir.path().join(DB_FILE)).expect("db").len();
+        let wal_len = || {
+            fs::metadata(dir.path().join(format!("{DB_FILE}-wal")))
+                .expect("wal")
+                .len()
+        };
+        let value = vec![7u8; 1000];
+        // Two thousand small commits, well past the threshold: the writer copies nothing into
+        // the database (SQLite's own checkpoint at 1000 pages would have).
+        let before = db_len();
+        for i in 0..2000u32 {
+            store
+                .rpc_put(RpcTable::Pending, &i.to_be_bytes(), &value)
+                .expect("put");
+            store.commit().expect("commit");
+        }
+        assert_eq!(db_len(), before, "a commit checkpointed");
+        assert!(wal_len() > 2 * 1024 * 1024);
+        // The sync starts a checkpoint and returns; the checkpoint copies the pages over.
+        // Commits go on while it runs (what they add is copied by the writer's next commit).
+        let syncer = store.syncer().expect("syncer");
+        syncer.sync().expect("sync");
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut n = 2000u32;
+        while syncer.checkpointing() && std::time::Instant::now() < give_up {
+            store
+                .rpc_put(RpcTable::Pending, &n.to_be_bytes(), &value)
+                .expect("put");
+            store.commit().expect("commit");
+            n += 1;
+        }
+        assert!(!syncer.checkpointing(), "the checkpoint did not end");
+        assert!(db_len() > before + 1024 * 1024, "nothing was checkpointed");
+        // The writer starts the log over: as many commits again reuse the file instead of
+        // doubling it. And everything is still there.
+        let full = wal_len();
+        let more = n + 2000;
+        for i in n..more {
+            store
+                .rpc_put(RpcTable::Pending, &i.to_be_bytes(), &value)
+                .expect("put");
+            store.commit().expect("commit");
+        }
+        store.flush().expect("flush");
+        assert!(
+            wal_len() < full + full / 4,
+            "the log was not started over: {} then {}",
+            full,
+            wal_len()
+        );
+        drop(store);
+        let (store, _) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(
+            store.rpc_scan(RpcTable::Pending).expect("scan").len(),
+            more as usize
+        );
     }
 
     #[test]

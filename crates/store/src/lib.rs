@@ -55,8 +55,8 @@ use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
 pub use data_dir::{APP_DIR, default_data_dir};
 pub use disk::{
-    DB_FILE, DiskOptions, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, RPC_FILE_PREFIX,
-    Recovery, Syncer,
+    CHECKPOINT_WAL_BYTES, DB_FILE, DiskOptions, DiskStore, LOCK_FILE, PAYLOAD_DIR,
+    PAYLOAD_FILE_MIN, RESERVE_FILE, RPC_FILE_PREFIX, Recovery, Syncer,
 };
 pub use memory::MemoryStore;
 

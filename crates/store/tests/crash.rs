@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use store::{
-    BundleMeta, DiskStore, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Retention, RpcTable, Store,
-    StoredBundle,
+    BundleMeta, DiskStore, LOCK_FILE, PAYLOAD_DIR, PAYLOAD_FILE_MIN, RESERVE_FILE, Retention,
+    RpcTable, Store, StoredBundle,
 };
 use wire::{Bundle, BundleId, CreationTimestamp, Eid, PrimaryBlock};
 
@@ -416,7 +416,8 @@ fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
     }
     // Nothing partial or temporary beside the committed state: one payload file per bundle or
     // rpc value kept in a file, and in the store directory only the database, its WAL, the payload directory and
-    // the reserve file.
+    // the reserve file (and while the process lived, SQLite's shared WAL index and the store's
+    // lock file).
     let files = std::fs::read_dir(dir.join(PAYLOAD_DIR))
         .map_err(|e| e.to_string())?
         .count();
@@ -431,7 +432,7 @@ fn check(dir: &Path, expected: &Expected) -> Result<u64, String> {
         let name = name.to_string_lossy();
         if !matches!(
             name.as_ref(),
-            "store.db" | "store.db-wal" | PAYLOAD_DIR | RESERVE_FILE
+            "store.db" | "store.db-wal" | "store.db-shm" | PAYLOAD_DIR | RESERVE_FILE | LOCK_FILE
         ) {
             return Err(format!("unexpected file {name} in the store directory"));
         }
