@@ -2033,6 +2033,13 @@ mod tests {
     }
 
     #[test]
+    fn each_rpc_table_statement_names_the_table_the_schema_creates() {
+        for table in RpcTable::ALL {
+            assert_eq!(rpc_sql!(table, "", ""), format!("rpc_{}", table.name()));
+        }
+    }
+
+    #[test]
     fn file_names_round_trip_and_foreign_names_are_refused() {
         for name in [
             FileName::Bundle(0),
