@@ -57,10 +57,12 @@
 //! time. Instead [`Syncer::sync`], which already runs off the writer's thread, starts a
 //! `PASSIVE` checkpoint on a connection of its own, on a thread of its own, once the WAL holds
 //! [`CHECKPOINT_WAL_BYTES`] of frames; commits go on meanwhile, the writer's next commit copies
-//! the few pages committed since, and the writer then starts the WAL over. (An owner that
-//! commits but never syncs, neither by [`Store::flush`] nor by a [`Syncer`], therefore never
-//! checkpoints either, but for `bound_wal` when the WAL outgrows half the free space.) So the database uses SQLite's normal locking mode
-//! (a `-shm` index shared by the two connections), not the exclusive one.
+//! the few pages committed since, and the writer then starts the WAL over. So the database uses
+//! SQLite's normal locking mode (a `-shm` index shared by the two connections), not the
+//! exclusive one. An owner that commits but never syncs, neither by [`Store::flush`] nor by a
+//! [`Syncer`], therefore never checkpoints either, but for `bound_wal` when the WAL outgrows
+//! half the free space; and if the thread's checkpoint fails, the writer's next commit copies
+//! the whole WAL itself, as before.
 
 // This module is an I/O shell by design: it owns files, directories and the environment lookup of
 // the default data directory. The sans-IO bans of clippy.toml do not apply here.

@@ -205,11 +205,6 @@ impl RpcTable {
             Self::Keys => "keys",
         }
     }
-
-    /// The table with this [`name`](Self::name).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|table| table.name() == name)
-    }
 }
 
 /// Errors from a store. A full store is an expected condition the sender must be told about; the
