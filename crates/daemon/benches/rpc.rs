@@ -589,7 +589,15 @@ async fn ferry_row(
             spec,
             blocking,
         };
+        let before = pair.bundles_sent().await;
         let rate = in_flight(&caller, in_flight_calls, warmup).await;
+        let after = pair.bundles_sent().await;
+        let calls = (in_flight_calls + warmup).max(1) as f64;
+        progress(&format!(
+            "{name}: bundles sent per call: client {:.2}, server {:.2}",
+            (after.0 - before.0) as f64 / calls,
+            (after.1 - before.1) as f64 / calls,
+        ));
         pair.shut_down(sites.servers).await;
         Some(rate)
     } else {
@@ -639,6 +647,23 @@ impl Pair {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Self { a, b, _dirs: dirs }
+    }
+
+    /// Bundles each daemon has sent so far (client, server).
+    async fn bundles_sent(&self) -> (u64, u64) {
+        let a = self
+            .a
+            .control
+            .ask(Request::Status)
+            .await
+            .expect("a answers");
+        let b = self
+            .b
+            .control
+            .ask(Request::Status)
+            .await
+            .expect("b answers");
+        (a.counters.bundles_sent, b.counters.bundles_sent)
     }
 
     async fn shut_down(self, servers: &ServerSide) {
