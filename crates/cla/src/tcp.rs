@@ -133,10 +133,12 @@ pub struct Unfinished {
 /// What the owner asks of a session task.
 #[derive(Debug, Clone)]
 pub enum TcpclCommand {
-    /// Send a bundle; `tag` comes back in its events.
+    /// Send a bundle; `tag` comes back in its events. Without a tag nothing is reported about
+    /// the bundle at all (not its end, not its loss in [`TcpclEvent::Down`]): for traffic whose
+    /// owner keeps no state about it, which then costs the owner no event per bundle.
     Send {
-        /// The caller's id for this bundle.
-        tag: u64,
+        /// The caller's id for this bundle, if it wants to hear of it.
+        tag: Option<u64>,
         /// The bundle.
         bundle: EncodedBundle,
         /// Whether it goes before queued non-urgent bundles.
@@ -168,7 +170,17 @@ impl SessionHandle {
     /// Queues a bundle. False if the session task is gone (no event will come for `tag`).
     pub fn send(&self, tag: u64, bundle: EncodedBundle, urgent: bool) -> bool {
         self.command(TcpclCommand::Send {
-            tag,
+            tag: Some(tag),
+            bundle,
+            urgent,
+        })
+    }
+
+    /// Queues a bundle nobody is told about again: no event reports its end or its loss.
+    /// False if the session task is gone.
+    pub fn send_untracked(&self, bundle: EncodedBundle, urgent: bool) -> bool {
+        self.command(TcpclCommand::Send {
+            tag: None,
             bundle,
             urgent,
         })
@@ -250,7 +262,7 @@ struct Driver {
     /// Our transfer id → the caller's tag.
     tags: BTreeMap<u64, u64>,
     /// Sends that arrived before the session was up.
-    waiting: Vec<(u64, EncodedBundle, bool)>,
+    waiting: Vec<(Option<u64>, EncodedBundle, bool)>,
     /// Tags of sends that arrived while the session was closing.
     failed: Vec<u64>,
     /// Translated events not yet delivered.
@@ -263,18 +275,22 @@ impl Driver {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn submit(&mut self, tag: u64, bundle: EncodedBundle, urgent: bool) {
+    fn submit(&mut self, tag: Option<u64>, bundle: EncodedBundle, urgent: bool) {
         match self.session.send(bundle.clone(), urgent) {
             Ok(id) => {
-                self.tags.insert(id, tag);
+                if let Some(tag) = tag {
+                    self.tags.insert(id, tag);
+                }
             }
             Err(SessionError::NotEstablished) => self.waiting.push((tag, bundle, urgent)),
             Err(e @ (SessionError::TooLarge { .. } | SessionError::PeerAcceptsNoData)) => {
-                tracing::debug!(link = self.link, tag, "cannot send: {e}");
-                self.outbox.push_back(TcpclEvent::Refused { tag });
+                tracing::debug!(link = self.link, ?tag, "cannot send: {e}");
+                if let Some(tag) = tag {
+                    self.outbox.push_back(TcpclEvent::Refused { tag });
+                }
             }
             Err(SessionError::Closing | SessionError::TransferIdsExhausted) => {
-                self.failed.push(tag)
+                self.failed.extend(tag)
             }
         }
     }
@@ -360,9 +376,11 @@ impl Driver {
                                 .map(|tag| Unfinished { tag, acknowledged })
                         })
                         .collect();
-                    list.extend(self.waiting.drain(..).map(|(tag, ..)| Unfinished {
-                        tag,
-                        acknowledged: 0,
+                    list.extend(self.waiting.drain(..).filter_map(|(tag, ..)| {
+                        tag.map(|tag| Unfinished {
+                            tag,
+                            acknowledged: 0,
+                        })
                     }));
                     self.down = Some(TcpclEvent::Down {
                         reason,
@@ -403,9 +421,11 @@ impl Driver {
             partial: None,
         });
         if let TcpclEvent::Down { unfinished, .. } = &mut down {
-            unfinished.extend(self.waiting.drain(..).map(|(tag, ..)| Unfinished {
-                tag,
-                acknowledged: 0,
+            unfinished.extend(self.waiting.drain(..).filter_map(|(tag, ..)| {
+                tag.map(|tag| Unfinished {
+                    tag,
+                    acknowledged: 0,
+                })
             }));
             unfinished.extend(self.failed.drain(..).map(|tag| Unfinished {
                 tag,
@@ -586,7 +606,7 @@ async fn run(
     commands.close();
     while let Ok(command) = commands.try_recv() {
         if let TcpclCommand::Send { tag, .. } = command {
-            d.failed.push(tag);
+            d.failed.extend(tag);
         }
     }
     if !d.events_gone {

@@ -218,6 +218,40 @@ async fn many_bundles_queued_at_once_arrive_whole_and_in_order() {
     assert_eq!(sent, (0..n).collect::<Vec<_>>());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untracked_bundle_arrives_and_is_never_reported_to_its_sender() {
+    let (a, mut ea, b, mut eb) = pair(config("a"), config("b")).await;
+    let (untracked, tracked) = (encoded(200, 1), encoded(300, 2));
+    assert!(a.send_untracked(untracked.clone(), true));
+    assert!(a.send(7, tracked.clone(), false));
+    // Both arrive, in order; the sender hears of the tracked one only.
+    let got_b = collect(&mut eb, 2, |e| {
+        count(e, |e| matches!(e, TcpclEvent::Received { .. })) == 2
+    })
+    .await;
+    assert_eq!(received(&got_b), [untracked.to_bytes(), tracked.to_bytes()]);
+    let got_a = collect(&mut ea, 1, |e| {
+        count(e, |e| matches!(e, TcpclEvent::Sent { .. })) == 1
+    })
+    .await;
+    assert!(matches!(got_a.last(), Some(TcpclEvent::Sent { tag: 7 })));
+    // An untracked bundle still waiting when the session ends is not listed as unfinished.
+    assert!(b.close());
+    let _ = a.send_untracked(encoded(100, 3), false);
+    let ((_, unfinished_a, _), (_, unfinished_b, _)) =
+        tokio::join!(down(&mut ea, 1), down(&mut eb, 2));
+    assert!(unfinished_a.is_empty(), "{unfinished_a:?}");
+    assert!(unfinished_b.is_empty(), "{unfinished_b:?}");
+    let after: Vec<TcpclEvent> = got_a
+        .into_iter()
+        .filter(|e| !matches!(e, TcpclEvent::Up { .. } | TcpclEvent::Sent { tag: 7 }))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "events about the untracked bundle: {after:?}"
+    );
+}
+
 /// A TCP proxy that forwards `cut_after` bytes from the client to the server, keeps the other
 /// direction open for a moment (acknowledgements get back), then drops both connections.
 async fn cutting_proxy(target: SocketAddr, cut_after: usize) -> SocketAddr {

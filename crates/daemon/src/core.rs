@@ -1162,7 +1162,6 @@ impl Daemon {
                 .handle_transfer(now, t.link, &bundle.id(), TransferResult::Failed);
             return;
         };
-        let id = bundle.id();
         let encoded = bundle.encode();
         // A flooded broadcast bundle goes out as one UDP broadcast per interface, reaching every
         // neighbour there at once; the node's transmits of the same bundle to the others in the
@@ -1175,7 +1174,7 @@ impl Daemon {
             && encoded.len() <= self.config.udp_max_bundle
             && let Some(announcer) = &mut self.announcer
         {
-            let key = (id.clone(), to.port());
+            let key = (bundle.id(), to.port());
             let done = self.broadcast_round.contains(&key)
                 || announcer.broadcast_bundle(&encoded, to.port()) > 0;
             if done {
@@ -1184,7 +1183,7 @@ impl Daemon {
                 }
                 let now = self.now();
                 self.node
-                    .handle_transfer(now, t.link, &id, TransferResult::Complete);
+                    .handle_transfer(now, t.link, &bundle.id(), TransferResult::Complete);
                 return;
             }
         }
@@ -1204,9 +1203,17 @@ impl Daemon {
                 }
             };
             let now = self.now();
-            self.node.handle_transfer(now, t.link, &id, result);
+            self.node.handle_transfer(now, t.link, &bundle.id(), result);
             return;
         }
+        if !t.report {
+            // Real-time traffic: the node keeps nothing about it, so no tag, no flight and no
+            // event from the session when the peer acknowledges it (one input fewer for the
+            // loop per bundle). A session already gone just drops it, as the link would.
+            link.handle.send_untracked(encoded, t.urgent);
+            return;
+        }
+        let id = bundle.id();
         let tag = self.next_tag;
         self.next_tag += 1;
         let [head, payload, _] = encoded.parts();

@@ -103,6 +103,11 @@ pub struct Transmit {
     /// Real-time traffic (beacons, control, datagram and stream bundles) that the shell should
     /// send before queued store-carry-forward bundles.
     pub urgent: bool,
+    /// Whether the node wants to hear how the transfer fared ([`crate::Node::handle_transfer`]).
+    /// Only store-carry-forward bundles are followed (they hold room in the link's window and
+    /// are retried or cut into fragments); real-time traffic is sent and forgotten, so a shell
+    /// need not keep any state for it nor report its end.
+    pub report: bool,
 }
 
 /// How a transmitted bundle fared, reported by the shell.

@@ -564,7 +564,8 @@ impl Node {
     }
 
     /// The shell reports how a transmitted bundle fared. `id` is the id of the bundle as
-    /// transmitted (a fragment's id if the node sent a piece).
+    /// transmitted (a fragment's id if the node sent a piece). Wanted only for transmits with
+    /// [`Transmit::report`] set; a report about any other is ignored.
     pub fn handle_transfer(
         &mut self,
         now: DtnTime,
@@ -806,6 +807,7 @@ impl Node {
             link,
             frame: Frame::Beacon(beacon),
             urgent: true,
+            report: false,
         });
     }
 
@@ -1681,6 +1683,7 @@ impl Node {
         };
         self.stats.bundles_sent += 1;
         self.stats.bytes_sent += encoded_len(&bundle);
+        let report = flight.is_some();
         if let Some((id, flight)) = flight {
             l.flights.insert(id, flight);
         }
@@ -1688,6 +1691,7 @@ impl Node {
             link,
             frame: Frame::Bundle(bundle),
             urgent,
+            report,
         });
     }
 

@@ -39,6 +39,9 @@ struct Net {
     hold_transfers: bool,
     /// Held transfers in the order the nodes handed them over: (from, to, bundle).
     pending: VecDeque<(usize, usize, Bundle)>,
+    /// Every bundle transmit as (urgent, report), in order. Like the daemon, the harness reports
+    /// a transfer's end only when the node asked for it.
+    transmitted: Vec<(bool, bool)>,
     now: u64,
 }
 
@@ -64,6 +67,7 @@ impl Net {
             cut_after: None,
             hold_transfers: false,
             pending: VecDeque::new(),
+            transmitted: Vec::new(),
             now: T0,
         }
     }
@@ -142,9 +146,11 @@ impl Net {
                             }
                         }
                         Frame::Bundle(b) if self.hold_transfers && !t.urgent => {
+                            self.transmitted.push((t.urgent, t.report));
                             self.pending.push_back((i, j, b));
                         }
                         Frame::Bundle(b) => {
+                            self.transmitted.push((t.urgent, t.report));
                             let id = b.id();
                             let len = b.payload.data.len() as u64;
                             let result = match self.cut_after {
@@ -163,7 +169,14 @@ impl Net {
                                     TransferResult::Complete
                                 }
                             };
-                            self.nodes[i].handle_transfer(self.now, LinkId(j as u64), &id, result);
+                            if t.report {
+                                self.nodes[i].handle_transfer(
+                                    self.now,
+                                    LinkId(j as u64),
+                                    &id,
+                                    result,
+                                );
+                            }
                         }
                     }
                 }
@@ -750,6 +763,17 @@ fn real_time_traffic_is_not_held_back_by_a_full_window() {
     // Meanwhile the store-carry-forward bundles are where they were.
     assert_eq!(net.pending.len(), 1);
     assert_eq!(net.nodes[0].link_load(LinkId(1)).unwrap().waiting, 1);
+    // Only store-carry-forward transmits ask to hear how they fared: the real-time ones (the
+    // datagram, the stream's segments and acks, control traffic) went unreported above and
+    // still left nothing behind in the window.
+    assert!(net.transmitted.iter().any(|&(urgent, _)| urgent));
+    assert!(net.transmitted.iter().any(|&(urgent, _)| !urgent));
+    for &(urgent, report) in &net.transmitted {
+        assert_eq!(report, !urgent);
+    }
+    net.complete_next();
+    assert_eq!(net.pending.len(), 1);
+    assert_eq!(net.nodes[0].link_load(LinkId(1)).unwrap().waiting, 0);
 }
 
 #[test]
