@@ -204,7 +204,7 @@ mod tests {
             r.end().unwrap();
         }
         for shift in 0..64 {
-            let v = (1u64 << shift) | ((1u64 << shift) - 1) / 3;
+            let v = (1u64 << shift) | (((1u64 << shift) - 1) / 3);
             let mut w = Writer::new();
             w.u64(v).u64(v.wrapping_mul(0x9e37_79b9));
             let mut r = Reader::new(Bytes::from(w.finish())).unwrap();
