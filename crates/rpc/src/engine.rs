@@ -587,6 +587,8 @@ pub struct Rpc {
     dirty_serving: BTreeSet<ServeKey>,
     /// Served calls whose record is unchanged but whose outbox row may not be.
     dirty_outbox: BTreeSet<ServeKey>,
+    /// Rows `write_dirty` gathered, written together at its end ([`Rpc::write_staged`]).
+    staged: Vec<(RpcTable, Vec<u8>, Option<Vec<u8>>)>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
     /// Finished calls that may leave memory, in the order they were offered (see `archive.rs`),
     /// with when they finished.
@@ -755,6 +757,7 @@ impl Rpc {
             dirty_calls: BTreeSet::new(),
             dirty_serving: BTreeSet::new(),
             dirty_outbox: BTreeSet::new(),
+            staged: Vec::new(),
             by_call: BTreeMap::new(),
             leavable_calls: VecDeque::new(),
             leavable_serving: BTreeMap::new(),
@@ -1148,6 +1151,41 @@ impl Rpc {
             ..Outgoing::new(source, destination, payload)
         };
         node.send(now, out).map(|_| ())
+    }
+
+    /// Writes the rows staged by `write_dirty`, in order: each run of puts to one table as one
+    /// [`store::Store::rpc_put_many`], removals one by one.
+    fn write_staged(&mut self, node: &mut Node) {
+        let staged = std::mem::take(&mut self.staged);
+        let mut rest = &staged[..];
+        while let Some((table, key, value)) = rest.first() {
+            let Some(_) = value else {
+                self.persist(node, *table, key, None);
+                rest = &rest[1..];
+                continue;
+            };
+            let run = rest
+                .iter()
+                .take_while(|(t, _, v)| t == table && v.is_some())
+                .count();
+            let rows: Vec<(&[u8], &[u8])> = rest[..run]
+                .iter()
+                .filter_map(|(_, k, v)| Some((&k[..], v.as_deref()?)))
+                .collect();
+            if let Err(e) = node.store_mut().rpc_put_many(*table, &rows) {
+                self.errors.push(format!("rpc {} table: {e}", table.name()));
+            }
+            rest = &rest[run..];
+        }
+        // The allocation is kept for the next commit.
+        let mut staged = staged;
+        staged.clear();
+        self.staged = staged;
+    }
+
+    /// Puts (or with `None` removes) a row when `write_dirty` is done ([`Rpc::write_staged`]).
+    fn stage(&mut self, table: RpcTable, key: Vec<u8>, value: Option<Vec<u8>>) {
+        self.staged.push((table, key, value));
     }
 
     fn persist(&mut self, node: &mut Node, table: RpcTable, key: &[u8], value: Option<&[u8]>) {

@@ -119,6 +119,8 @@ enum Op {
     MarkSent(IdSel, u8),
     /// Table, key, and the value's seed and length.
     RpcPut(u8, u8, u8, usize),
+    /// Table, and three rows of key, value seed and length, put together in that order.
+    RpcPutMany(u8, [(u8, u8, usize); 3]),
     RpcRemove(u8, u8),
     Flush,
     Reopen,
@@ -130,6 +132,14 @@ fn id_sel() -> impl Strategy<Value = IdSel> {
         creation,
         fragment,
     })
+}
+
+fn rpc_row() -> impl Strategy<Value = (u8, u8, usize)> {
+    (
+        0u8..4,
+        any::<u8>(),
+        prop_oneof![0usize..20, 900usize..2_500],
+    )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -152,6 +162,10 @@ fn op() -> impl Strategy<Value = Op> {
         // either by either.
         2 => (0u8..TABLES, 0u8..4, any::<u8>(), prop_oneof![0usize..20, 900usize..2_500])
             .prop_map(|(t, k, v, len)| Op::RpcPut(t, k, v, len)),
+        // The same, three at once: a key may come twice (the later value wins), a value file
+        // may sit between inline values, an inline value may replace a file-backed row.
+        1 => (0u8..TABLES, [rpc_row(), rpc_row(), rpc_row()])
+            .prop_map(|(t, rows)| Op::RpcPutMany(t, rows)),
         1 => (0u8..TABLES, 0u8..4).prop_map(|(t, k)| Op::RpcRemove(t, k)),
         2 => Just(Op::Flush),
         1 => Just(Op::Reopen),
@@ -218,6 +232,16 @@ fn apply(store: &mut dyn Store, op: &Op) -> String {
         Op::Remove(id) => outcome(store.remove(&id.id())),
         Op::MarkSent(id, p) => outcome(store.mark_sent(&id.id(), &peer(p))),
         Op::RpcPut(t, k, v, len) => outcome(store.rpc_put(table(t), &[k], &rpc_value(v, len))),
+        Op::RpcPutMany(t, rows) => {
+            let keys = rows.map(|(k, _, _)| [k]);
+            let values = rows.map(|(_, v, len)| rpc_value(v, len));
+            let rows: Vec<(&[u8], &[u8])> = keys
+                .iter()
+                .zip(&values)
+                .map(|(k, v)| (&k[..], &v[..]))
+                .collect();
+            outcome(store.rpc_put_many(table(t), &rows))
+        }
         Op::RpcRemove(t, k) => outcome(store.rpc_remove(table(t), &[k])),
         Op::Flush => outcome(store.flush()),
         Op::Reopen => unreachable!("handled by the driver"),

@@ -121,8 +121,10 @@ impl Rpc {
             state: CallState::Waiting,
             finished_at: None,
             acks: Vec::new(),
-            replies: Vec::new(),
-            timeline: Vec::new(),
+            // A call to one server usually gets one reply; its timeline three entries (called,
+            // the reply, the end): room for them now, not grown twice.
+            replies: Vec::with_capacity(usize::from(mode == Mode::Explicit)),
+            timeline: Vec::with_capacity(4),
             row: RowOrder::Since(now),
             stream: None,
             next_resend: None,

@@ -41,16 +41,17 @@ impl Rpc {
     pub(super) fn write_dirty(&mut self, node: &mut Node) {
         let calls = std::mem::take(&mut self.dirty_calls);
         for &id in &calls {
-            self.write_call(node, id);
+            self.write_call(id);
         }
         let outbox = std::mem::take(&mut self.dirty_outbox);
         let serving = std::mem::take(&mut self.dirty_serving);
         for key in &serving {
-            self.write_serving(node, key);
+            self.write_serving(key);
         }
         for key in &outbox {
-            self.write_outbox(node, key);
+            self.write_outbox(key);
         }
+        self.write_staged(node);
         // What is written and done with may leave memory now (see `archive.rs`).
         for id in calls {
             self.offer_call_to_leave(id);
@@ -64,7 +65,7 @@ impl Rpc {
         self.leave_memory();
     }
 
-    fn write_call(&mut self, node: &mut Node, id: CallId) {
+    fn write_call(&mut self, id: CallId) {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
@@ -110,7 +111,7 @@ impl Rpc {
         }
         let value = w.finish();
         let k = c.row.key(&id.0);
-        self.persist(node, RpcTable::Pending, &k, Some(&value));
+        self.stage(RpcTable::Pending, k, Some(value));
     }
 
     /// Marks a served call's record to be written when the current input is done (see
@@ -135,7 +136,7 @@ impl Rpc {
     }
 
     /// Puts or removes a served call's outbox row, if it is not as [`needs_outbox_row`] says.
-    fn write_outbox(&mut self, node: &mut Node, key: &ServeKey) {
+    fn write_outbox(&mut self, key: &ServeKey) {
         let Some(s) = self.serving.get_mut(key) else {
             return;
         };
@@ -145,10 +146,10 @@ impl Rpc {
         }
         s.outbox_row = unsent;
         let k = s.row.key(&serve_key_bytes(key));
-        self.persist(node, RpcTable::Outbox, &k, unsent.then_some(&[][..]));
+        self.stage(RpcTable::Outbox, k, unsent.then(Vec::new));
     }
 
-    fn write_serving(&mut self, node: &mut Node, key: &ServeKey) {
+    fn write_serving(&mut self, key: &ServeKey) {
         let Some(s) = self.serving.get(key) else {
             return;
         };
@@ -163,8 +164,8 @@ impl Rpc {
             .bytes(s.reply.as_deref().unwrap_or_default());
         let value = w.finish();
         let k = s.row.key(&serve_key_bytes(key));
-        self.persist(node, RpcTable::Dedup, &k, Some(&value));
-        self.write_outbox(node, key);
+        self.stage(RpcTable::Dedup, k, Some(value));
+        self.write_outbox(key);
     }
 
     pub(super) fn parse_call(value: Bytes, row: RowOrder) -> Result<ClientCall, RecordError> {
