@@ -212,7 +212,14 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 impl Control {
     /// Encodes the message.
     pub fn encode(&self) -> Bytes {
-        let mut out = Vec::with_capacity(64);
+        // One allocation of about the right size: a stream segment (every RPC call and reply
+        // is one) outgrew a fixed first guess and was copied.
+        let mut out = Vec::with_capacity(match self {
+            Control::Stream(seg) => seg.data.len() + 48,
+            Control::StreamAcks(acks) => 4 + 40 * acks.len(),
+            Control::Summary(s) => 16 + 18 * (s.have.len() + s.purged.len()),
+            Control::LinkState(ls) => 64 + 48 * ls.links.len(),
+        });
         match self {
             Control::LinkState(ls) => {
                 cbor::put_array(&mut out, 6);
@@ -229,7 +236,6 @@ impl Control {
                 }
             }
             Control::Summary(s) => {
-                out.reserve(18 * (s.have.len() + s.purged.len()));
                 cbor::put_array(&mut out, 4);
                 cbor::put_uint(&mut out, CONTROL_VERSION);
                 cbor::put_uint(&mut out, KIND_SUMMARY);
@@ -241,7 +247,6 @@ impl Control {
                 }
             }
             Control::Stream(seg) => {
-                out.reserve(seg.data.len() + 40);
                 cbor::put_array(&mut out, 7);
                 cbor::put_uint(&mut out, CONTROL_VERSION);
                 cbor::put_uint(&mut out, KIND_STREAM);
@@ -252,7 +257,6 @@ impl Control {
                 cbor::put_bytes(&mut out, &seg.data);
             }
             Control::StreamAcks(acks) => {
-                out.reserve(4 + 40 * acks.len());
                 cbor::put_array(&mut out, 3);
                 cbor::put_uint(&mut out, CONTROL_VERSION);
                 cbor::put_uint(&mut out, KIND_STREAM_ACKS);

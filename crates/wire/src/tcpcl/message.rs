@@ -473,9 +473,12 @@ impl Message {
 
     /// The encoded message in a buffer of its own.
     pub fn to_bytes(&self) -> Result<Bytes, TcpclError> {
-        // No capacity up front: `encode` reserves only after checking the lengths, and
-        // `encoded_len` of an unencodable value could be absurd.
-        let mut out = BytesMut::new();
+        // Capacity up front, so that `encode`'s own reserve finds room and the buffer is handed
+        // over whole (an XFER_ACK per bundle each way: a growing buffer cost more than the
+        // message). Capped: `encoded_len` of an unencodable value could be absurd, and `encode`
+        // checks the lengths before it reserves the rest.
+        const MOST_UP_FRONT: usize = 64 * 1024;
+        let mut out = BytesMut::with_capacity(self.encoded_len().min(MOST_UP_FRONT));
         self.encode(&mut out)?;
         Ok(out.freeze())
     }
