@@ -466,6 +466,9 @@ impl Phase {
 #[derive(Debug, Clone)]
 struct ClientCall {
     call: Call,
+    /// The call encoded: what was sealed, and what its record keeps (a call never changes after
+    /// it is made, so it is encoded once, not at every write of its record).
+    call_bytes: Bytes,
     /// The sealed call, resent as is.
     sealed: Bytes,
     timers: Timers,

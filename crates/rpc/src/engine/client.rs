@@ -102,7 +102,8 @@ impl Rpc {
             transport: request.transport,
         };
         let to = server.as_ref().and_then(|s| self.key_of(s));
-        let sealed = self.seal_body(&Message::encode_call(&call)?, to);
+        let call_bytes = Bytes::from(Message::encode_call(&call)?);
+        let sealed = self.seal_body(&call_bytes, to);
         // Files first, by dtn (the data channel is always store-carry-forward).
         if !local {
             for content in files {
@@ -112,6 +113,7 @@ impl Rpc {
         }
         let mut c = ClientCall {
             call,
+            call_bytes,
             sealed,
             timers,
             created: now,

@@ -69,9 +69,6 @@ impl Rpc {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
-        let Ok(call) = Message::encode_call(&c.call) else {
-            return;
-        };
         let mut w = Writer::new();
         let (phase, until) = c.phase.code();
         w.u8(c.state.code())
@@ -89,7 +86,7 @@ impl Rpc {
             .u64(c.timers.result_ms)
             .u64(c.timers.dtn_ms)
             .u64(c.timers.resend_ms)
-            .bytes(&call)
+            .bytes(&c.call_bytes)
             .bytes(&c.sealed);
         w.u64(c.acks.len() as u64);
         for a in &c.acks {
@@ -188,7 +185,8 @@ impl Rpc {
             dtn_ms: r.u64()?,
             resend_ms: r.u64()?,
         };
-        let call = match Message::decode(&r.bytes()?) {
+        let call_bytes = r.bytes()?;
+        let call = match Message::decode(&call_bytes) {
             Ok(Message::Call(c)) => c,
             _ => return Err(RecordError("call")),
         };
@@ -227,6 +225,7 @@ impl Rpc {
         r.end()?;
         Ok(ClientCall {
             call,
+            call_bytes,
             sealed,
             timers,
             created,
