@@ -1,7 +1,8 @@
 //! The node: inputs, commands, outputs, and the bookkeeping that ties links, mesh routing, the
 //! forwarding classes and the store together.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 use bytes::Bytes;
 use store::{BundleMeta, Retention, Store, StoreError, StoredBundle};
@@ -262,7 +263,11 @@ pub struct Node {
     purge_expiries: BTreeSet<(DtnTime, u64)>,
     /// Real-time bundles seen, for duplicate suppression, and broadcast dtn bundles delivered here.
     seen: BTreeMap<u64, DtnTime>,
-    seen_expiries: BTreeSet<(DtnTime, u64)>,
+    /// When each entry of `seen` expires, earliest first. An entry marked again leaves its old
+    /// expiry behind, skipped when it comes up (it no longer matches `seen`): two heap operations
+    /// per bundle instead of a second ordered map's three, on every real-time bundle sent or
+    /// received.
+    seen_expiries: BinaryHeap<Reverse<(DtnTime, u64)>>,
     reassembly: BTreeMap<(Eid, CreationTimestamp), Reassembly>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
@@ -296,7 +301,7 @@ impl Node {
             purged: BTreeMap::new(),
             purge_expiries: BTreeSet::new(),
             seen: BTreeMap::new(),
-            seen_expiries: BTreeSet::new(),
+            seen_expiries: BinaryHeap::new(),
             reassembly: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -477,7 +482,8 @@ impl Node {
         }
         consider(self.expiries.first().map(|(t, _)| *t));
         consider(self.purge_expiries.first().map(|(t, _)| *t));
-        consider(self.seen_expiries.first().map(|(t, _)| *t));
+        // An outdated expiry may wake the node early, for nothing but dropping it.
+        consider(self.seen_expiries.peek().map(|Reverse((t, _))| *t));
         consider(self.mesh.poll_timeout());
         consider(self.streams.poll_timeout());
         next
@@ -638,12 +644,14 @@ impl Node {
             self.purge_expiries.pop_first();
             self.purged.remove(&key);
         }
-        while let Some((t, key)) = self.seen_expiries.first().copied() {
+        while let Some(&Reverse((t, key))) = self.seen_expiries.peek() {
             if t > now {
                 break;
             }
-            self.seen_expiries.pop_first();
-            self.seen.remove(&key);
+            self.seen_expiries.pop();
+            if self.seen.get(&key) == Some(&t) {
+                self.seen.remove(&key);
+            }
         }
         self.mesh.handle_timeout(now);
         self.streams.handle_timeout(now);
@@ -1913,16 +1921,25 @@ impl Node {
 
     fn mark_seen(&mut self, now: DtnTime, key: u64, until: DtnTime) {
         let until = until.max(now + 1);
-        if let Some(old) = self.seen.insert(key, until) {
-            self.seen_expiries.remove(&(old, key));
+        if self.seen.insert(key, until) == Some(until) {
+            return; // Its expiry is in the heap already.
         }
-        self.seen_expiries.insert((until, key));
+        self.seen_expiries.push(Reverse((until, key)));
+        // Full: the entry that expires first goes.
         while self.seen.len() > self.config.max_seen {
-            let Some((t, k)) = self.seen_expiries.pop_first() else {
+            let Some(Reverse((t, k))) = self.seen_expiries.pop() else {
                 break;
             };
-            let _ = t;
-            self.seen.remove(&k);
+            if self.seen.get(&k) == Some(&t) {
+                self.seen.remove(&k);
+            }
+        }
+        // Outdated expiries of entries marked again are bounded too: at most as many again as
+        // there are entries (and a few to start with).
+        if self.seen_expiries.len() > 2 * self.seen.len() + 64 {
+            let seen = &self.seen;
+            self.seen_expiries
+                .retain(|Reverse((t, k))| seen.get(k) == Some(t));
         }
     }
 

@@ -900,3 +900,69 @@ proptest::proptest! {
         proptest::prop_assert_eq!(delivered.into_iter().collect::<BTreeSet<_>>(), ids);
     }
 }
+
+/// Sends a datagram from node 0 to node 1 and returns its bundle as it left node 0 (it still
+/// crosses and is delivered).
+fn datagram_bundle(net: &mut Net, len: usize) -> Bundle {
+    let mut out = Outgoing::new(app(0), app(1), payload(len));
+    out.class = Class::Datagram;
+    net.nodes[0].send(net.now, out).expect("send");
+    let mut found = None;
+    while let Some(t) = net.nodes[0].poll_transmit() {
+        if let Frame::Bundle(b) = t.frame {
+            net.nodes[1].handle_bundle(net.now, LinkId(0), b.clone());
+            found = Some(b);
+        }
+    }
+    net.settle();
+    found.expect("the datagram's bundle")
+}
+
+#[test]
+fn a_real_time_duplicate_is_dropped_until_its_entry_expires_or_is_pushed_out() {
+    // Expiry: the entry lasts a minute, then the same bundle (still alive) is new again.
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    let first = datagram_bundle(&mut net, 10);
+    assert_eq!(net.deliveries(1).len(), 1);
+    net.nodes[1].handle_bundle(net.now, LinkId(0), first.clone());
+    net.settle();
+    assert_eq!(net.deliveries(1).len(), 1, "a duplicate was delivered");
+    net.advance_to(net.now + 59_000);
+    net.nodes[1].handle_bundle(net.now, LinkId(0), first.clone());
+    net.settle();
+    assert_eq!(
+        net.deliveries(1).len(),
+        1,
+        "forgotten before its minute was up"
+    );
+    net.advance_to(net.now + 2_000);
+    net.nodes[1].handle_bundle(net.now, LinkId(0), first);
+    net.settle();
+    assert_eq!(net.deliveries(1).len(), 2, "remembered past its minute");
+
+    // Capacity: with room for four, the entry that expires first makes room for a fifth.
+    let mut net = Net::new(2, |c| c.max_seen = 4);
+    net.link(0, 1, None);
+    let first = datagram_bundle(&mut net, 10);
+    for i in 0..3 {
+        net.advance_to(net.now + 10);
+        datagram_bundle(&mut net, 11 + i);
+    }
+    net.nodes[1].handle_bundle(net.now, LinkId(0), first.clone());
+    net.settle();
+    assert_eq!(
+        net.deliveries(1).len(),
+        4,
+        "a duplicate was delivered while there was room"
+    );
+    net.advance_to(net.now + 10);
+    datagram_bundle(&mut net, 20);
+    net.nodes[1].handle_bundle(net.now, LinkId(0), first);
+    net.settle();
+    assert_eq!(
+        net.deliveries(1).len(),
+        6,
+        "the earliest entry was not the one pushed out"
+    );
+}
