@@ -11,14 +11,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+use common::free_port;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
-}
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 /// A directory of its own for each test, removed when the test passes.
 struct TempDir(PathBuf);
