@@ -918,6 +918,13 @@ fn datagram_bundle(net: &mut Net, len: usize) -> Bundle {
     found.expect("the datagram's bundle")
 }
 
+/// Hands `bundle` to node 1 again; returns how many bundles node 1 has delivered since it began.
+fn again(net: &mut Net, bundle: &Bundle) -> usize {
+    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle.clone());
+    net.settle();
+    net.deliveries(1).len()
+}
+
 #[test]
 fn a_real_time_duplicate_is_dropped_until_its_entry_expires_or_is_pushed_out() {
     // Expiry: the entry lasts a minute, then the same bundle (still alive) is new again.
@@ -925,21 +932,11 @@ fn a_real_time_duplicate_is_dropped_until_its_entry_expires_or_is_pushed_out() {
     net.link(0, 1, None);
     let first = datagram_bundle(&mut net, 10);
     assert_eq!(net.deliveries(1).len(), 1);
-    net.nodes[1].handle_bundle(net.now, LinkId(0), first.clone());
-    net.settle();
-    assert_eq!(net.deliveries(1).len(), 1, "a duplicate was delivered");
+    assert_eq!(again(&mut net, &first), 1, "a duplicate was delivered");
     net.advance_to(net.now + 59_000);
-    net.nodes[1].handle_bundle(net.now, LinkId(0), first.clone());
-    net.settle();
-    assert_eq!(
-        net.deliveries(1).len(),
-        1,
-        "forgotten before its minute was up"
-    );
+    assert_eq!(again(&mut net, &first), 1, "forgotten before its minute");
     net.advance_to(net.now + 2_000);
-    net.nodes[1].handle_bundle(net.now, LinkId(0), first);
-    net.settle();
-    assert_eq!(net.deliveries(1).len(), 2, "remembered past its minute");
+    assert_eq!(again(&mut net, &first), 2, "remembered past its minute");
 
     // Capacity: with room for four, the entry that expires first makes room for a fifth.
     let mut net = Net::new(2, |c| c.max_seen = 4);
@@ -949,20 +946,16 @@ fn a_real_time_duplicate_is_dropped_until_its_entry_expires_or_is_pushed_out() {
         net.advance_to(net.now + 10);
         datagram_bundle(&mut net, 11 + i);
     }
-    net.nodes[1].handle_bundle(net.now, LinkId(0), first.clone());
-    net.settle();
     assert_eq!(
-        net.deliveries(1).len(),
+        again(&mut net, &first),
         4,
-        "a duplicate was delivered while there was room"
+        "a duplicate delivered with room left"
     );
     net.advance_to(net.now + 10);
     datagram_bundle(&mut net, 20);
-    net.nodes[1].handle_bundle(net.now, LinkId(0), first);
-    net.settle();
     assert_eq!(
-        net.deliveries(1).len(),
+        again(&mut net, &first),
         6,
-        "the earliest entry was not the one pushed out"
+        "the earliest entry was not pushed out"
     );
 }
