@@ -84,8 +84,9 @@ pub enum Request {
         /// The call.
         spec: CallSpec,
         /// The id of the call (or why it could not be made), when it did not end at once; the
-        /// caller reads it only if it stops waiting before the end.
-        made: oneshot::Sender<Result<String, ApiError>>,
+        /// caller reads it only if it stops waiting before the end (so it is not formatted as
+        /// text unless it is needed).
+        made: oneshot::Sender<Result<wire::rpc::CallId, ApiError>>,
         /// The call once it ended (at once, or when its last reply came).
         done: oneshot::Sender<Result<CallInfo, ApiError>>,
     },
@@ -256,7 +257,7 @@ impl ControlHandle {
             return Err(ApiError::shutting_down());
         }
         // Not yet ended: the call as it stands (the node drops the abandoned wait).
-        self.get_call(&id).await
+        self.get_call(&id.to_string()).await
     }
 
     /// One call as it stands, with its timeline.

@@ -1429,13 +1429,13 @@ impl Daemon {
             Request::CallNow { spec, made, done } => match self.make_call(&spec) {
                 Ok(call_id) => {
                     if self.call_waiting(&call_id) {
-                        let _ = made.send(Ok(call_id.to_string()));
+                        let _ = made.send(Ok(call_id));
                         self.call_waiters
                             .entry(call_id)
                             .or_default()
                             .push((WaitFor::default(), done));
                     } else {
-                        let _ = done.send(self.call_info(&call_id.to_string(), true));
+                        let _ = done.send(self.call_info_of(&call_id, true));
                     }
                 }
                 Err(e) => {

@@ -531,6 +531,21 @@ async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
         .unwrap();
     assert_eq!(still.state, "waiting", "{still:#?}");
     assert!(started.elapsed() >= Duration::from_millis(300));
+    // So does `call_and_wait`: the call it made, as it stands, under the id the node gave it.
+    let started = std::time::Instant::now();
+    let standing = a
+        .control
+        .call_and_wait(
+            call("bravo", "slow", vec![ParamSpec::Text("30".into())]),
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap();
+    assert_eq!(standing.state, "waiting", "{standing:#?}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let listed = a.control.get_call(&standing.id).await.unwrap();
+    assert_eq!(listed.id, standing.id);
+    assert_eq!(listed.procedure, "slow");
     // Two waits in progress when the call is forgotten both end, with not_found.
     let waits: Vec<_> = (0..2)
         .map(|_| {
