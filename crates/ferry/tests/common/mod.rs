@@ -21,23 +21,8 @@ pub(crate) fn terminate(child: &mut Child) -> Option<ExitStatus> {
     None
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago, taken below the kernel's ephemeral range
-/// (32768–60999 on Linux). A port the kernel hands out for `:0` is an ephemeral one, which
-/// another test's outgoing connection may take before the caller binds it ("Address already in
-/// use", seen with tests in parallel); below that range only explicit binds take ports. Each test
-/// process starts at its own place in the range and hands out a port once at most.
-pub(crate) fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const FIRST: u32 = 20_000;
-    const COUNT: u32 = 12_000;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let start = std::process::id().wrapping_mul(7_919) % COUNT;
-    for _ in 0..COUNT {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (FIRST + (start + n) % COUNT) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port on 127.0.0.1 in {FIRST}..{}", FIRST + COUNT)
-}
+// The daemon's test scaffolding, for its `free_port` (ports below the ephemeral range).
+#[path = "../../../daemon/tests/common/mod.rs"]
+mod daemon_common;
+#[allow(unused_imports)] // the netns test binds no port of its own
+pub(crate) use daemon_common::free_port;
