@@ -1159,14 +1159,14 @@ impl Rpc {
     /// Writes the rows staged by `write_dirty`, in order: each run of puts to one table as one
     /// [`store::Store::rpc_put_many`], removals one by one.
     fn write_staged(&mut self, node: &mut Node) {
-        let staged = std::mem::take(&mut self.staged);
+        let mut staged = std::mem::take(&mut self.staged);
         let mut rest = &staged[..];
         while let Some((table, key, value)) = rest.first() {
-            let Some(_) = value else {
+            if value.is_none() {
                 self.persist(node, *table, key, None);
                 rest = &rest[1..];
                 continue;
-            };
+            }
             let run = rest
                 .iter()
                 .take_while(|(t, _, v)| t == table && v.is_some())
@@ -1181,7 +1181,6 @@ impl Rpc {
             rest = &rest[run..];
         }
         // The allocation is kept for the next commit.
-        let mut staged = staged;
         staged.clear();
         self.staged = staged;
     }

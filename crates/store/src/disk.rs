@@ -198,19 +198,6 @@ macro_rules! rpc_sql {
     };
 }
 
-/// The statement for a small value: a new row, or a small value replacing a small one (a row
-/// whose value is in a file is left alone, and the statement writes no row).
-macro_rules! rpc_upsert_sql {
-    ($table:expr) => {
-        rpc_sql!(
-            $table,
-            "INSERT INTO ",
-            " (k, v) VALUES (?1, ?2)
-             ON CONFLICT (k) DO UPDATE SET v = excluded.v WHERE file IS NULL"
-        )
-    };
-}
-
 /// How to open a [`DiskStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiskOptions {
@@ -942,53 +929,37 @@ impl DiskStore {
 
     /// Deletes the row under (table, key), if any; its value's file, if it has one, is unlinked
     /// after the batch commits. Returns whether there was a row. Part of a batch.
-    /// [`Store::rpc_put`] inside an open batch.
-    fn put_rpc_row(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
+    /// Puts a value the one-statement upsert of [`Store::rpc_put_many`] does not write (one for
+    /// a file, or one replacing a row whose value is in a file), inside an open batch: delete,
+    /// then insert (what REPLACE does), so that a replaced value's file is known and unlinked
+    /// after the commit.
+    fn replace_rpc_row(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
         let context = || format!("writing the rpc {} table", table.name());
         let size = value.len() as u64;
-        let in_file = size >= self.options.payload_file_min;
         let sql_size = size_to_sql(size)?;
-        let store = self;
-        if !in_file {
-            // One statement for the common case (a new key, or a small value replacing a
-            // small one); a value replacing one kept in a file takes the way below, which
-            // learns the file to unlink.
-            let written = store
-                .conn
-                .prepare_cached(rpc_upsert_sql!(table))
-                .and_then(|mut stmt| stmt.execute(params![key, value]))
-                .map_err(|e| db_err(context(), e))?;
-            if written == 1 {
-                return Ok(());
-            }
-        }
-        // Delete, then insert (what REPLACE does), so that a replaced value's file is known
-        // and unlinked after the commit.
-        store.rpc_delete(table, key)?;
-        if !in_file {
-            return store
+        self.rpc_delete(table, key)?;
+        if size < self.options.payload_file_min {
+            return self
                 .conn
                 .prepare_cached(rpc_sql!(table, "INSERT INTO ", " (k, v) VALUES (?1, ?2)"))
                 .and_then(|mut stmt| stmt.execute(params![key, value]))
                 .map(drop)
                 .map_err(|e| db_err(context(), e));
         }
-        let fid = store
+        let fid = self
             .conn
             .prepare_cached("INSERT INTO rpc_file_ids DEFAULT VALUES")
             .and_then(|mut stmt| stmt.insert([]))
             .and_then(|fid| {
                 // Only the sequence is wanted; see the schema.
-                store
-                    .conn
+                self.conn
                     .prepare_cached("DELETE FROM rpc_file_ids WHERE fid = ?1")?
                     .execute([fid])?;
                 Ok(fid)
             })
             .map_err(|e| db_err(context(), e))?;
-        store.write_file(FileName::Rpc(fid), [value])?;
-        store
-            .conn
+        self.write_file(FileName::Rpc(fid), [value])?;
+        self.conn
             .prepare_cached(rpc_sql!(
                 table,
                 "INSERT INTO ",
@@ -1286,7 +1257,7 @@ impl Store for DiskStore {
     }
 
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
-        self.mutate(|store| store.put_rpc_row(table, key, value))
+        self.rpc_put_many(table, &[(key, value)])
     }
 
     fn rpc_put_many(&mut self, table: RpcTable, rows: &[(&[u8], &[u8])]) -> Result<()> {
@@ -1296,11 +1267,17 @@ impl Store for DiskStore {
             while next < rows.len() {
                 // A run of small values with one statement, fetched from rusqlite's cache once
                 // for the run instead of once a row (each fetch hashes the SQL text and copies
-                // it back into the cache).
+                // it back into the cache). It writes a new row, or a small value over a small
+                // one; over a row whose value is in a file it writes nothing.
                 {
                     let mut upsert = store
                         .conn
-                        .prepare_cached(rpc_upsert_sql!(table))
+                        .prepare_cached(rpc_sql!(
+                            table,
+                            "INSERT INTO ",
+                            " (k, v) VALUES (?1, ?2)
+                             ON CONFLICT (k) DO UPDATE SET v = excluded.v WHERE file IS NULL"
+                        ))
                         .map_err(|e| db_err(context(), e))?;
                     while let Some(&(key, value)) = rows.get(next) {
                         if value.len() as u64 >= store.options.payload_file_min
@@ -1316,7 +1293,7 @@ impl Store for DiskStore {
                 }
                 // A value for a file, or one replacing a file-backed row: the general way.
                 if let Some(&(key, value)) = rows.get(next) {
-                    store.put_rpc_row(table, key, value)?;
+                    store.replace_rpc_row(table, key, value)?;
                     next += 1;
                 }
             }
