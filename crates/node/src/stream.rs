@@ -819,9 +819,12 @@ impl Streams {
         }
         s.dup_acks = 0;
         s.acked_below = acknowledged;
-        let still = s.in_flight.split_off(&acknowledged);
-        let done = std::mem::replace(&mut s.in_flight, still);
-        for (seq, sent) in done {
+        // Taken from the front one by one: `split_off` allocated a node for the part kept even
+        // when nothing was left (every acknowledgement of a one-segment stream, as an RPC call's).
+        while let Some(entry) = s.in_flight.first_entry()
+            && *entry.key() < acknowledged
+        {
+            let (seq, sent) = entry.remove_entry();
             s.buffered = s.buffered.saturating_sub(sent.data.len());
             // Round-trip samples only from the segment this acknowledgement answers directly,
             // and only if it is still timed (see `Sent::timed`).
