@@ -455,7 +455,11 @@ impl Node {
             while let Some(out) = self.streams.poll_pure_ack() {
                 acks.push(out);
             }
-            self.carry_acks(now, acks);
+            self.carry_acks(now, &mut acks);
+            // The emptied buffer goes back with its room (it fills again every round), with
+            // whatever was queued meanwhile.
+            acks.append(&mut self.pending_acks);
+            self.pending_acks = acks;
             // One looped back to a stream between two endpoints of this node is input.
             self.pump(now);
         }
@@ -1758,36 +1762,48 @@ impl Node {
         }
     }
 
-    /// Carries pure acknowledgements: those between the same two endpoints share one bundle
-    /// (up to [`MAX_ACKS_PER_BUNDLE`]), a client that got many replies at once sends one.
-    fn carry_acks(&mut self, now: DtnTime, acks: Vec<crate::stream::OutSegment>) {
+    /// Carries pure acknowledgements (and empties `acks`): those between the same two endpoints
+    /// share one bundle (up to [`MAX_ACKS_PER_BUNDLE`]), a client that got many replies at once
+    /// sends one.
+    fn carry_acks(&mut self, now: DtnTime, acks: &mut Vec<crate::stream::OutSegment>) {
+        if acks
+            .windows(2)
+            .all(|w| w[0].from == w[1].from && w[0].to == w[1].to)
+        {
+            // The usual round: one peer, one group, no grouping to do.
+            self.carry_ack_group(now, acks.drain(..));
+            return;
+        }
         let mut by_pair: BTreeMap<(Eid, Eid), Vec<crate::stream::OutSegment>> = BTreeMap::new();
-        for out in acks {
+        for out in acks.drain(..) {
             by_pair
                 .entry((out.from.clone(), out.to.clone()))
                 .or_default()
                 .push(out);
         }
-        for ((from, to), outs) in by_pair {
-            // A group's acknowledgements in bundles of at most MAX_ACKS_PER_BUNDLE; a lone one
-            // goes as the segment it is.
-            let mut outs = outs;
-            while !outs.is_empty() {
-                let rest = outs.split_off(outs.len().min(MAX_ACKS_PER_BUNDLE));
-                let mut chunk = std::mem::replace(&mut outs, rest);
-                match chunk.pop() {
-                    Some(out) if chunk.is_empty() => self.carry_segment(now, out),
-                    last => {
-                        let acks = chunk
-                            .iter()
-                            .chain(last.as_ref())
-                            .filter_map(|o| wire::StreamAck::of(&o.segment))
-                            .collect();
-                        let message = Control::StreamAcks(acks);
-                        self.carry_control(now, from.clone(), to.clone(), message);
-                    }
-                }
+        for outs in by_pair.into_values() {
+            self.carry_ack_group(now, outs.into_iter());
+        }
+    }
+
+    /// Carries the acknowledgements of one pair of endpoints in bundles of at most
+    /// [`MAX_ACKS_PER_BUNDLE`]; a lone one goes as the segment it is.
+    fn carry_ack_group(
+        &mut self,
+        now: DtnTime,
+        mut outs: impl ExactSizeIterator<Item = crate::stream::OutSegment>,
+    ) {
+        while let Some(first) = outs.next() {
+            if outs.len() == 0 {
+                self.carry_segment(now, first);
+                return;
             }
+            let mut list = Vec::with_capacity((outs.len() + 1).min(MAX_ACKS_PER_BUNDLE));
+            list.extend(wire::StreamAck::of(&first.segment));
+            for out in outs.by_ref().take(MAX_ACKS_PER_BUNDLE - 1) {
+                list.extend(wire::StreamAck::of(&out.segment));
+            }
+            self.carry_control(now, first.from, first.to, Control::StreamAcks(list));
         }
     }
 

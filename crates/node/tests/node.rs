@@ -624,6 +624,63 @@ fn the_last_acknowledgements_of_many_streams_share_one_bundle() {
     }
 }
 
+#[test]
+fn last_acknowledgements_share_bundles_per_pair_of_endpoints_and_at_most_256_each() {
+    // 258 streams from one client endpoint and 3 from another, all answered at once: the
+    // client's last acknowledgements go as one bundle of 256 and one of 2 for the first pair,
+    // and one of 3 for the second; every stream on both sides still ends cleanly.
+    use node::stream::StreamEvent;
+    let mut net = Net::new(2, |c| c.stream.max_streams = 4_096);
+    net.link(0, 1, None);
+    net.advance_to(T0 + 3_000);
+    let other = eid("dtn://n0/other");
+    for k in 0..261u32 {
+        let from = if k < 258 { app(0) } else { other.clone() };
+        net.nodes[0]
+            .stream_open_with(
+                net.now,
+                from,
+                app(1),
+                Bytes::from(k.to_be_bytes().to_vec()),
+                true,
+            )
+            .expect("open");
+    }
+    net.settle();
+    let opened: Vec<_> = net.events[1]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened.len(), 261);
+    let sent_before = net.nodes[0].stats().bundles_sent;
+    for id in &opened {
+        net.nodes[1]
+            .stream_send_last(net.now, *id, Bytes::from_static(b"reply"))
+            .unwrap();
+    }
+    net.settle();
+    assert_eq!(
+        net.nodes[0].stats().bundles_sent - sent_before,
+        3,
+        "256 + 2 acknowledgements for one pair, 3 for the other"
+    );
+    let closed = |net: &Net, i: usize| {
+        net.events[i]
+            .iter()
+            .filter(|e| matches!(e, Event::Stream(StreamEvent::Closed { .. })))
+            .count()
+    };
+    assert_eq!(closed(&net, 0), 261);
+    assert_eq!(
+        closed(&net, 1),
+        261,
+        "the server heard every acknowledgement"
+    );
+}
+
 fn delivered_ids(net: &Net, i: usize) -> Vec<BundleId> {
     net.deliveries(i).iter().map(|d| d.id.clone()).collect()
 }
