@@ -333,11 +333,13 @@ impl CallInfo {
             (Some(s), _) => s.to_string(),
             (None, mode) => mode.name().to_owned(),
         };
-        let replies = view
-            .replies
-            .iter()
-            .filter_map(|r| reply_info(r, &file_here))
-            .collect();
+        // Sized for the replies there are (`collect` after a filter starts at four).
+        let mut replies = Vec::with_capacity(view.replies.len());
+        replies.extend(
+            view.replies
+                .iter()
+                .filter_map(|r| reply_info(r, &file_here)),
+        );
         let timeline = if with_timeline {
             view.timeline
                 .iter()
