@@ -16,7 +16,7 @@
 //! | `FERRY_BENCH_ONLY` | all | any of `grpc,null,null-durable,echo` |
 //! | `FERRY_BENCH_NULL_PROCEDURE` | `null` | the procedure of the "null" row |
 //! | `FERRY_BENCH_DIR` | temp dir | where the daemons' stores live |
-//! | `FERRY_BENCH_RUNTIMES` | `shared` | `split`: the servers on a runtime of their own (below) |
+//! | `FERRY_BENCH_RUNTIMES` | `shared` | `split`: the servers on a runtime of their own; `single`: one worker for all (below) |
 //!
 //! Everything runs in this process on one tokio runtime with two workers, as `ferry node` has,
 //! so both systems share the same two cores:
@@ -43,6 +43,10 @@
 //! gRPC client and the client daemon `a` on the other (the default, `shared`, puts all of it on
 //! one runtime of two workers, where tokio's scheduler may run both daemons' loops on one
 //! worker while the other has little to do).
+//!
+//! With `FERRY_BENCH_RUNTIMES=single` everything runs on one worker: a rate is then the inverse
+//! of the CPU time a call costs, free of how the scheduler spreads tasks over two cores (the
+//! steadiest figure for comparing two builds' work per call).
 //!
 //! 64 in flight: 64 tasks, each making calls one after another until a shared count is reached;
 //! calls/s is that count over the time until the last one finished, and the rates over the first
@@ -131,13 +135,14 @@ fn main() {
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
     let run = |what: &str| only.is_empty() || only.split(',').any(|o| o.trim() == what);
     let (base, fs_type) = common::bench_dir();
-    let split = match std::env::var("FERRY_BENCH_RUNTIMES").as_deref() {
-        Ok("split") => true,
-        Ok("shared") | Ok("") | Err(_) => false,
-        Ok(other) => panic!("FERRY_BENCH_RUNTIMES={other:?}: shared or split"),
+    let (split, workers) = match std::env::var("FERRY_BENCH_RUNTIMES").as_deref() {
+        Ok("split") => (true, 1),
+        Ok("single") => (false, 1),
+        Ok("shared") | Ok("") | Err(_) => (false, 2),
+        Ok(other) => panic!("FERRY_BENCH_RUNTIMES={other:?}: shared, split or single"),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(if split { 1 } else { 2 })
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("build the tokio runtime");
@@ -213,6 +218,19 @@ fn main() {
 }
 
 /// The one-minute load average (Linux): above the 2 cores, other work skews every figure.
+/// CPU time this process has used (user and system, every thread, also those that ended), from
+/// `/proc/self/stat` in clock ticks of 10 ms (Linux's `USER_HZ` of 100): within 1 % over a
+/// measurement of a second or more.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name in parentheses: state is field 3, utime 14, stime 15.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((user + system) * 10))
+}
+
 fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
@@ -405,6 +423,8 @@ struct Rate {
     wanted: usize,
     succeeded: usize,
     elapsed: Duration,
+    /// CPU time of the whole process meanwhile (both sides, every thread), if readable.
+    cpu: Option<Duration>,
     /// When each successful call finished, from the start, sorted.
     finished: Vec<Duration>,
     failures: Failures,
@@ -441,6 +461,7 @@ async fn in_flight(caller: &Caller, count: usize, warmup: usize) -> Rate {
 
 async fn in_flight_once(caller: &Caller, count: usize) -> Rate {
     let next = Arc::new(AtomicUsize::new(0));
+    let cpu_before = process_cpu();
     let start = Instant::now();
     let deadline = start + IN_FLIGHT_LIMIT;
     let mut tasks = JoinSet::new();
@@ -468,12 +489,16 @@ async fn in_flight_once(caller: &Caller, count: usize) -> Rate {
         }
     }
     let elapsed = start.elapsed();
+    let cpu = process_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     finished.sort();
     let succeeded = finished.len();
     Rate {
         wanted: count,
         succeeded,
         elapsed,
+        cpu,
         finished,
         bounded: succeeded + failures.count < count,
         failures,
@@ -973,6 +998,16 @@ fn print_table(
                     " (first half {}/s, second half {}/s)",
                     count(first),
                     count(second)
+                )?;
+            }
+            if let Some(cpu) = r.cpu.filter(|_| r.succeeded > 0) {
+                // What a call cost in CPU time, and how much of the cores was used: the rate
+                // is the one over the other.
+                write!(
+                    out,
+                    "; CPU {:.0} µs a call, {:.2} cores busy",
+                    cpu.as_secs_f64() * 1e6 / r.succeeded as f64,
+                    cpu.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9)
                 )?;
             }
             if r.bounded {
