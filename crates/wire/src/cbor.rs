@@ -55,6 +55,16 @@ pub(crate) struct Array {
     read: u64,
 }
 
+impl Array {
+    /// Room to reserve for the items: the announced count, at most `max` (a count is only
+    /// checked against the input's length, and an item may take far more memory than its bytes
+    /// on the wire); 0 for an indefinite array.
+    pub(crate) fn capacity_hint(&self, max: usize) -> usize {
+        self.len
+            .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX).min(max))
+    }
+}
+
 impl<'a> Reader<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }

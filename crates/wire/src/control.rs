@@ -349,7 +349,9 @@ impl Control {
             KIND_STREAM_ACKS => {
                 r.expect_next(&mut a, WHAT)?;
                 let mut list = r.array()?;
-                let mut acks = Vec::new();
+                // Sized at once: grown from empty, a bundle of a few dozen acknowledgements
+                // reallocated up to a block that made the allocator consolidate its free lists.
+                let mut acks = Vec::with_capacity(list.capacity_hint(256));
                 while r.has_next(&mut list)? {
                     let mut entry = r.array()?;
                     let mut fields = [0u64; 4];
