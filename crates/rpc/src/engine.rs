@@ -2,6 +2,7 @@
 //! because a node is usually both (and a procedure may itself call out).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Range;
 
 use bytes::Bytes;
 use node::stream::{StreamEvent, StreamId};
@@ -590,8 +591,11 @@ pub struct Rpc {
     dirty_serving: BTreeSet<ServeKey>,
     /// Served calls whose record is unchanged but whose outbox row may not be.
     dirty_outbox: BTreeSet<ServeKey>,
-    /// Rows `write_dirty` gathered, written together at its end ([`Rpc::write_staged`]).
-    staged: Vec<(RpcTable, Vec<u8>, Option<Vec<u8>>)>,
+    /// Rows `write_dirty` gathered, written together at its end ([`Rpc::write_staged`]): table,
+    /// key and value (none: remove the row) as ranges of `staged_bytes`, where every key and
+    /// record of a commit is written one after another instead of into two allocations a row.
+    staged: Vec<(RpcTable, Range<usize>, Option<Range<usize>>)>,
+    staged_bytes: Vec<u8>,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
     /// Finished calls that may leave memory, in the order they were offered (see `archive.rs`),
     /// with when they finished.
@@ -673,18 +677,23 @@ enum RowOrder {
     Bare,
 }
 
+/// Room the staging buffer of RPC rows keeps between commits (see [`Rpc::write_staged`]).
+const STAGED_BYTES_KEPT: usize = 256 * 1024;
+
 impl RowOrder {
     /// The row key for an id under this order.
     fn key(self, id: &[u8]) -> Vec<u8> {
-        match self {
-            Self::Since(at) => {
-                let mut out = Vec::with_capacity(8 + id.len());
-                out.extend_from_slice(&at.to_be_bytes());
-                out.extend_from_slice(id);
-                out
-            }
-            Self::Bare => id.to_vec(),
+        let mut out = Vec::with_capacity(8 + id.len());
+        self.write_key(id, &mut out);
+        out
+    }
+
+    /// Appends the row key for an id under this order to `out`.
+    fn write_key(self, id: &[u8], out: &mut Vec<u8>) {
+        if let Self::Since(at) = self {
+            out.extend_from_slice(&at.to_be_bytes());
         }
+        out.extend_from_slice(id);
     }
 
     /// The order of a row key of an id of `id_len` bytes; `None` if the key is neither form.
@@ -761,6 +770,7 @@ impl Rpc {
             dirty_serving: BTreeSet::new(),
             dirty_outbox: BTreeSet::new(),
             staged: Vec::new(),
+            staged_bytes: Vec::new(),
             by_call: BTreeMap::new(),
             leavable_calls: VecDeque::new(),
             leavable_serving: BTreeMap::new(),
@@ -1160,10 +1170,11 @@ impl Rpc {
     /// [`store::Store::rpc_put_many`], removals one by one.
     fn write_staged(&mut self, node: &mut Node) {
         let mut staged = std::mem::take(&mut self.staged);
+        let mut bytes = std::mem::take(&mut self.staged_bytes);
         let mut rest = &staged[..];
         while let Some((table, key, value)) = rest.first() {
             if value.is_none() {
-                self.persist(node, *table, key, None);
+                self.persist(node, *table, &bytes[key.clone()], None);
                 rest = &rest[1..];
                 continue;
             }
@@ -1173,21 +1184,38 @@ impl Rpc {
                 .count();
             let rows: Vec<(&[u8], &[u8])> = rest[..run]
                 .iter()
-                .filter_map(|(_, k, v)| Some((&k[..], v.as_deref()?)))
+                .filter_map(|(_, k, v)| Some((&bytes[k.clone()], &bytes[v.clone()?])))
                 .collect();
             if let Err(e) = node.store_mut().rpc_put_many(*table, &rows) {
                 self.errors.push(format!("rpc {} table: {e}", table.name()));
             }
             rest = &rest[run..];
         }
-        // The allocation is kept for the next commit.
+        // The allocations are kept for the next commit; the buffer's only up to a size that
+        // small commits fill (one with a large record would hold its room for good).
         staged.clear();
+        bytes.clear();
+        bytes.shrink_to(STAGED_BYTES_KEPT);
         self.staged = staged;
+        self.staged_bytes = bytes;
     }
 
-    /// Puts (or with `None` removes) a row when `write_dirty` is done ([`Rpc::write_staged`]).
-    fn stage(&mut self, table: RpcTable, key: Vec<u8>, value: Option<Vec<u8>>) {
-        self.staged.push((table, key, value));
+    /// Stages a put (`value`: where in `bytes` its record was written) or, with `None`, a
+    /// removal of the row of `id` under `row`, for when `write_dirty` is done
+    /// ([`Rpc::write_staged`]). `bytes` is `staged_bytes`, taken to write the record into; the
+    /// key is written after it, and it becomes `staged_bytes` again.
+    fn stage(
+        &mut self,
+        table: RpcTable,
+        mut bytes: Vec<u8>,
+        row: RowOrder,
+        id: &[u8],
+        value: Option<Range<usize>>,
+    ) {
+        let start = bytes.len();
+        row.write_key(id, &mut bytes);
+        self.staged.push((table, start..bytes.len(), value));
+        self.staged_bytes = bytes;
     }
 
     fn persist(&mut self, node: &mut Node, table: RpcTable, key: &[u8], value: Option<&[u8]>) {

@@ -19,14 +19,21 @@ const FIXED_WIDTH_VERSION: u8 = 1;
 const MAX_VARINT_LEN: usize = 10;
 
 /// Appends fields to a record.
-pub(crate) struct Writer(Vec<u8>);
+pub(crate) struct Writer(Vec<u8>, usize);
 
 impl Writer {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
         // Records of small calls are a few hundred bytes: one allocation, not a growing one.
-        let mut bytes = Vec::with_capacity(512);
+        Self::after(Vec::with_capacity(512))
+    }
+
+    /// A record written after what `bytes` holds already (see [`Writer::finish_after`]): many
+    /// records in one buffer, not one allocation each.
+    pub(crate) fn after(mut bytes: Vec<u8>) -> Self {
+        let start = bytes.len();
         bytes.push(RECORD_VERSION);
-        Self(bytes)
+        Self(bytes, start)
     }
 
     pub(crate) fn u8(&mut self, v: u8) -> &mut Self {
@@ -53,8 +60,16 @@ impl Writer {
         self.bytes(v.as_bytes())
     }
 
+    /// The record (of a writer made by [`Writer::new`]).
+    #[cfg(test)]
     pub(crate) fn finish(self) -> Vec<u8> {
         self.0
+    }
+
+    /// The buffer given to [`Writer::after`], and where in it the record is.
+    pub(crate) fn finish_after(self) -> (Vec<u8>, std::ops::Range<usize>) {
+        let end = self.0.len();
+        (self.0, self.1..end)
     }
 }
 

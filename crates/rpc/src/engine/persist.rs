@@ -69,7 +69,9 @@ impl Rpc {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
-        let mut w = Writer::new();
+        // The commit's staging buffer, taken until `stage` gives it back: nothing in between
+        // may return early.
+        let mut w = Writer::after(std::mem::take(&mut self.staged_bytes));
         let (phase, until) = c.phase.code();
         w.u8(c.state.code())
             .u8(phase)
@@ -106,9 +108,9 @@ impl Rpc {
         for (at, text) in &c.timeline {
             w.u64(*at).str(text);
         }
-        let value = w.finish();
-        let k = c.row.key(&id.0);
-        self.stage(RpcTable::Pending, k, Some(value));
+        let row = c.row;
+        let (bytes, value) = w.finish_after();
+        self.stage(RpcTable::Pending, bytes, row, &id.0, Some(value));
     }
 
     /// Marks a served call's record to be written when the current input is done (see
@@ -142,8 +144,17 @@ impl Rpc {
             return;
         }
         s.outbox_row = unsent;
-        let k = s.row.key(&serve_key_bytes(key));
-        self.stage(RpcTable::Outbox, k, unsent.then(Vec::new));
+        let row = s.row;
+        // An outbox row is a key and an empty value.
+        let bytes = std::mem::take(&mut self.staged_bytes);
+        let at = bytes.len();
+        self.stage(
+            RpcTable::Outbox,
+            bytes,
+            row,
+            &serve_key_bytes(key),
+            unsent.then_some(at..at),
+        );
     }
 
     fn write_serving(&mut self, key: &ServeKey) {
@@ -153,15 +164,21 @@ impl Rpc {
         let Ok(call) = Message::encode_call(&s.call) else {
             return;
         };
-        let mut w = Writer::new();
+        let mut w = Writer::after(std::mem::take(&mut self.staged_bytes));
         w.u8(serve_state_code(s.state))
             .u8(s.via.code())
             .bytes(&s.caller_key.0)
             .bytes(&call)
             .bytes(s.reply.as_deref().unwrap_or_default());
-        let value = w.finish();
-        let k = s.row.key(&serve_key_bytes(key));
-        self.stage(RpcTable::Dedup, k, Some(value));
+        let row = s.row;
+        let (bytes, value) = w.finish_after();
+        self.stage(
+            RpcTable::Dedup,
+            bytes,
+            row,
+            &serve_key_bytes(key),
+            Some(value),
+        );
         self.write_outbox(key);
     }
 
