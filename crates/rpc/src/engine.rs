@@ -575,6 +575,9 @@ pub struct Rpc {
     identity: Identity,
     me: Eid,
     rpc_endpoint: Eid,
+    /// Servers' RPC endpoints (`dtn://<server>/rpc`), made once per server instead of formatted
+    /// and checked for every call; emptied when it reaches [`MAX_ENDPOINTS_KEPT`].
+    rpc_endpoints: BTreeMap<Eid, Eid>,
     data_endpoint: Eid,
     rng: ChaCha20Rng,
     // Boxed: an insert or removal in a B-tree node moves the values after it, and these are
@@ -645,6 +648,9 @@ fn endpoint(node: &Eid, demux: &str) -> Option<Eid> {
         _ => None,
     }
 }
+
+/// How many servers' RPC endpoints [`Rpc::rpc_endpoint_of`] keeps.
+const MAX_ENDPOINTS_KEPT: usize = 1024;
 
 fn broadcast(demux: &str) -> Eid {
     // `~all` and the demuxes are plain ASCII: this cannot fail.
@@ -757,6 +763,7 @@ impl Rpc {
         let pinned: BTreeMap<Eid, PublicKey> = config.pinned_keys.iter().cloned().collect();
         let mut rpc = Self {
             rpc_endpoint: endpoint(&me, RPC_DEMUX).unwrap_or(Eid::Null),
+            rpc_endpoints: BTreeMap::new(),
             data_endpoint: endpoint(&me, DATA_DEMUX).unwrap_or(Eid::Null),
             me,
             config,
@@ -1166,6 +1173,19 @@ impl Rpc {
         node.send(now, out).map(|_| ())
     }
 
+    /// The RPC endpoint of the node `server` (`Eid::Null` if it has none).
+    fn rpc_endpoint_of(&mut self, server: &Eid) -> Eid {
+        if let Some(e) = self.rpc_endpoints.get(server) {
+            return e.clone();
+        }
+        let e = endpoint(server, RPC_DEMUX).unwrap_or(Eid::Null);
+        if self.rpc_endpoints.len() >= MAX_ENDPOINTS_KEPT {
+            self.rpc_endpoints.clear();
+        }
+        self.rpc_endpoints.insert(server.clone(), e.clone());
+        e
+    }
+
     /// Writes the rows staged by `write_dirty`, in order: each run of puts to one table as one
     /// [`store::Store::rpc_put_many`], removals one by one.
     fn write_staged(&mut self, node: &mut Node) {
@@ -1339,7 +1359,9 @@ impl Rpc {
                     state.buf.extend_from_slice(data);
                     Bytes::from(std::mem::take(&mut state.buf))
                 };
-                let mut frames = Vec::new();
+                // Usually one frame: it needs no list of its own.
+                let mut first = None;
+                let mut more = Vec::new();
                 let mut bad = false;
                 while let Some(head) = input.get(..4) {
                     let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
@@ -1350,7 +1372,12 @@ impl Rpc {
                     if input.len() < 4 + len {
                         break;
                     }
-                    frames.push(input.slice(4..4 + len));
+                    let frame = input.slice(4..4 + len);
+                    if first.is_none() {
+                        first = Some(frame);
+                    } else {
+                        more.push(frame);
+                    }
                     input = input.slice(4 + len..);
                 }
                 state.buf = input.to_vec();
@@ -1360,7 +1387,7 @@ impl Rpc {
                     let _ = node.stream_close(now, *id);
                     return true;
                 }
-                for f in frames {
+                for f in first.into_iter().chain(more) {
                     self.handle_sealed(now, node, f, Via::Stream(*id));
                 }
                 true

@@ -132,9 +132,10 @@ impl Rpc {
             next_resend: None,
             armed: None,
         };
-        let target = match &server {
-            Some(s) => s.to_string(),
-            None => mode_name(mode).to_string(),
+        let mode_text = mode_name(mode);
+        let target: &dyn std::fmt::Display = match &server {
+            Some(s) => s,
+            None => &mode_text,
         };
         let encrypted = if to.is_some() { "encrypted" } else { "signed" };
         if local {
@@ -145,7 +146,7 @@ impl Rpc {
             match realtime {
                 Some(Transport::Stream) => {
                     let s = server.clone().unwrap_or(Eid::Null);
-                    let remote = endpoint(&s, RPC_DEMUX).unwrap_or(Eid::Null);
+                    let remote = self.rpc_endpoint_of(&s);
                     // The call is all we send: open, call and close go as one segment, one
                     // bundle (the reply, also closed at once, another; an acknowledgement the
                     // third).
