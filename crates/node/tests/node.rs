@@ -558,90 +558,21 @@ fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
     assert_eq!(net.nodes[1].held_bundles().count(), 0);
 }
 
-#[test]
-fn the_last_acknowledgements_of_many_streams_share_one_bundle() {
-    // Ten requests, each a stream opened, sent and closed at once; the server answers all ten
-    // before the client hears back (as RPC replies arriving together). The client owes each
-    // stream a last acknowledgement of the reply's CLOSE: one bundle carries them all, and the
-    // server's ten streams still end cleanly.
+/// Node 0 makes a request from each endpoint of `clients` to node 1's `app`: a stream opened,
+/// sent and closed at once. Node 1 answers all of them before node 0 hears back (as RPC replies
+/// arriving together). Checks that every reply arrived and every stream on both sides ended
+/// cleanly (the server heard every last acknowledgement), and returns how many bundles node 0
+/// sent for those acknowledgements.
+fn requests_answered_at_once(net: &mut Net, clients: &[Eid]) -> u64 {
     use node::stream::StreamEvent;
-    let mut net = Net::new(2, |_| {});
-    net.link(0, 1, None);
-    net.advance_to(T0 + 3_000);
-    for k in 0..10u8 {
-        net.nodes[0]
-            .stream_open_with(net.now, app(0), app(1), Bytes::from(vec![k]), true)
-            .expect("open");
-    }
-    net.settle();
-    let opened: Vec<_> = net.events[1]
-        .iter()
-        .filter_map(|e| match e {
-            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(opened.len(), 10);
-    let sent_before = net.nodes[0].stats().bundles_sent;
-    for id in &opened {
-        net.nodes[1]
-            .stream_send_last(net.now, *id, Bytes::from_static(b"reply"))
-            .unwrap();
-    }
-    net.settle();
-    let replies = net.events[0]
-        .iter()
-        .filter(|e| matches!(e, Event::Stream(StreamEvent::Data { data, .. }) if data.as_ref() == b"reply"))
-        .count();
-    assert_eq!(replies, 10);
-    assert_eq!(
-        net.nodes[0].stats().bundles_sent - sent_before,
-        1,
-        "ten last acknowledgements, one bundle"
-    );
-    let closed = |net: &Net, i: usize| {
-        net.events[i]
-            .iter()
-            .filter(|e| matches!(e, Event::Stream(StreamEvent::Closed { .. })))
-            .count()
-    };
-    assert_eq!(closed(&net, 0), 10);
-    assert_eq!(
-        closed(&net, 1),
-        10,
-        "the server heard every acknowledgement"
-    );
-    // Nothing was left unacknowledged: time passing loses no stream.
-    net.advance_to(T0 + 60_000);
-    for i in 0..2 {
-        assert!(
-            !net.events[i]
-                .iter()
-                .any(|e| matches!(e, Event::Stream(StreamEvent::PathLost { .. }))),
-            "{:?}",
-            net.events[i]
-        );
-    }
-}
-
-#[test]
-fn last_acknowledgements_share_bundles_per_pair_of_endpoints_and_at_most_256_each() {
-    // 258 streams from one client endpoint and 3 from another, all answered at once: the
-    // client's last acknowledgements go as one bundle of 256 and one of 2 for the first pair,
-    // and one of 3 for the second; every stream on both sides still ends cleanly.
-    use node::stream::StreamEvent;
-    let mut net = Net::new(2, |c| c.stream.max_streams = 4_096);
-    net.link(0, 1, None);
-    net.advance_to(T0 + 3_000);
-    let other = eid("dtn://n0/other");
-    for k in 0..261u32 {
-        let from = if k < 258 { app(0) } else { other.clone() };
+    let n = clients.len();
+    for (k, from) in clients.iter().enumerate() {
         net.nodes[0]
             .stream_open_with(
                 net.now,
-                from,
+                from.clone(),
                 app(1),
-                Bytes::from(k.to_be_bytes().to_vec()),
+                Bytes::from((k as u32).to_be_bytes().to_vec()),
                 true,
             )
             .expect("open");
@@ -654,7 +585,7 @@ fn last_acknowledgements_share_bundles_per_pair_of_endpoints_and_at_most_256_eac
             _ => None,
         })
         .collect();
-    assert_eq!(opened.len(), 261);
+    assert_eq!(opened.len(), n);
     let sent_before = net.nodes[0].stats().bundles_sent;
     for id in &opened {
         net.nodes[1]
@@ -662,22 +593,57 @@ fn last_acknowledgements_share_bundles_per_pair_of_endpoints_and_at_most_256_eac
             .unwrap();
     }
     net.settle();
-    assert_eq!(
-        net.nodes[0].stats().bundles_sent - sent_before,
-        3,
-        "256 + 2 acknowledgements for one pair, 3 for the other"
-    );
+    let replies = net.events[0]
+        .iter()
+        .filter(|e| matches!(e, Event::Stream(StreamEvent::Data { data, .. }) if data.as_ref() == b"reply"))
+        .count();
+    assert_eq!(replies, n);
     let closed = |net: &Net, i: usize| {
         net.events[i]
             .iter()
             .filter(|e| matches!(e, Event::Stream(StreamEvent::Closed { .. })))
             .count()
     };
-    assert_eq!(closed(&net, 0), 261);
+    assert_eq!(closed(net, 0), n);
+    assert_eq!(closed(net, 1), n, "the server heard every acknowledgement");
+    net.nodes[0].stats().bundles_sent - sent_before
+}
+
+#[test]
+fn the_last_acknowledgements_of_many_streams_share_one_bundle() {
+    // Ten requests answered together: the client owes each stream a last acknowledgement of the
+    // reply's CLOSE, and one bundle carries them all.
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    net.advance_to(T0 + 3_000);
+    let sent = requests_answered_at_once(&mut net, &vec![app(0); 10]);
+    assert_eq!(sent, 1, "ten last acknowledgements, one bundle");
+    // Nothing was left unacknowledged: time passing loses no stream.
+    net.advance_to(T0 + 60_000);
+    for i in 0..2 {
+        assert!(
+            !net.events[i]
+                .iter()
+                .any(|e| matches!(e, Event::Stream(node::stream::StreamEvent::PathLost { .. }))),
+            "{:?}",
+            net.events[i]
+        );
+    }
+}
+
+#[test]
+fn last_acknowledgements_share_bundles_per_pair_of_endpoints_and_at_most_256_each() {
+    // 258 requests from one client endpoint and 3 from another: the last acknowledgements go
+    // as one bundle of 256 and one of 2 for the first pair, and one of 3 for the second.
+    let mut net = Net::new(2, |c| c.stream.max_streams = 4_096);
+    net.link(0, 1, None);
+    net.advance_to(T0 + 3_000);
+    let mut clients = vec![app(0); 258];
+    clients.extend(vec![eid("dtn://n0/other"); 3]);
+    let sent = requests_answered_at_once(&mut net, &clients);
     assert_eq!(
-        closed(&net, 1),
-        261,
-        "the server heard every acknowledgement"
+        sent, 3,
+        "256 + 2 acknowledgements for one pair, 3 for the other"
     );
 }
 
