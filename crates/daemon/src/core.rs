@@ -53,9 +53,12 @@ const BEACONS_BEFORE_CONNECTING: u32 = 3;
 /// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
 /// Most inputs handled before the traffic they made leaves (see [`Daemon::run`]). Measured in
-/// the rpc bench (64 calls in flight, paired runs): 32 made ~19 % more calls/s than 256, 64 ~4 %
-/// more than 32; 8 and 16 cost more CPU per call (a pump and a yield each time).
-const TRAFFIC_INPUTS: usize = 64;
+/// the rpc bench (64 calls in flight, paired runs): 32 made ~19 % more calls/s than 256; 64
+/// then ~4 % more than 32, but since real-time bundles go untracked 32 makes ~25 % more than
+/// 64 (the other core is busy 1.7 of 2 instead of 1.45: the traffic leaves while this loop
+/// goes on); 8 and 16 keep the cores as busy but cost more CPU per call (a pump and a yield
+/// each time).
+const TRAFFIC_INPUTS: usize = 32;
 /// How long changes that promise nothing to anyone may wait for a commit (see
 /// [`Daemon::may_wait_to_commit`]).
 const COMMIT_DELAY: Duration = Duration::from_millis(10);
