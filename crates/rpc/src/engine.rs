@@ -1220,22 +1220,14 @@ impl Rpc {
         self.staged_bytes = bytes;
     }
 
-    /// Stages a put (`value`: where in `bytes` its record was written) or, with `None`, a
-    /// removal of the row of `id` under `row`, for when `write_dirty` is done
-    /// ([`Rpc::write_staged`]). `bytes` is `staged_bytes`, taken to write the record into; the
-    /// key is written after it, and it becomes `staged_bytes` again.
-    fn stage(
-        &mut self,
-        table: RpcTable,
-        mut bytes: Vec<u8>,
-        row: RowOrder,
-        id: &[u8],
-        value: Option<Range<usize>>,
-    ) {
-        let start = bytes.len();
-        row.write_key(id, &mut bytes);
-        self.staged.push((table, start..bytes.len(), value));
-        self.staged_bytes = bytes;
+    /// Stages a put (`value`: where in `staged_bytes` its record was written) or, with `None`,
+    /// a removal of the row of `id` under `row`, for when `write_dirty` is done
+    /// ([`Rpc::write_staged`]). The key is written into `staged_bytes` after the record.
+    fn stage(&mut self, table: RpcTable, row: RowOrder, id: &[u8], value: Option<Range<usize>>) {
+        let start = self.staged_bytes.len();
+        row.write_key(id, &mut self.staged_bytes);
+        let end = self.staged_bytes.len();
+        self.staged.push((table, start..end, value));
     }
 
     fn persist(&mut self, node: &mut Node, table: RpcTable, key: &[u8], value: Option<&[u8]>) {

@@ -69,8 +69,8 @@ impl Rpc {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
-        // The commit's staging buffer, taken until `stage` gives it back: nothing in between
-        // may return early.
+        // The record goes into the commit's staging buffer, taken while `c` borrows the engine
+        // and put back at once: nothing in between may return early.
         let mut w = Writer::after(std::mem::take(&mut self.staged_bytes));
         let (phase, until) = c.phase.code();
         w.u8(c.state.code())
@@ -110,7 +110,8 @@ impl Rpc {
         }
         let row = c.row;
         let (bytes, value) = w.finish_after();
-        self.stage(RpcTable::Pending, bytes, row, &id.0, Some(value));
+        self.staged_bytes = bytes;
+        self.stage(RpcTable::Pending, row, &id.0, Some(value));
     }
 
     /// Marks a served call's record to be written when the current input is done (see
@@ -146,11 +147,9 @@ impl Rpc {
         s.outbox_row = unsent;
         let row = s.row;
         // An outbox row is a key and an empty value.
-        let bytes = std::mem::take(&mut self.staged_bytes);
-        let at = bytes.len();
+        let at = self.staged_bytes.len();
         self.stage(
             RpcTable::Outbox,
-            bytes,
             row,
             &serve_key_bytes(key),
             unsent.then_some(at..at),
@@ -172,13 +171,8 @@ impl Rpc {
             .bytes(s.reply.as_deref().unwrap_or_default());
         let row = s.row;
         let (bytes, value) = w.finish_after();
-        self.stage(
-            RpcTable::Dedup,
-            bytes,
-            row,
-            &serve_key_bytes(key),
-            Some(value),
-        );
+        self.staged_bytes = bytes;
+        self.stage(RpcTable::Dedup, row, &serve_key_bytes(key), Some(value));
         self.write_outbox(key);
     }
 
