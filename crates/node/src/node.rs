@@ -27,8 +27,15 @@ pub const CONTROL_DEMUX: &str = "~ferry";
 
 /// How long a control or stream bundle lives: they are only useful while the path is.
 const REAL_TIME_LIFETIME_MS: u64 = 60_000;
-/// Most pure stream acknowledgements one bundle carries (each ≈15 bytes).
-const MAX_ACKS_PER_BUNDLE: usize = 256;
+/// Most stream segments one bundle carries (a pure acknowledgement is ≈15 bytes).
+const MAX_SEGMENTS_PER_BUNDLE: usize = 256;
+/// Most bytes of stream segments one bundle carries, unless its link's MTU is smaller: a
+/// segment is at most `StreamConfig::max_segment` (1200 by default), so this is about fifty
+/// full ones or a few hundred RPC calls.
+const MAX_SEGMENT_BYTES_PER_BUNDLE: usize = 64 << 10;
+/// What a segment adds to its data in a bundle of several: five CBOR items, the stream id a
+/// full 64 bits.
+const SEGMENT_OVERHEAD: usize = 32;
 
 /// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window must cover what a link sends
 /// while a completion comes back, and a completion waits for the receiver's last TCPCL XFER_ACK,
@@ -240,12 +247,11 @@ pub struct Node {
     strategy: Box<dyn Strategy>,
     mesh: Mesh,
     streams: Streams,
-    /// Streams owe pure acknowledgements since this time; made when the shell next takes the
-    /// transmits (see `poll_transmit`).
-    stream_acks_at: Option<DtnTime>,
-    /// Pure acknowledgements the streams made already (of a stream that ended), carried with
-    /// the others when the shell next takes the transmits.
-    pending_acks: Vec<crate::stream::OutSegment>,
+    /// Streams have segments to send or acknowledgements to make since this time; taken when the
+    /// shell next takes the transmits (see `poll_transmit`).
+    stream_output_at: Option<DtnTime>,
+    /// The buffer a round's stream segments are gathered in, kept with its room between rounds.
+    stream_out: Vec<crate::stream::OutSegment>,
     links: BTreeMap<LinkId, Link>,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
@@ -285,8 +291,8 @@ impl Node {
         let mut node = Self {
             mesh: Mesh::new(me.clone(), config.mesh.clone(), now),
             streams: Streams::new(config.stream.clone(), config.seed ^ 0x5752_4541_4d00),
-            stream_acks_at: None,
-            pending_acks: Vec::new(),
+            stream_output_at: None,
+            stream_out: Vec::new(),
             strategy: config.strategy.build(),
             me,
             store,
@@ -446,22 +452,19 @@ impl Node {
 
     /// The next frame to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        if self.transmits.is_empty()
-            && let Some(now) = self.stream_acks_at.take()
-        {
-            // Streams' pure acknowledgements wait until the shell takes the transmits: by then
-            // the application has answered what arrived, and a reply carries the ack instead.
-            let mut acks = std::mem::take(&mut self.pending_acks);
-            while let Some(out) = self.streams.poll_pure_ack() {
-                acks.push(out);
-            }
-            self.carry_acks(now, &mut acks);
-            // The emptied buffer goes back with its room (it fills again every round), with
-            // whatever was queued meanwhile.
-            acks.append(&mut self.pending_acks);
-            self.pending_acks = acks;
-            // One looped back to a stream between two endpoints of this node is input.
+        // Streams' segments wait until the shell takes the transmits: by then the application
+        // has answered what arrived (a reply carries the acknowledgement instead of a pure one),
+        // and every segment of the round between the same two endpoints shares one bundle.
+        // Looped back (a stream between two endpoints of this node), they are input that may
+        // owe acknowledgements in turn: a few rounds settle that.
+        let mut rounds = 0;
+        while self.transmits.is_empty() && rounds < 4 {
+            let Some(now) = self.stream_output_at.take() else {
+                break;
+            };
+            self.carry_stream_output(now);
             self.pump(now);
+            rounds += 1;
         }
         self.transmits.pop_front()
     }
@@ -1040,6 +1043,13 @@ impl Node {
                 let dst = bundle.primary.destination.clone();
                 for ack in acks {
                     self.streams.handle_segment(now, &src, &dst, ack.segment());
+                }
+            }
+            (Some(Control::Segments(segments)), Class::Stream) => {
+                let src = bundle.primary.source.clone();
+                let dst = bundle.primary.destination.clone();
+                for segment in segments {
+                    self.streams.handle_segment(now, &src, &dst, segment);
                 }
             }
             (Some(Control::LinkState(lsa)), _) if demux_is_control => {
@@ -1738,19 +1748,9 @@ impl Node {
                     }
                 }
             }
-            while let Some(out) = self.streams.poll_data_segment() {
-                progressed = true;
-                if wire::StreamAck::of(&out.segment).is_some() {
-                    // A stream that ended owes its last acknowledgement: it waits for the
-                    // others, to share their bundle.
-                    self.pending_acks.push(out);
-                    self.stream_acks_at = Some(now);
-                } else {
-                    self.carry_segment(now, out);
-                }
-            }
-            if self.streams.acks_due() {
-                self.stream_acks_at = Some(now);
+            if self.streams.has_output() {
+                // Taken when the shell takes the transmits (`poll_transmit`).
+                self.stream_output_at = Some(now);
             }
             while let Some(event) = self.streams.poll_event() {
                 progressed = true;
@@ -1762,54 +1762,95 @@ impl Node {
         }
     }
 
-    /// Carries pure acknowledgements (and empties `acks`): those between the same two endpoints
-    /// share one bundle (up to [`MAX_ACKS_PER_BUNDLE`]), a client that got many replies at once
-    /// sends one.
-    fn carry_acks(&mut self, now: DtnTime, acks: &mut Vec<crate::stream::OutSegment>) {
-        if acks
+    /// Carries every segment the streams have to send: those between the same two endpoints
+    /// share bundles ([`Node::carry_segment_group`]).
+    fn carry_stream_output(&mut self, now: DtnTime) {
+        let mut out = std::mem::take(&mut self.stream_out);
+        // Data first: a stream whose data carries its acknowledgement owes no pure one.
+        while let Some(segment) = self.streams.poll_data_segment() {
+            out.push(segment);
+        }
+        while let Some(segment) = self.streams.poll_pure_ack() {
+            out.push(segment);
+        }
+        if out
             .windows(2)
             .all(|w| w[0].from == w[1].from && w[0].to == w[1].to)
         {
             // The usual round: one peer, one group, no grouping to do.
-            self.carry_ack_group(now, acks.drain(..));
-            return;
+            self.carry_segment_group(now, &mut out.drain(..));
+        } else {
+            // Grouped in order: a stream's segments keep theirs.
+            let mut by_pair: BTreeMap<(Eid, Eid), Vec<crate::stream::OutSegment>> =
+                BTreeMap::new();
+            for segment in out.drain(..) {
+                by_pair
+                    .entry((segment.from.clone(), segment.to.clone()))
+                    .or_default()
+                    .push(segment);
+            }
+            for group in by_pair.into_values() {
+                self.carry_segment_group(now, &mut group.into_iter());
+            }
         }
-        let mut by_pair: BTreeMap<(Eid, Eid), Vec<crate::stream::OutSegment>> = BTreeMap::new();
-        for out in acks.drain(..) {
-            by_pair
-                .entry((out.from.clone(), out.to.clone()))
-                .or_default()
-                .push(out);
-        }
-        for outs in by_pair.into_values() {
-            self.carry_ack_group(now, outs.into_iter());
-        }
+        // The emptied buffer goes back with its room: it fills again every round.
+        self.stream_out = out;
     }
 
-    /// Carries the acknowledgements of one pair of endpoints in bundles of at most
-    /// [`MAX_ACKS_PER_BUNDLE`]; a lone one goes as the segment it is.
-    fn carry_ack_group(
+    /// Carries the segments of one pair of endpoints, in order, in as few bundles as
+    /// [`MAX_SEGMENTS_PER_BUNDLE`], [`MAX_SEGMENT_BYTES_PER_BUNDLE`] and the next hop's MTU
+    /// allow: a lone segment as the segment it is, only pure acknowledgements as
+    /// `StreamAcks`, anything else as `Segments`.
+    fn carry_segment_group(
         &mut self,
         now: DtnTime,
-        mut outs: impl ExactSizeIterator<Item = crate::stream::OutSegment>,
+        segments: &mut dyn Iterator<Item = crate::stream::OutSegment>,
     ) {
-        while let Some(first) = outs.next() {
-            if outs.len() == 0 {
-                self.carry_segment(now, first);
-                return;
+        let mut segments = segments.peekable();
+        let Some(first) = segments.peek() else {
+            return;
+        };
+        let (from, to) = (first.from.clone(), first.to.clone());
+        let budget = self.segment_bytes_toward(&to);
+        let mut batch: Vec<wire::StreamSegment> = Vec::new();
+        let mut bytes = 0;
+        while let Some(out) = segments.next() {
+            bytes += out.segment.data.len() + SEGMENT_OVERHEAD;
+            batch.push(out.segment);
+            let full = batch.len() == MAX_SEGMENTS_PER_BUNDLE
+                || segments.peek().is_none_or(|next| {
+                    bytes + next.segment.data.len() + SEGMENT_OVERHEAD > budget
+                });
+            if full {
+                let message = match batch.len() {
+                    1 => Control::Stream(batch.pop().expect("one segment")),
+                    _ => match batch.iter().map(wire::StreamAck::of).collect() {
+                        Some(acks) => Control::StreamAcks(acks),
+                        None => Control::Segments(std::mem::take(&mut batch)),
+                    },
+                };
+                batch.clear();
+                bytes = 0;
+                self.carry_control(now, from.clone(), to.clone(), message);
             }
-            let mut list = Vec::with_capacity((outs.len() + 1).min(MAX_ACKS_PER_BUNDLE));
-            list.extend(wire::StreamAck::of(&first.segment));
-            for out in outs.by_ref().take(MAX_ACKS_PER_BUNDLE - 1) {
-                list.extend(wire::StreamAck::of(&out.segment));
-            }
-            self.carry_control(now, first.from, first.to, Control::StreamAcks(list));
         }
     }
 
-    /// Wraps a stream segment in a bundle of class stream and sends it along the mesh.
-    fn carry_segment(&mut self, now: DtnTime, out: crate::stream::OutSegment) {
-        self.carry_control(now, out.from, out.to, Control::Stream(out.segment));
+    /// How many bytes of segments one bundle toward `to` may carry: the next hop's MTU, less room
+    /// for the bundle's blocks, if it is smaller than [`MAX_SEGMENT_BYTES_PER_BUNDLE`].
+    fn segment_bytes_toward(&self, to: &Eid) -> usize {
+        let mtu = self
+            .mesh
+            .next_hop(&to.node_id())
+            .and_then(|hop| self.neighbours.get(hop))
+            .and_then(|link| self.links.get(link))
+            .and_then(|l| l.mtu);
+        match mtu {
+            Some(mtu) => usize::try_from(mtu.saturating_sub(256))
+                .unwrap_or(usize::MAX)
+                .min(MAX_SEGMENT_BYTES_PER_BUNDLE),
+            None => MAX_SEGMENT_BYTES_PER_BUNDLE,
+        }
     }
 
     /// Wraps a stream control message in a bundle of class stream and sends it along the mesh.

@@ -2,8 +2,9 @@
 //! mesh path, with an explicit "path lost" when the path goes.
 //!
 //! ```text
-//!   open / send / close / reset ─► Streams ─► poll_segment ─► node wraps each OutSegment in a
-//!                                    ▲        bundle of class stream, routed along the mesh
+//!   open / send / close / reset ─► Streams ─► poll_segment ─► node wraps a round's OutSegments
+//!                                    ▲        (those of two endpoints share one) in bundles of
+//!                                    │        class stream, routed along the mesh
 //!                                    │                                          │
 //!   peer's segments ─► handle_segment┘                     peer node ─► its Streams::handle_segment
 //!   mesh: node unreachable ─► path_lost          poll_event ─► Opened / Data / Finished / Closed /
@@ -632,6 +633,12 @@ impl Streams {
     /// Whether a stream owes its peer a pure acknowledgement ([`Streams::poll_pure_ack`]).
     pub fn acks_due(&self) -> bool {
         !self.ack_due.is_empty()
+    }
+
+    /// Whether there is anything for the node to carry: a queued segment
+    /// ([`Streams::poll_data_segment`]) or an owed acknowledgement ([`Streams::poll_pure_ack`]).
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty() || !self.ack_due.is_empty()
     }
 
     /// The next segment for the node to carry, except pure acknowledgements: a node that polls

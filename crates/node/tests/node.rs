@@ -647,6 +647,72 @@ fn last_acknowledgements_share_bundles_per_pair_of_endpoints_and_at_most_256_eac
     );
 }
 
+/// Opens a stream from `app(0)` to `app(1)` per request, all in one round, and counts the
+/// bundles the client sends until the network is quiet; then the server replies to all in one
+/// round: returns (bundles of the requests, bundles of the replies).
+fn bundles_of_one_round(net: &mut Net, requests: usize, size: usize) -> (u64, u64) {
+    use node::stream::StreamEvent;
+    let (client_before, server_before) = (
+        net.nodes[0].stats().bundles_sent,
+        net.nodes[1].stats().bundles_sent,
+    );
+    for _ in 0..requests {
+        net.nodes[0]
+            .stream_open_with(net.now, app(0), app(1), Bytes::from(vec![7; size]), true)
+            .expect("open");
+    }
+    net.settle();
+    let opened: Vec<_> = net.events[1]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened.len(), requests, "every request arrived");
+    let client_sent = net.nodes[0].stats().bundles_sent - client_before;
+    // The server acknowledged the requests (one bundle of pure acknowledgements) before it
+    // replied.
+    let server_mid = net.nodes[1].stats().bundles_sent;
+    for id in &opened {
+        net.nodes[1]
+            .stream_send_last(net.now, *id, Bytes::from(vec![8; size]))
+            .unwrap();
+    }
+    net.settle();
+    let replies = net.events[0]
+        .iter()
+        .filter(|e| matches!(e, Event::Stream(StreamEvent::Data { data, .. }) if data.len() == size))
+        .count();
+    assert_eq!(replies, requests, "every reply arrived");
+    assert!(server_mid > server_before, "the requests were acknowledged");
+    (client_sent, net.nodes[1].stats().bundles_sent - server_mid)
+}
+
+#[test]
+fn the_segments_of_one_round_between_two_endpoints_share_bundles() {
+    // Forty-five requests made in one round leave as one bundle, and so do their replies.
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    net.advance_to(T0 + 3_000);
+    assert_eq!(bundles_of_one_round(&mut net, 45, 100), (1, 1));
+}
+
+#[test]
+fn segments_share_a_bundle_only_as_far_as_the_links_mtu_and_the_byte_bound_allow() {
+    // A 2000-byte MTU leaves 1744 bytes for segments, 132 bytes each (100 of data): 13 to a
+    // bundle, so 45 requests take 4 bundles, and so do their replies.
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, Some(2_000));
+    net.advance_to(T0 + 3_000);
+    assert_eq!(bundles_of_one_round(&mut net, 45, 100), (4, 4));
+    // Without an MTU, 64 KiB a bundle: 100 segments of 1000 bytes take two (63 + 37).
+    let mut net = Net::new(2, |c| c.stream.max_segment = 1_000);
+    net.link(0, 1, None);
+    net.advance_to(T0 + 3_000);
+    assert_eq!(bundles_of_one_round(&mut net, 100, 1_000), (2, 2));
+}
+
 fn delivered_ids(net: &Net, i: usize) -> Vec<BundleId> {
     net.deliveries(i).iter().map(|d| d.id.clone()).collect()
 }

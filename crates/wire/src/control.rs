@@ -8,7 +8,15 @@
 //! link state = [ 1, 1, origin (EID), sequence, lifetime ms, [ * [ neighbour (EID), cost ] ] ]
 //! summary    = [ 1, 2, [ * bundle key ], [ * purged bundle key ] ]
 //! stream     = [ 1, 3, stream id, flags, sequence, acknowledged, data (bytes) ]
+//! stream acks = [ 1, 4, [ * [ stream id, flags, sequence, acknowledged ] ] ]
+//! segments   = [ 1, 5, [ * [ stream id, flags, sequence, acknowledged, data (bytes) ] ] ]
 //! ```
+//!
+//! `stream acks` and `segments` carry several segments between the same two endpoints in one
+//! bundle (pure acknowledgements only, or any), so that many short streams at once (an RPC call
+//! or reply is one) cost one bundle per round instead of one each. A node older than `segments`
+//! drops such a bundle as malformed and the streams resend its segments to no avail: both ends of
+//! a stream must be this version or later (relays need not be: they forward without reading).
 //!
 //! A bundle key is a 64-bit digest of a [`BundleId`] ([`bundle_key`]), so a summary of a thousand
 //! bundles is about 9 KB. A collision could make a node believe its neighbour holds a bundle it does
@@ -65,6 +73,7 @@ const KIND_LINK_STATE: u64 = 1;
 const KIND_SUMMARY: u64 = 2;
 const KIND_STREAM: u64 = 3;
 const KIND_STREAM_ACKS: u64 = 4;
+const KIND_SEGMENTS: u64 = 5;
 
 /// A control message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +87,9 @@ pub enum Control {
     /// Pure acknowledgements of several streams between the same two endpoints, in one bundle
     /// instead of one each (a client that got many replies at once).
     StreamAcks(Vec<StreamAck>),
+    /// Segments of several streams (or several of one, in order) between the same two
+    /// endpoints, in one bundle instead of one each (many calls or replies at once).
+    Segments(Vec<StreamSegment>),
 }
 
 /// A stream segment without data: the fields of a pure acknowledgement.
@@ -217,6 +229,9 @@ impl Control {
         let mut out = Vec::with_capacity(match self {
             Control::Stream(seg) => seg.data.len() + 48,
             Control::StreamAcks(acks) => 4 + 40 * acks.len(),
+            Control::Segments(segments) => {
+                4 + segments.iter().map(|s| s.data.len() + 48).sum::<usize>()
+            }
             Control::Summary(s) => 16 + 18 * (s.have.len() + s.purged.len()),
             Control::LinkState(ls) => 64 + 48 * ls.links.len(),
         });
@@ -266,6 +281,19 @@ impl Control {
                     for v in [ack.stream, ack.flags, ack.sequence, ack.acknowledged] {
                         cbor::put_uint(&mut out, v);
                     }
+                }
+            }
+            Control::Segments(segments) => {
+                cbor::put_array(&mut out, 3);
+                cbor::put_uint(&mut out, CONTROL_VERSION);
+                cbor::put_uint(&mut out, KIND_SEGMENTS);
+                cbor::put_array(&mut out, segments.len() as u64);
+                for seg in segments {
+                    cbor::put_array(&mut out, 5);
+                    for v in [seg.stream, seg.flags, seg.sequence, seg.acknowledged] {
+                        cbor::put_uint(&mut out, v);
+                    }
+                    cbor::put_bytes(&mut out, &seg.data);
                 }
             }
         }
@@ -370,6 +398,33 @@ impl Control {
                 }
                 Control::StreamAcks(acks)
             }
+            KIND_SEGMENTS => {
+                r.expect_next(&mut a, WHAT)?;
+                let mut list = r.array()?;
+                // A segment takes at least 6 bytes: room for no more than the buffer can hold,
+                // nor more than a node puts in one bundle (a longer list grows as it comes).
+                let mut segments = Vec::with_capacity(list.capacity_hint((buf.len() / 6).min(256)));
+                while r.has_next(&mut list)? {
+                    let mut entry = r.array()?;
+                    let mut fields = [0u64; 4];
+                    for field in &mut fields {
+                        r.expect_next(&mut entry, "stream segment")?;
+                        *field = r.uint()?;
+                    }
+                    r.expect_next(&mut entry, "stream segment")?;
+                    let range = r.bytes()?;
+                    r.expect_end(&mut entry, "stream segment")?;
+                    let [stream, flags, sequence, acknowledged] = fields;
+                    segments.push(StreamSegment {
+                        stream,
+                        flags,
+                        sequence,
+                        acknowledged,
+                        data: buf.slice(range),
+                    });
+                }
+                Control::Segments(segments)
+            }
             _ => {
                 return Err(DecodeError::new(
                     kind_at,
@@ -429,6 +484,23 @@ mod tests {
                 },
             ]),
             Control::StreamAcks(Vec::new()),
+            Control::Segments(vec![
+                StreamSegment {
+                    stream: 9,
+                    flags: StreamSegment::OPEN | StreamSegment::CLOSE | StreamSegment::FROM_OPENER,
+                    sequence: 0,
+                    acknowledged: 0,
+                    data: Bytes::from_static(b"call"),
+                },
+                StreamSegment {
+                    stream: u64::MAX,
+                    flags: StreamSegment::ACK,
+                    sequence: 3,
+                    acknowledged: 4,
+                    data: Bytes::new(),
+                },
+            ]),
+            Control::Segments(Vec::new()),
         ];
         for m in messages {
             let bytes = m.encode();
