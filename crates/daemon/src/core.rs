@@ -56,9 +56,11 @@ const BATCH_INPUTS: usize = 256;
 /// the rpc bench (64 calls in flight, paired runs): 32 made ~19 % more calls/s than 256; 64
 /// then ~4 % more than 32, but since real-time bundles go untracked 32 makes ~25 % more than
 /// 64 (the other core is busy 1.7 of 2 instead of 1.45: the traffic leaves while this loop
-/// goes on); 8 and 16 keep the cores as busy but cost more CPU per call (a pump and a yield
-/// each time).
-const TRAFFIC_INPUTS: usize = 32;
+/// goes on). Since a round's stream segments share bundles, an input (a bundle) may be many
+/// calls, and 16 makes ~10 % more calls/s than 32 (cores busy 1.65 instead of 1.46, the same
+/// CPU per call); 4 and 8 keep the cores busier still but cost more CPU per call (a pump, a
+/// yield and smaller bundles each time), 12 and 24 were no better.
+const TRAFFIC_INPUTS: usize = 16;
 /// How long changes that promise nothing to anyone may wait for a commit (see
 /// [`Daemon::may_wait_to_commit`]).
 const COMMIT_DELAY: Duration = Duration::from_millis(10);
