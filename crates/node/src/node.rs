@@ -1781,8 +1781,7 @@ impl Node {
             self.carry_segment_group(now, &mut out.drain(..));
         } else {
             // Grouped in order: a stream's segments keep theirs.
-            let mut by_pair: BTreeMap<(Eid, Eid), Vec<crate::stream::OutSegment>> =
-                BTreeMap::new();
+            let mut by_pair: BTreeMap<(Eid, Eid), Vec<crate::stream::OutSegment>> = BTreeMap::new();
             for segment in out.drain(..) {
                 by_pair
                     .entry((segment.from.clone(), segment.to.clone()))
@@ -1818,9 +1817,9 @@ impl Node {
             bytes += out.segment.data.len() + SEGMENT_OVERHEAD;
             batch.push(out.segment);
             let full = batch.len() == MAX_SEGMENTS_PER_BUNDLE
-                || segments.peek().is_none_or(|next| {
-                    bytes + next.segment.data.len() + SEGMENT_OVERHEAD > budget
-                });
+                || segments
+                    .peek()
+                    .is_none_or(|next| bytes + next.segment.data.len() + SEGMENT_OVERHEAD > budget);
             if full {
                 let message = match batch.len() {
                     1 => Control::Stream(batch.pop().expect("one segment")),

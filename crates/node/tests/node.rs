@@ -682,7 +682,9 @@ fn bundles_of_one_round(net: &mut Net, requests: usize, size: usize) -> (u64, u6
     net.settle();
     let replies = net.events[0]
         .iter()
-        .filter(|e| matches!(e, Event::Stream(StreamEvent::Data { data, .. }) if data.len() == size))
+        .filter(
+            |e| matches!(e, Event::Stream(StreamEvent::Data { data, .. }) if data.len() == size),
+        )
         .count();
     assert_eq!(replies, requests, "every reply arrived");
     assert!(server_mid > server_before, "the requests were acknowledged");
