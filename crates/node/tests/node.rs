@@ -558,6 +558,18 @@ fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
     assert_eq!(net.nodes[1].held_bundles().count(), 0);
 }
 
+/// The streams node `i` saw opened, in order.
+fn opened_streams(net: &Net, i: usize) -> Vec<node::stream::StreamId> {
+    use node::stream::StreamEvent;
+    net.events[i]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Node 0 makes a request from each endpoint of `clients` to node 1's `app`: a stream opened,
 /// sent and closed at once. Node 1 answers all of them before node 0 hears back (as RPC replies
 /// arriving together). Checks that every reply arrived and every stream on both sides ended
@@ -578,13 +590,7 @@ fn requests_answered_at_once(net: &mut Net, clients: &[Eid]) -> u64 {
             .expect("open");
     }
     net.settle();
-    let opened: Vec<_> = net.events[1]
-        .iter()
-        .filter_map(|e| match e {
-            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
-            _ => None,
-        })
-        .collect();
+    let opened = opened_streams(net, 1);
     assert_eq!(opened.len(), n);
     let sent_before = net.nodes[0].stats().bundles_sent;
     for id in &opened {
@@ -662,13 +668,7 @@ fn bundles_of_one_round(net: &mut Net, requests: usize, size: usize) -> (u64, u6
             .expect("open");
     }
     net.settle();
-    let opened: Vec<_> = net.events[1]
-        .iter()
-        .filter_map(|e| match e {
-            Event::Stream(StreamEvent::Opened { id, .. }) => Some(*id),
-            _ => None,
-        })
-        .collect();
+    let opened = opened_streams(net, 1);
     assert_eq!(opened.len(), requests, "every request arrived");
     let client_sent = net.nodes[0].stats().bundles_sent - client_before;
     // The server acknowledged the requests (one bundle of pure acknowledgements) before it
