@@ -512,6 +512,35 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn segments_round_trip_and_any_bytes_decode_without_panic(
+            list in proptest::collection::vec(
+                (proptest::prelude::any::<[u64; 4]>(), proptest::collection::vec(0u8.., 0..40)),
+                0..20,
+            ),
+            noise in proptest::collection::vec(0u8.., 0..64),
+        ) {
+            let message = Control::Segments(
+                list.into_iter()
+                    .map(|([stream, flags, sequence, acknowledged], data)| StreamSegment {
+                        stream,
+                        flags,
+                        sequence,
+                        acknowledged,
+                        data: Bytes::from(data),
+                    })
+                    .collect(),
+            );
+            let bytes = message.encode();
+            proptest::prop_assert_eq!(Control::decode(&bytes).unwrap(), message);
+            // A segments header followed by anything: an error or a message, never a panic.
+            let mut hostile = vec![0x83, 0x01, 0x05];
+            hostile.extend(noise);
+            let _ = Control::decode(&Bytes::from(hostile));
+        }
+    }
+
     #[test]
     fn only_a_segment_without_data_or_marks_is_a_pure_ack() {
         let seg = |flags, data: &'static [u8]| StreamSegment {
