@@ -221,6 +221,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
+/// Reads a segment's first four fields (stream, flags, sequence, acknowledged), the same in a
+/// stream segment, a stream acknowledgement and each entry of a `segments` message.
+fn segment_fields(
+    r: &mut Reader<'_>,
+    array: &mut cbor::Array,
+    what: &'static str,
+) -> Result<[u64; 4], DecodeError> {
+    let mut fields = [0u64; 4];
+    for field in &mut fields {
+        r.expect_next(array, what)?;
+        *field = r.uint()?;
+    }
+    Ok(fields)
+}
+
 impl Control {
     /// Encodes the message.
     pub fn encode(&self) -> Bytes {
@@ -358,11 +373,7 @@ impl Control {
                 Control::Summary(Summary { have, purged })
             }
             KIND_STREAM => {
-                let mut fields = [0u64; 4];
-                for field in &mut fields {
-                    r.expect_next(&mut a, WHAT)?;
-                    *field = r.uint()?;
-                }
+                let fields = segment_fields(&mut r, &mut a, WHAT)?;
                 r.expect_next(&mut a, WHAT)?;
                 let range = r.bytes()?;
                 let [stream, flags, sequence, acknowledged] = fields;
@@ -382,11 +393,7 @@ impl Control {
                 let mut acks = Vec::with_capacity(list.capacity_hint(256));
                 while r.has_next(&mut list)? {
                     let mut entry = r.array()?;
-                    let mut fields = [0u64; 4];
-                    for field in &mut fields {
-                        r.expect_next(&mut entry, "stream ack")?;
-                        *field = r.uint()?;
-                    }
+                    let fields = segment_fields(&mut r, &mut entry, "stream ack")?;
                     r.expect_end(&mut entry, "stream ack")?;
                     let [stream, flags, sequence, acknowledged] = fields;
                     acks.push(StreamAck {
@@ -406,11 +413,7 @@ impl Control {
                 let mut segments = Vec::with_capacity(list.capacity_hint((buf.len() / 6).min(256)));
                 while r.has_next(&mut list)? {
                     let mut entry = r.array()?;
-                    let mut fields = [0u64; 4];
-                    for field in &mut fields {
-                        r.expect_next(&mut entry, "stream segment")?;
-                        *field = r.uint()?;
-                    }
+                    let fields = segment_fields(&mut r, &mut entry, "stream segment")?;
                     r.expect_next(&mut entry, "stream segment")?;
                     let range = r.bytes()?;
                     r.expect_end(&mut entry, "stream segment")?;
