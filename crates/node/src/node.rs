@@ -1041,16 +1041,13 @@ impl Node {
             (Some(Control::StreamAcks(acks)), Class::Stream) => {
                 let src = bundle.primary.source.clone();
                 let dst = bundle.primary.destination.clone();
-                for ack in acks {
-                    self.streams.handle_segment(now, &src, &dst, ack.segment());
-                }
+                let segments = acks.into_iter().map(|ack| ack.segment());
+                self.streams.handle_segments(now, &src, &dst, segments);
             }
             (Some(Control::Segments(segments)), Class::Stream) => {
                 let src = bundle.primary.source.clone();
                 let dst = bundle.primary.destination.clone();
-                for segment in segments {
-                    self.streams.handle_segment(now, &src, &dst, segment);
-                }
+                self.streams.handle_segments(now, &src, &dst, segments);
             }
             (Some(Control::LinkState(lsa)), _) if demux_is_control => {
                 let sender = from

@@ -191,10 +191,6 @@ pub struct OutSegment {
 /// ([`Streams::handle_segment`]).
 type WireKey = (u64, bool, u64);
 
-fn wire_key(stream: u64, opened_by_us: bool, local: &Eid, remote: &Eid) -> WireKey {
-    (stream, opened_by_us, endpoints_digest(local, remote))
-}
-
 /// FNV-1a (64 bits) over the two endpoint ids: deterministic, as everything in this crate is
 /// (no per-process hash keys), and cheap for the ~40 bytes it reads.
 fn endpoints_digest(local: &Eid, remote: &Eid) -> u64 {
@@ -239,6 +235,9 @@ struct Stream {
     remote: Eid,
     wire_id: u64,
     opened_by_us: bool,
+    /// [`endpoints_digest`] of `local` and `remote`, computed once: the stream's [`WireKey`] is
+    /// needed again when it is removed and when it ends.
+    digest: u64,
 
     // Sending.
     /// The next sequence number to assign.
@@ -272,6 +271,10 @@ struct Stream {
 }
 
 impl Stream {
+    fn wire_key(&self) -> WireKey {
+        (self.wire_id, self.opened_by_us, self.digest)
+    }
+
     fn all_acked(&self) -> bool {
         self.pending.is_empty() && self.in_flight.is_empty()
     }
@@ -389,15 +392,13 @@ impl Streams {
             return Err(StreamError::TooManyStreams);
         }
         let mut wire_id = self.random();
+        let digest = endpoints_digest(&local, &remote);
         // A 64-bit collision among our own streams to one endpoint is unlikely, but it would
         // merge two streams; the loop ends because at most `max_streams` ids are taken.
-        while self
-            .by_wire
-            .contains_key(&wire_key(wire_id, true, &local, &remote))
-        {
+        while self.by_wire.contains_key(&(wire_id, true, digest)) {
             wire_id = self.random();
         }
-        let id = self.insert(now, local, remote, wire_id, true);
+        let id = self.insert(now, local, remote, (wire_id, true, digest));
         if let Some(s) = self.streams.get_mut(&id) {
             s.pending.push_back((0, StreamSegment::OPEN, Bytes::new()));
             s.next_seq = 1;
@@ -489,12 +490,40 @@ impl Streams {
 
     /// A segment from the peer endpoint `from` to our endpoint `to`.
     pub fn handle_segment(&mut self, now: DtnTime, from: &Eid, to: &Eid, segment: StreamSegment) {
+        self.handle_segments(now, from, to, [segment]);
+    }
+
+    /// Segments from the peer endpoint `from` to our endpoint `to` (those of one bundle), in
+    /// order.
+    pub fn handle_segments(
+        &mut self,
+        now: DtnTime,
+        from: &Eid,
+        to: &Eid,
+        segments: impl IntoIterator<Item = StreamSegment>,
+    ) {
+        // The endpoints' digest once for the bundle, not once a segment.
+        let digest = endpoints_digest(to, from);
+        for segment in segments {
+            self.handle_one_segment(now, from, to, digest, segment);
+        }
+    }
+
+    /// [`Streams::handle_segment`], given `digest` = `endpoints_digest(to, from)`.
+    fn handle_one_segment(
+        &mut self,
+        now: DtnTime,
+        from: &Eid,
+        to: &Eid,
+        digest: u64,
+        segment: StreamSegment,
+    ) {
         let flags = segment.flags;
         let from_opener = flags & StreamSegment::FROM_OPENER != 0;
         let is_reset = flags & StreamSegment::RESET != 0;
         let sequenced =
             flags & (StreamSegment::OPEN | StreamSegment::CLOSE) != 0 || !segment.data.is_empty();
-        let key = wire_key(segment.stream, !from_opener, to, from);
+        let key = (segment.stream, !from_opener, digest);
         // The digest in the key is not collision-resistant (FNV): a stream found by it is ours
         // only if its endpoints are the segment's too, so that a peer that crafts endpoint ids
         // with a live stream's digest can neither feed that stream nor take its place.
@@ -537,7 +566,7 @@ impl Streams {
                     )));
                     return;
                 }
-                let id = self.insert(now, to.clone(), from.clone(), segment.stream, false);
+                let id = self.insert(now, to.clone(), from.clone(), key);
                 self.events.push_back(StreamEvent::Opened {
                     id,
                     local: to.clone(),
@@ -713,17 +742,12 @@ impl Streams {
 
     // ----- internals -----
 
-    fn insert(
-        &mut self,
-        now: DtnTime,
-        local: Eid,
-        remote: Eid,
-        wire_id: u64,
-        opened_by_us: bool,
-    ) -> StreamId {
+    /// A new stream between `local` and `remote`, named on the wire by `key` (whose digest is
+    /// theirs).
+    fn insert(&mut self, now: DtnTime, local: Eid, remote: Eid, key: WireKey) -> StreamId {
         let id = StreamId(self.next_local_id);
         self.next_local_id += 1;
-        let key = wire_key(wire_id, opened_by_us, &local, &remote);
+        let (wire_id, opened_by_us, digest) = key;
         // A stream id reused by the peer within the linger time starts afresh.
         self.ended.remove(&key);
         self.by_wire.insert(key, id);
@@ -734,6 +758,7 @@ impl Streams {
                 remote,
                 wire_id,
                 opened_by_us,
+                digest,
                 next_seq: 0,
                 pending: VecDeque::new(),
                 in_flight: BTreeMap::new(),
@@ -757,8 +782,7 @@ impl Streams {
 
     fn remove(&mut self, id: StreamId) -> Option<Box<Stream>> {
         let s = self.streams.remove(&id)?;
-        self.by_wire
-            .remove(&wire_key(s.wire_id, s.opened_by_us, &s.local, &s.remote));
+        self.by_wire.remove(&s.wire_key());
         self.ack_due.remove(&id);
         Some(s)
     }
@@ -936,7 +960,7 @@ impl Streams {
             self.out.push_back(Queued::Ready(s.pure_ack()));
         }
         self.events.push_back(StreamEvent::Closed { id });
-        let key = wire_key(s.wire_id, s.opened_by_us, &s.local, &s.remote);
+        let key = s.wire_key();
         if self.config.max_streams == 0 {
             return;
         }
@@ -1201,7 +1225,8 @@ mod tests {
         let id = *id;
         drain(&mut s);
         // What a colliding digest would make: evil's key finds the stream of `peer`.
-        s.by_wire.insert(wire_key(7, false, &me, &evil), id);
+        s.by_wire
+            .insert((7, false, endpoints_digest(&me, &evil)), id);
         for flags in [O | F, F, R | F] {
             s.handle_segment(1_010, &evil, &me, seg(7, flags, 1, 0, b"forged"));
         }
