@@ -534,6 +534,10 @@ struct Serving {
     ack_at: Option<DtnTime>,
     /// An any-mode call starts no earlier than this (see `RpcConfig::any_start_jitter_ms`).
     start_at: Option<DtnTime>,
+    /// When the timer `Rpc::arm_serving` set goes off, if it is set: taken out again once the
+    /// call needs none, so that a call answered at once leaves no timer behind to go off for
+    /// nothing.
+    armed: Option<DtnTime>,
     /// The sealed reply (result or reject), once answered.
     reply: Option<Bytes>,
     /// The reply still has to be handed to the network (the outbox).
@@ -1035,7 +1039,14 @@ impl Rpc {
                     }
                     self.client_timer(now, node, id)
                 }
-                Timer::Serve(key) => self.serve_timer(now, node, key),
+                Timer::Serve(key) => {
+                    if let Some(s) = self.serving.get_mut(&key)
+                        && s.armed == Some(at)
+                    {
+                        s.armed = None;
+                    }
+                    self.serve_timer(now, node, key)
+                }
                 Timer::Sweep => self.sweep(now, node),
             }
         }

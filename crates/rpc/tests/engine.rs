@@ -56,6 +56,11 @@ fn call(id: u8) -> Message {
 }
 
 fn deliver(node: &mut Node, rpc: &mut Rpc, payload: Vec<u8>, seq: u64) {
+    deliver_by(node, rpc, payload, seq, Class::Dtn);
+}
+
+/// [`deliver`] in a bundle of `class` (a real-time one comes as by datagram).
+fn deliver_by(node: &mut Node, rpc: &mut Rpc, payload: Vec<u8>, seq: u64, class: Class) {
     let event = Event::Delivered(Delivery {
         id: BundleId {
             source: eid("dtn://client/~rpc"),
@@ -66,7 +71,7 @@ fn deliver(node: &mut Node, rpc: &mut Rpc, payload: Vec<u8>, seq: u64) {
             fragment: None,
         },
         destination: eid("dtn://server/~rpc"),
-        class: Class::Dtn,
+        class,
         created: NOW,
         expiry: NOW + 60_000,
         payload: Bytes::from(payload),
@@ -859,5 +864,39 @@ fn a_finished_call_takes_its_timer_with_it() {
     answer(&mut node, &mut rpc, NOW + 5, id);
     // Nothing is due at the deadline of a call that ended: no stale timer waits for it (a
     // busy node would hold one per call made in the last `ack_ms`).
+    assert_eq!(rpc.poll_timeout(), Some(sweep));
+}
+
+#[test]
+fn a_served_call_answered_at_once_takes_its_timer_with_it() {
+    let (mut node, mut rpc) = server();
+    run_timers_until(&mut rpc, &mut node, NOW);
+    let sweep = rpc.poll_timeout().unwrap();
+    let client = Identity::from_secret([1; 32]);
+    let sealed = client
+        .seal(&call(1).encode().unwrap(), Some(&rpc.public_key()), [1; 32])
+        .unwrap();
+    deliver_by(&mut node, &mut rpc, sealed, 1, Class::Datagram);
+    let job = std::iter::from_fn(|| rpc.poll_event())
+        .find_map(|e| match e {
+            RpcEvent::Execute(job) => Some(job),
+            _ => None,
+        })
+        .expect("the call runs");
+    let ack_at = NOW + RpcConfig::default().ack_delay_ms;
+    assert!(ack_at < sweep, "the test needs the acknowledgement first");
+    assert_eq!(
+        rpc.poll_timeout(),
+        Some(ack_at),
+        "armed to acknowledge a call by datagram whose result is late"
+    );
+    let done = rpc::Outcome::Success {
+        value: Bytes::from_static(b"hello"),
+        files: Vec::new(),
+        run_ms: 1,
+    };
+    rpc.finished(NOW + 1, &mut node, job.id, done);
+    // Answered and handed over: nothing is left to do at the acknowledgement's time (a busy
+    // server would otherwise hold one stale timer per call of the last `ack_delay_ms`).
     assert_eq!(rpc.poll_timeout(), Some(sweep));
 }

@@ -289,6 +289,7 @@ impl Rpc {
             via,
             ack_at: None,
             start_at: None,
+            armed: None,
             reply: (!reply.is_empty()).then_some(reply),
             unsent,
             outbox_row: unsent,

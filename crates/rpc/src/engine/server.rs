@@ -442,6 +442,7 @@ impl Rpc {
                 via,
                 ack_at: None,
                 start_at: None,
+                armed: None,
                 reply: None,
                 unsent: false,
                 outbox_row: false,
@@ -591,6 +592,8 @@ impl Rpc {
         if let Some(s) = self.serving.get_mut(&key) {
             s.unsent = false;
         }
+        // Answered and handed over: its timer (the acknowledgement's) has nothing left to do.
+        self.arm_serving(key);
         self.set_reply_stream(key, stream);
         // The record itself is unchanged (which stream a reply is on is not kept): only the
         // outbox row goes.
@@ -678,8 +681,11 @@ impl Rpc {
         }
     }
 
+    /// Sets a served call's timer to the first thing it waits for (acknowledging, starting,
+    /// its deadline), or takes it out if it waits for nothing. The outbox's retry timer is
+    /// another, set apart.
     pub(super) fn arm_serving(&mut self, key: ServeKey) {
-        let Some(s) = self.serving.get(&key) else {
+        let Some(s) = self.serving.get_mut(&key) else {
             return;
         };
         let mut at = s.call.deadline;
@@ -689,10 +695,18 @@ impl Rpc {
         if let Some(a) = s.start_at {
             at = at.min(a);
         }
-        if matches!(s.state, ServeState::Answered | ServeState::Skipped) && !s.unsent {
+        let waits = !matches!(s.state, ServeState::Answered | ServeState::Skipped) || s.unsent;
+        let new = waits.then_some(at);
+        if s.armed == new {
             return;
         }
-        self.arm(at, Timer::Serve(key));
+        let old = std::mem::replace(&mut s.armed, new);
+        if let Some(old) = old {
+            self.timers.remove(&(old, Timer::Serve(key)));
+        }
+        if let Some(at) = new {
+            self.arm(at, Timer::Serve(key));
+        }
     }
 
     pub(super) fn serve_timer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
