@@ -484,6 +484,9 @@ struct ClientCall {
     acks: Vec<Eid>,
     replies: Vec<Reply>,
     timeline: Vec<(DtnTime, String)>,
+    /// Timeline lines (by index) that can be rebuilt from the rest of the record: the record
+    /// keeps a code for them instead of their text (see `client::Derived`).
+    derived: Vec<(usize, client::Derived)>,
     /// Where its record's row sorts.
     row: RowOrder,
     // Not persisted: a stream does not survive a restart.

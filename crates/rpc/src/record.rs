@@ -2,17 +2,21 @@
 //! private to this crate; a record that does not parse (a damaged store, an unknown version) is
 //! an error the engine reports and skips, never a panic.
 //!
-//! A record is a version byte, then fields: bytes, and unsigned integers. Version 2 (written
-//! now) encodes an integer as LEB128 (7 bits a byte, low first, at most 10 bytes), a byte string
-//! as its length so encoded and the bytes; version 1 (read still, from stores written before)
-//! used 8 little-endian bytes for each integer and length. Most integers in a record are
+//! A record is a version byte, then fields: bytes, and unsigned integers. Versions 2 and 3
+//! (written now) encode an integer as LEB128 (7 bits a byte, low first, at most 10 bytes), a byte
+//! string as its length so encoded and the bytes; version 1 (read still, from stores written
+//! before) used 8 little-endian bytes for each integer and length. Most integers in a record are
 //! lengths, counts and flags of one byte: a call's record is about a quarter smaller in version
-//! 2, and SQLite's work for a row (page splits, WAL bytes) shrinks with it.
+//! 2, and SQLite's work for a row (page splits, WAL bytes) shrinks with it. Version 3 is version
+//! 2 but for what a record's reader makes of it: a call's record keeps a code for the timeline
+//! lines it can rebuild (see `engine::client::Derived`), where version 2 kept every line's text.
 
 use bytes::Bytes;
 
 /// Version byte every record written now starts with.
-pub(crate) const RECORD_VERSION: u8 = 2;
+pub(crate) const RECORD_VERSION: u8 = 3;
+/// The first version with LEB128 integers, still read (call records keep timelines as text).
+pub(crate) const TEXT_TIMELINE_VERSION: u8 = 2;
 /// The version with fixed 8-byte integers, still read.
 const FIXED_WIDTH_VERSION: u8 = 1;
 /// Most bytes of a LEB128 `u64`.
@@ -89,7 +93,7 @@ pub(crate) struct Reader {
 impl Reader {
     pub(crate) fn new(buf: Bytes) -> Result<Self, RecordError> {
         match buf.first() {
-            Some(&RECORD_VERSION) => Ok(Self {
+            Some(&RECORD_VERSION | &TEXT_TIMELINE_VERSION) => Ok(Self {
                 buf,
                 pos: 1,
                 fixed_width: false,
@@ -102,6 +106,11 @@ impl Reader {
             Some(_) => Err(RecordError("unknown version")),
             None => Err(RecordError("empty")),
         }
+    }
+
+    /// The record's version byte.
+    pub(crate) fn version(&self) -> u8 {
+        self.buf[0]
     }
 
     fn take(&mut self, n: usize) -> Result<&[u8], RecordError> {
@@ -252,7 +261,7 @@ mod tests {
         assert_eq!(&r.bytes().unwrap()[..], b"abc");
         r.end().unwrap();
         assert_eq!(
-            Reader::new(Bytes::from_static(&[3])).err(),
+            Reader::new(Bytes::from_static(&[4])).err(),
             Some(RecordError("unknown version"))
         );
     }

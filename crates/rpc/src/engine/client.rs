@@ -127,6 +127,7 @@ impl Rpc {
             // the reply, the end): room for them now, not grown twice.
             replies: Vec::with_capacity(usize::from(mode == Mode::Explicit)),
             timeline: Vec::with_capacity(4),
+            derived: Vec::new(),
             row: RowOrder::Since(now),
             stream: None,
             next_resend: None,
@@ -168,13 +169,13 @@ impl Rpc {
                     c.phase = Phase::RealTime {
                         until: now.saturating_add(timers.ack_ms).min(deadline),
                     };
-                    c.timeline.push((
-                        now,
-                        format!(
-                            "called {target} by stream ({}), {encrypted}",
-                            plural(u64::from(hops(node, &s)), "hop")
-                        ),
-                    ));
+                    let line = Derived::CalledByStream {
+                        hops: hops(node, &s),
+                        encrypted: to.is_some(),
+                    };
+                    c.timeline
+                        .push((now, line.text(&c.call, &c.replies, c.state)));
+                    c.derived.push((c.timeline.len() - 1, line));
                 }
                 Some(_) => {
                     self.send_bundle(
@@ -570,22 +571,6 @@ impl Rpc {
                         .count(),
                     _ => 0,
                 };
-                let what = match &message {
-                    Message::Result(r) => format!(
-                        "result from {server} by {} ({}, {}, ran {} ms)",
-                        via.name(),
-                        plural(r.value.len() as u64, "byte"),
-                        plural(r.files.len() as u64, "file"),
-                        r.run_ms
-                    ),
-                    Message::Reject(r) => format!(
-                        "{} from {server} by {}: {}",
-                        r.code.name(),
-                        via.name(),
-                        r.detail
-                    ),
-                    _ => String::new(),
-                };
                 let Some(c) = self.calls.get_mut(&id) else {
                     return;
                 };
@@ -596,7 +581,9 @@ impl Rpc {
                     message,
                     missing_files: missing,
                 });
-                self.note(now, id, what);
+                let line = Derived::Reply(c.replies.len() - 1);
+                let text = line.text(&c.call, &c.replies, c.state);
+                self.note_derived(now, id, text, line);
                 if missing > 0 {
                     self.note(
                         now,
@@ -698,14 +685,87 @@ impl Rpc {
             // sides are closed, so a late frame is still read (and ignored).
             let _ = node.stream_close(now, s);
         }
-        self.note(now, id, format!("{}: {why}", state.name()));
+        let line = Derived::Finished(why.to_owned());
+        if let Some(c) = self.calls.get(&id) {
+            let text = line.text(&c.call, &c.replies, c.state);
+            self.note_derived(now, id, text, line);
+        }
         self.events.push_back(RpcEvent::CallFinished(id));
         self.save_call(node, id);
     }
 
     pub(super) fn note(&mut self, now: DtnTime, id: CallId, text: String) {
+        if let Some(c) = self.calls.get_mut(&id)
+            && add_line(&mut c.timeline, now, text)
+        {
+            // Lines moved: their codes would name others. They are kept as text.
+            c.derived.clear();
+        }
+    }
+
+    /// [`Rpc::note`] of a line `line` rebuilds from the call's record (`text` is its text).
+    fn note_derived(&mut self, now: DtnTime, id: CallId, text: String, line: Derived) {
         if let Some(c) = self.calls.get_mut(&id) {
-            add_line(&mut c.timeline, now, text);
+            if add_line(&mut c.timeline, now, text) {
+                c.derived.clear();
+            } else {
+                c.derived.push((c.timeline.len() - 1, line));
+            }
+        }
+    }
+}
+
+/// A timeline line that can be written again from the rest of its call's record, which then
+/// keeps a code and a number or two instead of the line's text: the lines every call over a
+/// live path has (how it was called, its result, its end) were ~40 % of a finished call's
+/// record, and a record's bytes are SQLite's work (page splits, WAL bytes, checkpoints).
+/// [`Derived::text`] writes the line both when it happens and when the record is read back,
+/// so the two are the same text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Derived {
+    /// `called {target} by stream ({hops}), {encrypted or signed}`.
+    CalledByStream { hops: u32, encrypted: bool },
+    /// The reply of this index arrived.
+    Reply(usize),
+    /// `{state}: {why}`, the call's final state.
+    Finished(String),
+}
+
+impl Derived {
+    /// The line, for the call `call` with these replies, now in `state`.
+    pub(super) fn text(&self, call: &Call, replies: &[Reply], state: CallState) -> String {
+        match self {
+            Derived::CalledByStream { hops, encrypted } => {
+                let target: &dyn std::fmt::Display = match &call.server {
+                    Some(s) => s,
+                    None => &mode_name(call.mode),
+                };
+                let encrypted = if *encrypted { "encrypted" } else { "signed" };
+                format!(
+                    "called {target} by stream ({}), {encrypted}",
+                    plural(u64::from(*hops), "hop")
+                )
+            }
+            Derived::Reply(i) => match replies.get(*i) {
+                Some(Reply {
+                    via,
+                    message: Message::Result(r),
+                    ..
+                }) => format!(
+                    "result from {} by {via} ({}, {}, ran {} ms)",
+                    r.server,
+                    plural(r.value.len() as u64, "byte"),
+                    plural(r.files.len() as u64, "file"),
+                    r.run_ms
+                ),
+                Some(Reply {
+                    via,
+                    message: Message::Reject(r),
+                    ..
+                }) => format!("{} from {} by {via}: {}", r.code.name(), r.server, r.detail),
+                _ => String::new(),
+            },
+            Derived::Finished(why) => format!("{}: {why}", state.name()),
         }
     }
 }
@@ -720,8 +780,9 @@ const LEFT_OUT: (&str, &str) = ("(", " lines left out here)");
 /// Adds a line to a timeline, bounded: once full, the oldest line after the head goes, counted
 /// in the line that stands for the lines left out, so the start and the latest lines (how the
 /// call ended) both stay.
-fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) {
-    if timeline.len() >= TIMELINE_LINES {
+fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) -> bool {
+    let full = timeline.len() >= TIMELINE_LINES;
+    if full {
         let left_out = timeline[TIMELINE_HEAD]
             .1
             .strip_prefix(LEFT_OUT.0)
@@ -735,6 +796,7 @@ fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) {
         timeline[TIMELINE_HEAD].1 = format!("{}{n}{}", LEFT_OUT.0, LEFT_OUT.1);
     }
     timeline.push((now, text));
+    full
 }
 
 fn is_complete_result(r: &Reply) -> bool {

@@ -5,6 +5,7 @@
 //! Every change is written through at once; the shell's flush makes it durable together with the
 //! bundles the same input produced, before anything is sent.
 
+use super::client::Derived;
 use super::*;
 
 const VIA_NAMES: [&str; 4] = ["datagram", "stream", "dtn", "local"];
@@ -72,42 +73,7 @@ impl Rpc {
         // The record goes into the commit's staging buffer, taken while `c` borrows the engine
         // and put back at once: nothing in between may return early.
         let mut w = Writer::after(std::mem::take(&mut self.staged_bytes));
-        let (phase, until) = c.phase.code();
-        w.u8(c.state.code())
-            .u8(phase)
-            .u64(until)
-            .u8(c.sent_dtn as u8)
-            .u8(match c.realtime {
-                Some(Transport::Stream) => 2,
-                Some(_) => 1,
-                None => 0,
-            })
-            .u64(c.created)
-            .u64(c.finished_at.map_or(0, |t| t.saturating_add(1)))
-            .u64(c.timers.ack_ms)
-            .u64(c.timers.result_ms)
-            .u64(c.timers.dtn_ms)
-            .u64(c.timers.resend_ms)
-            .bytes(&c.call_bytes)
-            .bytes(&c.sealed);
-        w.u64(c.acks.len() as u64);
-        for a in &c.acks {
-            w.str(&a.to_string());
-        }
-        w.u64(c.replies.len() as u64);
-        for r in &c.replies {
-            let encoded = r.message.encode().unwrap_or_default();
-            let via = VIA_NAMES.iter().position(|v| *v == r.via).unwrap_or(2) as u8;
-            w.u64(r.at)
-                .u8(via)
-                .bytes(&r.server_key.0)
-                .bytes(&encoded)
-                .u64(r.missing_files as u64);
-        }
-        w.u64(c.timeline.len() as u64);
-        for (at, text) in &c.timeline {
-            w.u64(*at).str(text);
-        }
+        write_call_record(&mut w, c, true);
         let row = c.row;
         let (bytes, value) = w.finish_after();
         self.staged_bytes = bytes;
@@ -228,11 +194,7 @@ impl Rpc {
                 missing_files,
             });
         }
-        let mut timeline = Vec::new();
-        for _ in 0..r.u64()?.min(10_000) {
-            let at = r.u64()?;
-            timeline.push((at, r.string()?));
-        }
+        let (timeline, derived) = parse_timeline(&mut r, &call, &replies, state)?;
         r.end()?;
         Ok(ClientCall {
             call,
@@ -248,6 +210,7 @@ impl Rpc {
             acks,
             replies,
             timeline,
+            derived,
             row,
             stream: None,
             next_resend: None,
@@ -483,6 +446,223 @@ impl Rpc {
             }
             self.save_call(node, id);
             self.arm_call(id);
+        }
+    }
+}
+
+/// A call's timeline: (time, text) lines.
+type Timeline = Vec<(DtnTime, String)>;
+
+/// A call record's timeline (the rest of the record read already): text, or in version 3 also
+/// lines given as a [`Derived`] code and rebuilt here.
+fn parse_timeline(
+    r: &mut Reader,
+    call: &Call,
+    replies: &[Reply],
+    state: CallState,
+) -> Result<(Timeline, Vec<(usize, Derived)>), RecordError> {
+    let coded = r.version() >= 3;
+    let (mut timeline, mut derived) = (Vec::new(), Vec::new());
+    for i in 0..r.u64()?.min(10_000) as usize {
+        let at = r.u64()?;
+        let line = match if coded { r.u8()? } else { 0 } {
+            0 => {
+                timeline.push((at, r.string()?));
+                continue;
+            }
+            1 => Derived::CalledByStream {
+                hops: u32::try_from(r.u64()?).map_err(|_| RecordError("hops"))?,
+                encrypted: r.u8()? != 0,
+            },
+            2 => {
+                let index = r.u64()? as usize;
+                if index >= replies.len() {
+                    return Err(RecordError("timeline reply"));
+                }
+                Derived::Reply(index)
+            }
+            3 => Derived::Finished(r.string()?),
+            _ => return Err(RecordError("timeline line")),
+        };
+        timeline.push((at, line.text(call, replies, state)));
+        derived.push((i, line));
+    }
+    Ok((timeline, derived))
+}
+
+/// A call's record: its fields, then its timeline (see [`parse_timeline`]); `coded` is false
+/// only to write the timeline as version 2 did (the tests' records of that version).
+fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
+    let (phase, until) = c.phase.code();
+    w.u8(c.state.code())
+        .u8(phase)
+        .u64(until)
+        .u8(c.sent_dtn as u8)
+        .u8(match c.realtime {
+            Some(Transport::Stream) => 2,
+            Some(_) => 1,
+            None => 0,
+        })
+        .u64(c.created)
+        .u64(c.finished_at.map_or(0, |t| t.saturating_add(1)))
+        .u64(c.timers.ack_ms)
+        .u64(c.timers.result_ms)
+        .u64(c.timers.dtn_ms)
+        .u64(c.timers.resend_ms)
+        .bytes(&c.call_bytes)
+        .bytes(&c.sealed);
+    w.u64(c.acks.len() as u64);
+    for a in &c.acks {
+        w.str(&a.to_string());
+    }
+    w.u64(c.replies.len() as u64);
+    for r in &c.replies {
+        let encoded = r.message.encode().unwrap_or_default();
+        let via = VIA_NAMES.iter().position(|v| *v == r.via).unwrap_or(2) as u8;
+        w.u64(r.at)
+            .u8(via)
+            .bytes(&r.server_key.0)
+            .bytes(&encoded)
+            .u64(r.missing_files as u64);
+    }
+    // Each line: its time, then (version 3) a code: 0 and its text, or one of
+    // `client::Derived` and what rebuilds it (see `parse_timeline`). Without `coded`, version 2's
+    // timeline: the text alone.
+    w.u64(c.timeline.len() as u64);
+    let mut derived = c.derived.iter().peekable();
+    for (i, (at, text)) in c.timeline.iter().enumerate() {
+        w.u64(*at);
+        let code = derived
+            .next_if(|(line, _)| coded && *line == i)
+            .map(|(_, d)| d);
+        match code {
+            None if !coded => w.str(text),
+            None => w.u8(0).str(text),
+            Some(Derived::CalledByStream { hops, encrypted }) => {
+                w.u8(1).u64(u64::from(*hops)).u8(u8::from(*encrypted))
+            }
+            Some(Derived::Reply(index)) => w.u8(2).u64(*index as u64),
+            Some(Derived::Finished(why)) => w.u8(3).str(why),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use node::NodeConfig;
+    use store::MemoryStore;
+    use wire::rpc::CallResult;
+
+    /// A call made (by dtn: no path here) and answered, its timeline then given every kind of
+    /// line: what `write_call` and `parse_call` are tested on.
+    fn answered_call() -> ClientCall {
+        let server: Eid = "dtn://server/".parse().unwrap();
+        let mut node = Node::new(
+            NodeConfig::new("dtn://client/".parse().unwrap()),
+            Box::new(MemoryStore::new(1 << 20)),
+            1_000,
+        );
+        let mut rpc = Rpc::new(
+            RpcConfig::default(),
+            seal::Identity::from_secret([1; 32]),
+            [3; 32],
+            &mut node,
+            1_000,
+        );
+        let request = crate::CallRequest::new(crate::Target::Node(server.clone()), "x", vec![]);
+        let id = rpc.call(1_000, &mut node, request).unwrap();
+        let mut c = *rpc.calls.remove(&id).unwrap();
+        c.replies.push(Reply {
+            at: 1_010,
+            via: "stream",
+            server_key: seal::Identity::from_secret([2; 32]).public(),
+            message: Message::Result(CallResult {
+                id,
+                server,
+                value: Bytes::from_static(b"hello"),
+                files: Vec::new(),
+                run_ms: 7,
+            }),
+            missing_files: 0,
+        });
+        c.state = CallState::Succeeded;
+        let lines = [
+            Some(Derived::CalledByStream {
+                hops: 2,
+                encrypted: true,
+            }),
+            None,
+            Some(Derived::Reply(0)),
+            Some(Derived::Finished("done".into())),
+        ];
+        c.timeline.clear();
+        c.derived.clear();
+        for (i, line) in lines.into_iter().enumerate() {
+            let at = 1_000 + i as u64;
+            match line {
+                Some(d) => {
+                    c.timeline.push((at, d.text(&c.call, &c.replies, c.state)));
+                    c.derived.push((i, d));
+                }
+                None => c
+                    .timeline
+                    .push((at, "no acknowledgement within 30 s".into())),
+            }
+        }
+        c
+    }
+
+    fn record(c: &ClientCall, coded: bool) -> Bytes {
+        let mut w = Writer::new();
+        write_call_record(&mut w, c, coded);
+        let mut bytes = w.finish();
+        if !coded {
+            bytes[0] = crate::record::TEXT_TIMELINE_VERSION;
+        }
+        Bytes::from(bytes)
+    }
+
+    #[test]
+    fn a_call_record_keeps_codes_for_the_lines_it_rebuilds_and_reads_text_timelines_of_version_2() {
+        let c = answered_call();
+        assert_eq!(
+            c.timeline[0].1,
+            "called dtn://server/ by stream (2 hops), encrypted"
+        );
+        assert_eq!(
+            c.timeline[2].1,
+            "result from dtn://server/ by stream (5 bytes, 0 files, ran 7 ms)"
+        );
+        assert_eq!(c.timeline[3].1, "succeeded: done");
+
+        let coded = record(&c, true);
+        let back = Rpc::parse_call(coded.clone(), c.row).unwrap();
+        assert_eq!(back.timeline, c.timeline);
+        assert_eq!(back.derived, c.derived, "coded again when written again");
+
+        // Version 2's records (the text of every line) read back the same, as text.
+        let text = record(&c, false);
+        let back = Rpc::parse_call(text.clone(), c.row).unwrap();
+        assert_eq!(back.timeline, c.timeline);
+        assert!(back.derived.is_empty());
+        // The three coded lines' text (129 bytes) is gone, for codes of a few bytes each.
+        let rebuilt: usize = c.derived.iter().map(|(i, _)| c.timeline[*i].1.len()).sum();
+        assert_eq!(rebuilt, 129);
+        assert!(
+            coded.len() + rebuilt <= text.len() + 16,
+            "coded {} bytes, text {}",
+            coded.len(),
+            text.len()
+        );
+
+        // A code naming a reply the record does not have is damage, not a panic.
+        let mut damaged = c.clone();
+        damaged.derived[2].1 = Derived::Reply(5);
+        assert!(Rpc::parse_call(record(&damaged, true), c.row).is_err());
+        // Every prefix of a record is an error too.
+        for cut in 0..coded.len() {
+            assert!(Rpc::parse_call(coded.slice(..cut), c.row).is_err(), "{cut}");
         }
     }
 }
