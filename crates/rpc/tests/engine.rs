@@ -822,15 +822,26 @@ fn a_late_copy_of_a_served_call_that_left_memory_gets_its_stored_reply_and_never
 
     // The first call arrives again (a copy that went the long way round): it is found in the
     // store, answered from there, and does not run again.
-    let bundles = node.store().list().unwrap().len();
+    let before = node.store().list().unwrap();
     deliver(&mut node, &mut rpc, sealed[0].clone(), 10);
     assert_eq!(executions(&mut rpc), 0, "ran twice");
     assert_eq!(rpc.stats().duplicates, 1);
-    assert_eq!(
-        node.store().list().unwrap().len(),
-        bundles + 1,
-        "the stored reply sent again"
-    );
+    let after = node.store().list().unwrap();
+    assert_eq!(after.len(), before.len() + 1, "the stored reply sent again");
+    // The record keeps the reply unsealed; sealed again, it opens at the caller as the result.
+    let resent = after
+        .iter()
+        .find(|m| !before.iter().any(|b| b.id == m.id))
+        .unwrap();
+    let resent = node.store().get(&resent.id).unwrap().unwrap();
+    let opened = client.open(&resent.bundle.payload.data).unwrap();
+    match Message::decode(&Bytes::from(opened.body)).unwrap() {
+        Message::Result(r) => {
+            assert_eq!(r.id, CallId([1; 16]));
+            assert_eq!(&r.value[..], b"hello");
+        }
+        other => panic!("{other:?}"),
+    }
     // A new call still runs.
     let fourth = client
         .seal(&call(4).encode().unwrap(), Some(&to), [4; 32])
