@@ -17,6 +17,7 @@
 //! | `FERRY_BENCH_NULL_PROCEDURE` | `null` | the procedure of the "null" row |
 //! | `FERRY_BENCH_DIR` | temp dir | where the daemons' stores live |
 //! | `FERRY_BENCH_RUNTIMES` | `shared` | `split`: the servers on a runtime of their own; `single`: one worker for all (below) |
+//! | `FERRY_BENCH_ROUNDS` | 1 | times the whole table is measured, one after another (below) |
 //!
 //! Everything runs in this process on one tokio runtime with two workers, as `ferry node` has,
 //! so both systems share the same two cores:
@@ -52,7 +53,12 @@
 //! calls/s is that count over the time until the last one finished, and the rates over the first
 //! and second half of the calls are noted (a falling rate means work that grows with the calls
 //! made). The load average is printed: on a 2-core machine shared with builds, every figure moves
-//! by several times, so compare rows of one run, not runs. Every call must succeed
+//! by several times, so compare rows of one run, not runs. With `FERRY_BENCH_ROUNDS=n` the
+//! table is measured n times over (each round its own servers and daemons) and a last line
+//! gives each round's calls/s of gRPC and of Ferry's first row with 64 in flight, their ratios
+//! and the median ratio: on this kind of machine gRPC's rate alone moves between two speeds from
+//! run to run (≈20 and ≈30 k/s on the 2-core VM of these notes), so one round's ratio says
+//! little. Every call must succeed
 //! (failures are counted and shown, never timed); every wait is bounded ([`CALL_TIMEOUT`] per
 //! call; a measurement stops after [`SEQUENTIAL_LIMIT`] or [`IN_FLIGHT_LIMIT`], and then says
 //! so and reports the calls that finished), so a slow system still gives its figures within
@@ -94,6 +100,8 @@ struct Plan {
     echo: usize,
     warmup: usize,
     null_procedure: String,
+    /// Times the whole table is measured.
+    rounds: usize,
 }
 
 impl Plan {
@@ -126,6 +134,7 @@ impl Plan {
                 .ok()
                 .filter(|p| !p.is_empty())
                 .unwrap_or_else(|| daemon::rpc_shell::NULL_PROCEDURE.into()),
+            rounds: count("FERRY_BENCH_ROUNDS", 1).max(1),
         }
     }
 }
@@ -159,10 +168,81 @@ fn main() {
         None => runtime.handle().clone(),
     });
 
+    let mut rates: Vec<RoundRates> = Vec::new();
+    for round in 1..=plan.rounds {
+        let (rows, load) = measure_round(&plan, &runtime, &servers, &base, &run);
+        let rate_of = |row: Option<&Row>| row.and_then(|r| r.rate.as_ref()).map(Rate::per_second);
+        let grpc = rate_of(rows.iter().find(|r| r.name.starts_with("gRPC")));
+        let ferry = rate_of(rows.iter().find(|r| r.name.starts_with("Ferry")));
+        rates.push((grpc, ferry));
+        if plan.rounds > 1 {
+            println!("round {round} of {}", plan.rounds);
+        }
+        print_table(
+            &plan,
+            &base,
+            &fs_type,
+            load,
+            &rows,
+            &mut std::io::stdout().lock(),
+        )
+        .expect("write the table to stdout");
+    }
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    if let Some(rt) = server_runtime {
+        rt.shutdown_timeout(Duration::from_secs(2));
+    }
+    if plan.rounds > 1 {
+        println!("{}", rounds_summary(&rates));
+    }
+}
+
+/// A round's calls/s with 64 in flight: gRPC's and Ferry's first row's, if measured.
+type RoundRates = (Option<f64>, Option<f64>);
+
+/// The last line of a run of several rounds: each round's calls/s with 64 in flight, gRPC's and
+/// Ferry's, their ratio, and the median ratio.
+fn rounds_summary(rates: &[RoundRates]) -> String {
+    let k = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.1}", r / 1000.0));
+    let list =
+        |f: &dyn Fn(&RoundRates) -> String| rates.iter().map(f).collect::<Vec<_>>().join(" / ");
+    let mut ratios: Vec<f64> = rates
+        .iter()
+        .filter_map(|&(g, f)| Some(f? / g.filter(|g| *g > 0.0)?))
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = match ratios.len() {
+        0 => "-".to_string(),
+        n if n % 2 == 1 => format!("{:.2}×", ratios[n / 2]),
+        n => format!("{:.2}×", (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
+    };
+    format!(
+        "calls/s with {IN_FLIGHT} in flight, {} rounds: gRPC {} k/s; Ferry {} k/s; ratio {} (median {median})",
+        rates.len(),
+        list(&|&(g, _)| k(g)),
+        list(&|&(_, f)| k(f)),
+        list(&|&(g, f)| match (g, f) {
+            (Some(g), Some(f)) if g > 0.0 => format!("{:.2}×", f / g),
+            _ => "-".to_string(),
+        }),
+    )
+}
+
+/// Where the Ferry rows keep their stores.
+type BaseDir = std::path::PathBuf;
+
+/// One round: every row asked for, and the load average before and after.
+fn measure_round(
+    plan: &Plan,
+    runtime: &tokio::runtime::Runtime,
+    servers: &ServerSide,
+    base: &BaseDir,
+    run: &dyn Fn(&str) -> bool,
+) -> (Vec<Row>, (Option<f64>, Option<f64>)) {
     let load_before = load_average();
     let mut rows = Vec::new();
     if run("grpc") {
-        rows.push(runtime.block_on(grpc_row(&plan, &servers)));
+        rows.push(runtime.block_on(grpc_row(plan, servers)));
     }
     // `null` by `call_and_wait` (one request), then by `call` (answered once durable) + wait.
     for (key, how, blocking) in [
@@ -172,10 +252,7 @@ fn main() {
         if run(key) {
             let name = format!("Ferry {}, {how}", plan.null_procedure);
             rows.push(runtime.block_on(ferry_row(
-                Sites {
-                    servers: &servers,
-                    base: &base,
-                },
+                Sites { servers, base },
                 name,
                 &plan.null_procedure,
                 plan.sequential,
@@ -188,10 +265,7 @@ fn main() {
     if run("echo") {
         // echo declares one text parameter; an empty text keeps it a null call plus a process.
         rows.push(runtime.block_on(ferry_row(
-            Sites {
-                servers: &servers,
-                base: &base,
-            },
+            Sites { servers, base },
             "Ferry echo (exec)".into(),
             "echo",
             plan.echo,
@@ -200,21 +274,7 @@ fn main() {
             true,
         )));
     }
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    if let Some(rt) = server_runtime {
-        rt.shutdown_timeout(Duration::from_secs(2));
-    }
-    let load = (load_before, load_average());
-
-    print_table(
-        &plan,
-        &base,
-        &fs_type,
-        load,
-        &rows,
-        &mut std::io::stdout().lock(),
-    )
-    .expect("write the table to stdout");
+    (rows, (load_before, load_average()))
 }
 
 /// The one-minute load average (Linux): above the 2 cores, other work skews every figure.
