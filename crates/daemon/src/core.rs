@@ -416,12 +416,12 @@ impl Daemon {
             // BATCH_INPUTS). Bounded, so timers and the pump are never starved.
             //
             // Every TRAFFIC_INPUTS inputs or TRAFFIC_EVENTS node events, and before the commit,
-            // the traffic they made leaves and the loop yields. Whatever it woke (a session's writer, given the bundles; a
-            // waiting caller) is queued on this worker behind this task, the last one in
-            // tokio's LIFO slot, where the other worker cannot take it: without the yield the
-            // bundles waited for the rest of the batch and for the records to be written and
-            // committed while the other core idled. Nothing else touches the daemon's state
-            // while it yields.
+            // the traffic they made leaves and the loop yields. Whatever it woke (a session's
+            // writer, given the bundles; a waiting caller) is queued on this worker behind this
+            // task, the last one in tokio's LIFO slot, where the other worker cannot take it:
+            // without the yield the bundles waited for the rest of the batch and for the records
+            // to be written and committed while the other core idled. Nothing else touches the
+            // daemon's state while it yields.
             let mut taken = 0;
             loop {
                 let mut more = true;
