@@ -288,6 +288,26 @@ impl FromStr for Eid {
     }
 }
 
+impl Eid {
+    /// Appends the endpoint's URI to `out`, the text [`Display`](fmt::Display) writes, without
+    /// going through the formatting machinery (text built for every call, such as the lines of
+    /// a call's timeline, names endpoints in a few pushes).
+    pub fn push_to(&self, out: &mut String) {
+        match self {
+            Eid::Null => out.push_str("dtn:none"),
+            Eid::Dtn(d) => {
+                out.push_str("dtn:");
+                out.push_str(d.as_str());
+            }
+            Eid::Ipn { .. } => {
+                use fmt::Write as _;
+                // Writing to a String cannot fail.
+                let _ = write!(out, "{self}");
+            }
+        }
+    }
+}
+
 impl fmt::Display for Eid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -338,6 +358,9 @@ mod tests {
         ] {
             let eid: Eid = s.parse().unwrap();
             assert_eq!(eid.to_string(), s);
+            let mut pushed = String::from("<");
+            eid.push_to(&mut pushed);
+            assert_eq!(pushed, format!("<{s}"));
             assert_eq!(round_trip(&eid), eid);
         }
         let d: Eid = "dtn://node/svc/a".parse().unwrap();

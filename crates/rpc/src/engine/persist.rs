@@ -623,6 +623,69 @@ mod tests {
         Bytes::from(bytes)
     }
 
+    /// The text of every kind of rebuilt line, as earlier versions wrote it into their records
+    /// (a record of version 2 keeps this text, one of version 3 the code it is rebuilt from).
+    #[test]
+    fn rebuilt_lines_read_as_the_text_earlier_versions_stored() {
+        let mut c = answered_call();
+        let text = |c: &ClientCall, line: Derived| line.text(&c.call, &c.replies, c.state);
+        let stream = |hops, encrypted| Derived::CalledByStream { hops, encrypted };
+        assert_eq!(
+            text(&c, stream(1, false)),
+            "called dtn://server/ by stream (1 hop), signed"
+        );
+        assert_eq!(
+            text(&c, stream(0, true)),
+            "called dtn://server/ by stream (0 hops), encrypted"
+        );
+        let mut any = c.clone();
+        any.call.server = None;
+        any.call.mode = wire::rpc::Mode::Any;
+        assert_eq!(
+            text(&any, stream(3, false)),
+            "called any by stream (3 hops), signed"
+        );
+        let Message::Result(r) = &mut c.replies[0].message else {
+            panic!("a result")
+        };
+        r.server = "ipn:977.1".parse().unwrap();
+        r.value = Bytes::from_static(b"x");
+        r.files = vec![wire::rpc::FileRef {
+            hash: [9; 32],
+            size: 10,
+            name: "f".into(),
+        }];
+        r.run_ms = u64::MAX;
+        assert_eq!(
+            text(&c, Derived::Reply(0)),
+            "result from ipn:977.1 by stream (1 byte, 1 file, ran 18446744073709551615 ms)"
+        );
+        c.replies.push(Reply {
+            at: 1_020,
+            via: "dtn",
+            server_key: seal::Identity::from_secret([2; 32]).public(),
+            message: Message::Reject(wire::rpc::Reject {
+                id: c.call.id,
+                server: "dtn://other/".parse().unwrap(),
+                code: wire::rpc::RejectCode::PredicateFailed,
+                detail: "battery >= 50".into(),
+                exit_status: None,
+                stderr_tail: Bytes::new(),
+            }),
+            missing_files: 0,
+        });
+        assert_eq!(
+            text(&c, Derived::Reply(1)),
+            "predicate_failed from dtn://other/ by dtn: battery >= 50"
+        );
+        assert_eq!(text(&c, Derived::Reply(2)), "", "no such reply");
+        c.state = CallState::Failed;
+        assert_eq!(
+            text(&c, Derived::Finished("no reply".into())),
+            "failed: no reply"
+        );
+    }
+
     #[test]
     fn a_call_record_keeps_codes_for_the_lines_it_rebuilds_and_reads_text_timelines_of_version_2() {
         let c = answered_call();
