@@ -13,7 +13,7 @@
 //! | `FERRY_BENCH_ECHO_CALLS` | 200 | sequential calls of Ferry `echo` (a process each) |
 //! | `FERRY_BENCH_WARMUP` | 200 | unmeasured calls before each measurement |
 //! | `FERRY_BENCH_QUICK` | unset | 1: a smoke run (200 / 2000 / 20 / 20) |
-//! | `FERRY_BENCH_ONLY` | all | any of `grpc,null,null-durable,echo` |
+//! | `FERRY_BENCH_ONLY` | all | any of `grpc,null,null-report,null-durable,echo` |
 //! | `FERRY_BENCH_NULL_PROCEDURE` | `null` | the procedure of the "null" row |
 //! | `FERRY_BENCH_DIR` | temp dir | where the daemons' stores live |
 //! | `FERRY_BENCH_RUNTIMES` | `shared` | `split`: the servers on a runtime of their own; `single`: one worker for all (below) |
@@ -28,11 +28,14 @@
 //!   so no protoc is needed.
 //! - Ferry: a client daemon `dtn://a/` dialing a server daemon `dtn://b/` as its static peer
 //!   (TCPCLv4), each with its own durable store (SQLite WAL + payload files), `b` serving
-//!   `examples/node.toml`'s procedures. A call is `ControlHandle::call_and_wait` (one request,
-//!   answered when the call finished: a unary call, as gRPC's; `POST /v1/calls?wait=` over
-//!   HTTP), or, in the row "call + wait" (`FERRY_BENCH_ONLY=null-durable`), `ControlHandle::call`
-//!   (answered once the call is durable) then `ControlHandle::wait_call`, through the Rust library
-//!   API (what the HTTP API does for a client, minus HTTP): explicit target `dtn://b/`, transport
+//!   `examples/node.toml`'s procedures. A call is `ControlHandle::call_for_outcome` (one
+//!   request, answered with the call's state and replies when it finished: a unary call, as
+//!   gRPC's); in the row "call_and_wait" (`FERRY_BENCH_ONLY=null-report`),
+//!   `ControlHandle::call_and_wait`, answered the same way with the call's report as the HTTP API
+//!   shows it (`POST /v1/calls?wait=`: ids, keys and values as text, the timeline); in the row
+//!   "call + wait" (`FERRY_BENCH_ONLY=null-durable`), `ControlHandle::call` (answered once the
+//!   call is durable) then `ControlHandle::wait_call`, through the Rust library API (what the
+//!   HTTP API does for a client, minus HTTP): explicit target `dtn://b/`, transport
 //!   `auto` (which takes the live path by stream). `null` takes no parameters and is answered
 //!   in-process by every node; `echo` runs `examples/echo.sh` once per call, with an empty text
 //!   (latency only: the example allows 4 at once). Each Ferry measurement gets a fresh pair of
@@ -67,6 +70,7 @@
 // A benchmark is an I/O shell: it reads the clock, spawns processes and opens sockets.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -74,7 +78,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use daemon::calls::{CallInfo, CallSpec};
+use daemon::calls::{CallInfo, CallOutcome, CallSpec};
 use daemon::control::{ControlHandle, Request};
 use daemon::{Config, Running};
 use tokio::task::JoinSet;
@@ -244,13 +248,15 @@ fn measure_round(
     if run("grpc") {
         rows.push(runtime.block_on(grpc_row(plan, servers)));
     }
-    // `null` by `call_and_wait` (one request), then by `call` (answered once durable) + wait.
-    for (key, how, blocking) in [
-        ("null", "call_and_wait", true),
-        ("null-durable", "call + wait", false),
+    // `null` by `call_for_outcome` and by `call_and_wait` (one request each), then by `call`
+    // (answered once durable) + wait.
+    for (key, how) in [
+        ("null", Way::Outcome),
+        ("null-report", Way::Report),
+        ("null-durable", Way::Durable),
     ] {
         if run(key) {
-            let name = format!("Ferry {}, {how}", plan.null_procedure);
+            let name = format!("Ferry {}, {}", plan.null_procedure, how.name());
             rows.push(runtime.block_on(ferry_row(
                 Sites { servers, base },
                 name,
@@ -258,7 +264,7 @@ fn measure_round(
                 plan.sequential,
                 plan.in_flight,
                 plan.warmup,
-                blocking,
+                how,
             )));
         }
     }
@@ -271,7 +277,7 @@ fn measure_round(
             plan.echo,
             0,
             plan.warmup.min(plan.echo),
-            true,
+            Way::Outcome,
         )));
     }
     (rows, (load_before, load_average()))
@@ -313,16 +319,36 @@ enum Caller {
     Ferry {
         control: ControlHandle,
         spec: Arc<CallSpec>,
-        /// `call_and_wait` (one request, the call not first made durable) instead of `call`
-        /// (answered once durable) then `wait_call`.
-        blocking: bool,
+        how: Way,
     },
+}
+
+/// How a Ferry caller makes a call and learns its end.
+#[derive(Clone, Copy)]
+enum Way {
+    /// `call_for_outcome`: one request, the call not first made durable, answered with the
+    /// call's state and replies.
+    Outcome,
+    /// `call_and_wait`: the same, answered with the call's report (what the HTTP API shows).
+    Report,
+    /// `call` (answered once the call is durable), then `wait_call`.
+    Durable,
+}
+
+impl Way {
+    fn name(self) -> &'static str {
+        match self {
+            Way::Outcome => "call_for_outcome",
+            Way::Report => "call_and_wait",
+            Way::Durable => "call + wait",
+        }
+    }
 }
 
 /// What one successful call told.
 struct Outcome {
     /// Ferry: how the result came (`stream`, `datagram`, `dtn`).
-    via: Option<String>,
+    via: Option<Cow<'static, str>>,
     /// Ferry: how long `call` took to be answered (the call made durable and sent).
     accepted: Option<Duration>,
 }
@@ -340,7 +366,18 @@ impl Caller {
             Self::Ferry {
                 control,
                 spec,
-                blocking: true,
+                how: Way::Outcome,
+            } => {
+                let done = control
+                    .call_for_outcome(CallSpec::clone(spec), CALL_TIMEOUT)
+                    .await
+                    .map_err(|e| format!("call_for_outcome: {e}"))?;
+                outcome_of(&done)
+            }
+            Self::Ferry {
+                control,
+                spec,
+                how: Way::Report,
             } => {
                 let done = control
                     .call_and_wait(CallSpec::clone(spec), CALL_TIMEOUT)
@@ -351,7 +388,7 @@ impl Caller {
             Self::Ferry {
                 control,
                 spec,
-                blocking: false,
+                how: Way::Durable,
             } => {
                 let start = Instant::now();
                 let made = control
@@ -389,8 +426,23 @@ fn outcome(done: CallInfo, accepted: Option<Duration>) -> Result<Outcome, String
         ));
     }
     Ok(Outcome {
-        via: done.replies.first().map(|r| r.via.clone()),
+        via: done.replies.into_iter().next().map(|r| Cow::Owned(r.via)),
         accepted,
+    })
+}
+
+/// [`outcome`] of a call's [`CallOutcome`].
+fn outcome_of(done: &CallOutcome) -> Result<Outcome, String> {
+    if done.state != rpc::CallState::Succeeded {
+        let why = match done.replies.first().map(|r| &r.message) {
+            Some(wire::rpc::Message::Reject(r)) => format!("{}: {}", r.code.name(), r.detail),
+            _ => String::new(),
+        };
+        return Err(format!("call {} {}: {why}", done.id, done.state.name()));
+    }
+    Ok(Outcome {
+        via: done.replies.first().map(|r| Cow::Borrowed(r.via)),
+        accepted: None,
     })
 }
 
@@ -422,7 +474,7 @@ struct Latency {
     rtts: Vec<Duration>,
     /// Ferry: how long each `call` took to be answered, sorted.
     accepted: Vec<Duration>,
-    vias: BTreeMap<String, usize>,
+    vias: BTreeMap<Cow<'static, str>, usize>,
     failures: Failures,
     bounded: bool,
 }
@@ -643,7 +695,7 @@ async fn ferry_row(
     sequential_calls: usize,
     in_flight_calls: usize,
     warmup: usize,
-    blocking: bool,
+    how: Way,
 ) -> Row {
     let spec = Arc::new(CallSpec {
         target: "dtn://b/".into(),
@@ -660,7 +712,7 @@ async fn ferry_row(
     let mut caller = Caller::Ferry {
         control: pair.a.control.clone(),
         spec: spec.clone(),
-        blocking,
+        how,
     };
     let latency = sequential(&mut caller, sequential_calls, warmup).await;
     pair.shut_down(sites.servers).await;
@@ -672,7 +724,7 @@ async fn ferry_row(
         let caller = Caller::Ferry {
             control: pair.a.control.clone(),
             spec,
-            blocking,
+            how,
         };
         let before = pair.bundles_sent().await;
         let rate = in_flight(&caller, in_flight_calls, warmup).await;

@@ -165,6 +165,45 @@ pub fn parse_node(text: &str) -> Result<Eid, String> {
     Ok(eid.node_id())
 }
 
+/// How a call stands, for a program that wants its answer rather than a report
+/// ([`ControlHandle::call_for_outcome`](crate::ControlHandle::call_for_outcome)): the engine's
+/// own types, nothing formatted. [`CallInfo`] is the same call as the HTTP API shows it, with
+/// ids, keys and values as text and the timeline; building it is most of the work a quick call
+/// costs the client's event loop besides the call itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// The call's id.
+    pub id: wire::rpc::CallId,
+    /// Where it stands: `Waiting` if the wait ended before the call did.
+    pub state: rpc::CallState,
+    /// Its replies, in order of arrival.
+    pub replies: Vec<rpc::Reply>,
+}
+
+impl CallOutcome {
+    /// The call's outcome, taken from the engine's view of it.
+    pub fn from_view(view: rpc::CallRef<'_>) -> Self {
+        Self {
+            id: view.call.id,
+            state: view.state,
+            replies: view.replies.to_vec(),
+        }
+    }
+
+    /// Whether the call ended (succeeded, failed, expired, cancelled).
+    pub fn finished(&self) -> bool {
+        self.state != rpc::CallState::Waiting
+    }
+
+    /// The first result among the replies (the result, for a call to one node), if any.
+    pub fn result(&self) -> Option<&wire::rpc::CallResult> {
+        self.replies.iter().find_map(|r| match &r.message {
+            Message::Result(result) => Some(result),
+            _ => None,
+        })
+    }
+}
+
 /// A call this node made (`GET /v1/calls/{id}`; the list leaves out the timeline).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CallInfo {

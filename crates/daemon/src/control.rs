@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use crate::calls::{CallInfo, CallSpec, ProcedureInfo, WaitFor};
+pub use crate::calls::{CallInfo, CallOutcome, CallSpec, ProcedureInfo, WaitFor};
 
 /// A request to the event loop.
 #[derive(Debug)]
@@ -90,6 +90,23 @@ pub enum Request {
         /// The call once it ended (at once, or when its last reply came).
         done: oneshot::Sender<Result<CallInfo, ApiError>>,
     },
+    /// `CallNow` answered with the call's outcome rather than its report
+    /// ([`ControlHandle::call_for_outcome`]).
+    CallForOutcome {
+        /// The call.
+        spec: CallSpec,
+        /// As in `CallNow`.
+        made: oneshot::Sender<Result<wire::rpc::CallId, ApiError>>,
+        /// The call's outcome once it ended.
+        done: oneshot::Sender<Result<CallOutcome, ApiError>>,
+    },
+    /// One call's outcome as it stands.
+    GetOutcome {
+        /// The call.
+        id: wire::rpc::CallId,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<CallOutcome, ApiError>>,
+    },
     /// The calls this node made (without timelines), oldest first.
     Calls(oneshot::Sender<Vec<CallInfo>>),
     /// One call, with its timeline.
@@ -155,6 +172,14 @@ pub struct ControlEnds {
     /// Bumped after a change to a call this node made is durable, so waiting clients look
     /// again.
     pub calls: watch::Sender<u64>,
+}
+
+/// How a wait for a call's end went (see [`ControlHandle::make_and_wait`]).
+enum Waited<T> {
+    /// The call ended (or could not be made): the answer.
+    Ended(Result<T, ApiError>),
+    /// The wait ended first: the call's id.
+    GaveUp(wire::rpc::CallId),
 }
 
 impl ControlHandle {
@@ -238,16 +263,62 @@ impl ControlHandle {
         spec: CallSpec,
         wait: std::time::Duration,
     ) -> Result<CallInfo, ApiError> {
+        match self
+            .make_and_wait(wait, |made, done| Request::CallNow { spec, made, done })
+            .await?
+        {
+            Waited::Ended(answer) => answer,
+            // Not yet ended: the call as it stands (the node drops the abandoned wait).
+            Waited::GaveUp(id) => self.get_call(&id.to_string()).await,
+        }
+    }
+
+    /// Makes a call and waits up to `wait` for it to finish, as [`call_and_wait`] does, and
+    /// answers with the call's [`CallOutcome`]: its state and replies as the engine keeps them,
+    /// where `call_and_wait` gives the report the HTTP API shows (ids, keys and values as text,
+    /// the timeline). For a program making many calls and wanting their results; the report
+    /// is one [`get_call`] away.
+    ///
+    /// [`call_and_wait`]: Self::call_and_wait
+    /// [`get_call`]: Self::get_call
+    pub async fn call_for_outcome(
+        &self,
+        spec: CallSpec,
+        wait: std::time::Duration,
+    ) -> Result<CallOutcome, ApiError> {
+        match self
+            .make_and_wait(wait, |made, done| Request::CallForOutcome {
+                spec,
+                made,
+                done,
+            })
+            .await?
+        {
+            Waited::Ended(answer) => answer,
+            Waited::GaveUp(id) => self.ask(|reply| Request::GetOutcome { id, reply }).await?,
+        }
+    }
+
+    /// Sends the request `make` builds (a call to make, with where its id and its end go) and
+    /// waits up to `wait` for the end.
+    async fn make_and_wait<T>(
+        &self,
+        wait: std::time::Duration,
+        make: impl FnOnce(
+            oneshot::Sender<Result<wire::rpc::CallId, ApiError>>,
+            oneshot::Sender<Result<T, ApiError>>,
+        ) -> Request,
+    ) -> Result<Waited<T>, ApiError> {
         // One request, not a call and then a wait: each round trip to the event loop costs two
         // task wake-ups, a large part of a short call's time.
         let (made, made_answer) = oneshot::channel();
         let (done, done_answer) = oneshot::channel();
         self.tx
-            .send(Request::CallNow { spec, made, done })
+            .send(make(made, done))
             .await
             .map_err(|_| ApiError::shutting_down())?;
         let gave_up = match tokio::time::timeout(wait, done_answer).await {
-            Ok(Ok(answer)) => return answer,
+            Ok(Ok(answer)) => return Ok(Waited::Ended(answer)),
             // Not made (the reason is in `made`), or the node is shutting down.
             Ok(Err(_)) => false,
             Err(_) => true,
@@ -256,8 +327,7 @@ impl ControlHandle {
         if !gave_up {
             return Err(ApiError::shutting_down());
         }
-        // Not yet ended: the call as it stands (the node drops the abandoned wait).
-        self.get_call(&id.to_string()).await
+        Ok(Waited::GaveUp(id))
     }
 
     /// One call as it stands, with its timeline.

@@ -27,7 +27,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use wire::{Beacon, BundleFlags, BundleId, ClaKind, DtnTime, Eid, StatusReport};
 
-use crate::calls::{CallInfo, CallSpec, FileHere, ProcedureInfo, WaitFor};
+use crate::calls::{CallInfo, CallOutcome, CallSpec, FileHere, ProcedureInfo, WaitFor};
 use crate::config::Config;
 use crate::control::{
     ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, RpcCounters,
@@ -238,8 +238,36 @@ pub(crate) struct Daemon {
     metrics: Metrics,
 }
 
-/// A `Request::WaitCall`: what its caller waits for, and where the answer goes.
-type CallWaiter = (WaitFor, oneshot::Sender<Result<CallInfo, ApiError>>);
+/// Who waits for a call to change, and in which form the call goes to it.
+enum CallWaiter {
+    /// A `Request::WaitCall` or `Request::CallNow`: the call as the API shows it, once it has
+    /// what `WaitFor` names.
+    Info(WaitFor, oneshot::Sender<Result<CallInfo, ApiError>>),
+    /// A `Request::CallForOutcome`: the call's outcome, once it ended.
+    Outcome(oneshot::Sender<Result<CallOutcome, ApiError>>),
+}
+
+impl CallWaiter {
+    /// Whether its caller stopped waiting.
+    fn gave_up(&self) -> bool {
+        match self {
+            CallWaiter::Info(_, reply) => reply.is_closed(),
+            CallWaiter::Outcome(reply) => reply.is_closed(),
+        }
+    }
+}
+
+/// Sends `answer` to every one of `replies`: the last gets it, the others a copy (usually there
+/// is one).
+fn answer_all<T: Clone>(mut replies: Vec<oneshot::Sender<T>>, answer: Option<T>) {
+    let (Some(last), Some(answer)) = (replies.pop(), answer) else {
+        return;
+    };
+    for reply in replies {
+        let _ = reply.send(answer.clone());
+    }
+    let _ = last.send(answer);
+}
 
 /// What one commit promised, released once a sync made it durable (or failed to).
 struct Promised {
@@ -1456,7 +1484,7 @@ impl Daemon {
                         self.call_waiters
                             .entry(call_id)
                             .or_default()
-                            .push((WaitFor::default(), done));
+                            .push(CallWaiter::Info(WaitFor::default(), done));
                     } else {
                         let _ = done.send(self.call_info_of(&call_id, true));
                     }
@@ -1465,6 +1493,25 @@ impl Daemon {
                     let _ = made.send(Err(e));
                 }
             },
+            Request::CallForOutcome { spec, made, done } => match self.make_call(&spec) {
+                Ok(call_id) => {
+                    if self.call_waiting(&call_id) {
+                        let _ = made.send(Ok(call_id));
+                        self.call_waiters
+                            .entry(call_id)
+                            .or_default()
+                            .push(CallWaiter::Outcome(done));
+                    } else {
+                        let _ = done.send(self.call_outcome_of(&call_id));
+                    }
+                }
+                Err(e) => {
+                    let _ = made.send(Err(e));
+                }
+            },
+            Request::GetOutcome { id, reply } => {
+                let _ = reply.send(self.call_outcome_of(&id));
+            }
             Request::Calls(reply) => {
                 let calls = self
                     .rpc
@@ -1485,8 +1532,8 @@ impl Daemon {
                     (Ok(call), Ok(call_id)) if !call.has(more) => {
                         let waiters = self.call_waiters.entry(call_id).or_default();
                         // Waits given up on (timed out) go when a new one comes.
-                        waiters.retain(|(_, reply)| !reply.is_closed());
-                        waiters.push((more, reply));
+                        waiters.retain(|w| !w.gave_up());
+                        waiters.push(CallWaiter::Info(more, reply));
                     }
                     _ => {
                         let _ = reply.send(info);
@@ -1655,30 +1702,49 @@ impl Daemon {
             let Some(waiters) = self.call_waiters.remove(&call_id) else {
                 continue;
             };
-            let info = self.call_info_of(&call_id, true);
-            let mut still = Vec::new();
-            let mut answer = Vec::new();
-            for (more, reply) in waiters {
-                match &info {
-                    Ok(call) if !call.has(more) => {
-                        if !reply.is_closed() {
-                            still.push((more, reply));
+            // Each form is made once, and only if someone waits for it.
+            let (mut info, mut outcome) = (None, None);
+            let (mut to_info, mut to_outcome, mut still) = (Vec::new(), Vec::new(), Vec::new());
+            for waiter in waiters {
+                let answer = match &waiter {
+                    CallWaiter::Info(more, _) => {
+                        let info = info.get_or_insert_with(|| self.call_info_of(&call_id, true));
+                        !matches!(info, Ok(call) if !call.has(*more))
+                    }
+                    // Only the end: nothing is copied while the call waits.
+                    CallWaiter::Outcome(_) => !self.call_waiting(&call_id),
+                };
+                match waiter {
+                    w if !answer => {
+                        if !w.gave_up() {
+                            still.push(w);
                         }
                     }
-                    _ => answer.push(reply),
+                    CallWaiter::Info(_, reply) => to_info.push(reply),
+                    CallWaiter::Outcome(reply) => {
+                        outcome.get_or_insert_with(|| self.call_outcome_of(&call_id));
+                        to_outcome.push(reply);
+                    }
                 }
             }
-            // Usually one waiter: the last gets the info itself, any others a copy.
-            if let Some(last) = answer.pop() {
-                for reply in answer {
-                    let _ = reply.send(info.clone());
-                }
-                let _ = last.send(info);
-            }
+            answer_all(to_info, info);
+            answer_all(to_outcome, outcome);
             if !still.is_empty() {
                 self.call_waiters.insert(call_id, still);
             }
         }
+    }
+
+    /// A call's outcome, from memory or, if it left memory, from the store.
+    fn call_outcome_of(&self, id: &wire::rpc::CallId) -> Result<CallOutcome, ApiError> {
+        if let Some(view) = self.rpc.engine.call_ref(id) {
+            return Ok(CallOutcome::from_view(view));
+        }
+        self.rpc
+            .engine
+            .call_record(&self.node, id)
+            .map(|record| CallOutcome::from_view(record.as_ref()))
+            .ok_or_else(|| ApiError::new("not_found", format!("no call {id} on this node")))
     }
 
     fn call_info(&self, id: &str, with_timeline: bool) -> Result<CallInfo, ApiError> {

@@ -503,6 +503,91 @@ async fn refusals_and_failures_say_why() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_for_outcome_answers_with_the_replies_or_the_call_as_it_stands() {
+    use rpc::CallState;
+    use wire::rpc::{Message, RejectCode};
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    let wait = Duration::from_secs(20);
+
+    // A result: the value as the server sent it, and the same call as the report shows it.
+    let done = a
+        .control
+        .call_for_outcome(
+            call("bravo", "echo", vec![ParamSpec::Text("hi".into())]),
+            wait,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, CallState::Succeeded, "{done:#?}");
+    assert!(done.finished());
+    assert_eq!(done.replies.len(), 1);
+    let result = done.result().expect("a result");
+    assert_eq!(&result.value[..], b"hi");
+    assert_eq!(result.server.to_string(), "dtn://bravo/");
+    assert_eq!(done.replies[0].via, "stream");
+    let report = a.control.get_call(&done.id.to_string()).await.unwrap();
+    assert_eq!(report.state, "succeeded");
+    assert_eq!(report.replies[0].value_text.as_deref(), Some("hi"));
+    assert_eq!(
+        report.replies[0].server_key,
+        done.replies[0].server_key.to_string()
+    );
+
+    // A refusal: the reject and its code, no result.
+    let refused = a
+        .control
+        .call_for_outcome(call("bravo", "no-such-procedure", vec![]), wait)
+        .await
+        .unwrap();
+    assert_eq!(refused.state, CallState::Failed, "{refused:#?}");
+    assert!(refused.result().is_none());
+    match &refused.replies[..] {
+        [r] => assert!(
+            matches!(&r.message, Message::Reject(j) if j.code == RejectCode::NotOffered),
+            "{r:#?}"
+        ),
+        other => panic!("one reply, not {other:#?}"),
+    }
+
+    // A wait that ends first: the call as it stands, under the id the node gave it.
+    let started = std::time::Instant::now();
+    let standing = a
+        .control
+        .call_for_outcome(
+            call("bravo", "slow", vec![ParamSpec::Text("30".into())]),
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(standing.state, CallState::Waiting, "{standing:#?}");
+    assert!(!standing.finished() && standing.replies.is_empty());
+    let listed = a.control.get_call(&standing.id.to_string()).await.unwrap();
+    assert_eq!(
+        (listed.state.as_str(), listed.procedure.as_str()),
+        ("waiting", "slow")
+    );
+
+    // Bad input is refused before anything is sent.
+    let e = a
+        .control
+        .call_for_outcome(call("not a node id!", "null", vec![]), wait)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "bad_request", "{e}");
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
     let pb = free_port();
