@@ -383,9 +383,9 @@ impl CallInfo {
             view.timeline
                 .iter()
                 .map(|(at, text)| TimelineEntry {
-                    at_ms: *at,
+                    at_ms: at,
                     offset_ms: at.saturating_sub(view.created),
-                    text: text.clone(),
+                    text: text.into_owned(),
                 })
                 .collect()
         } else {

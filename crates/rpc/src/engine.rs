@@ -1,6 +1,7 @@
 //! The engine: one [`Rpc`] per node, beside its [`Node`]. Client and server halves share it
 //! because a node is usually both (and a procedure may itself call out).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
 
@@ -362,7 +363,71 @@ impl CallView {
             state: self.state,
             acks: &self.acks,
             replies: &self.replies,
-            timeline: &self.timeline,
+            timeline: TimelineRef {
+                lines: &self.timeline,
+                derived: &[],
+                call: &self.call,
+                replies: &self.replies,
+                state: self.state,
+            },
+        }
+    }
+}
+
+/// A call's timeline as a [`CallRef`] borrows it. The lines every call has (how it was called,
+/// each reply, how it ended: `client::Derived`) are kept as the few fields they are written
+/// from, and written out only when read: as text they were three allocations a call, kept as
+/// long as the call stays in memory (thousands of calls), and read for few of them.
+#[derive(Debug, Clone, Copy)]
+pub struct TimelineRef<'a> {
+    /// Every line: its time, and its text unless `derived` names it (then empty).
+    lines: &'a [(DtnTime, String)],
+    /// The lines written when read, by index, in order.
+    derived: &'a [(usize, client::Derived)],
+    call: &'a Call,
+    replies: &'a [Reply],
+    state: CallState,
+}
+
+impl<'a> TimelineRef<'a> {
+    /// How many lines there are.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// The lines in order: (time, text).
+    pub fn iter(&self) -> impl Iterator<Item = (DtnTime, Cow<'a, str>)> + 'a {
+        let this = *self;
+        let mut derived = this.derived.iter().peekable();
+        this.lines.iter().enumerate().map(move |(i, (at, text))| {
+            match derived.next_if(|(line, _)| *line == i) {
+                Some((_, d)) => (*at, Cow::Owned(d.text(this.call, this.replies, this.state))),
+                None => (*at, Cow::Borrowed(text.as_str())),
+            }
+        })
+    }
+
+    /// The lines as text, to keep.
+    pub fn to_vec(&self) -> Vec<(DtnTime, String)> {
+        self.iter()
+            .map(|(at, text)| (at, text.into_owned()))
+            .collect()
+    }
+}
+
+impl ClientCall {
+    fn timeline(&self) -> TimelineRef<'_> {
+        TimelineRef {
+            lines: &self.timeline,
+            derived: &self.derived,
+            call: &self.call,
+            replies: &self.replies,
+            state: self.state,
         }
     }
 }
@@ -382,7 +447,7 @@ pub struct CallRef<'a> {
     /// Replies, in order of arrival.
     pub replies: &'a [Reply],
     /// What happened, in order: (time, text).
-    pub timeline: &'a [(DtnTime, String)],
+    pub timeline: TimelineRef<'a>,
 }
 
 impl CallRef<'_> {
@@ -483,9 +548,10 @@ struct ClientCall {
     finished_at: Option<DtnTime>,
     acks: Vec<Eid>,
     replies: Vec<Reply>,
+    /// What happened: (time, text), the text empty for the lines `derived` names.
     timeline: Vec<(DtnTime, String)>,
-    /// Timeline lines (by index) that can be rebuilt from the rest of the record: the record
-    /// keeps a code for them instead of their text (see `client::Derived`).
+    /// Timeline lines (by index, in order) written from the rest of the record when read (see
+    /// [`TimelineRef`]): the record, too, keeps a code for them instead of their text.
     derived: Vec<(usize, client::Derived)>,
     /// Where its record's row sorts.
     row: RowOrder,
@@ -874,13 +940,14 @@ impl Rpc {
             return Some(c.to_view());
         }
         let c = self.call_from_store(node, id)?;
+        let timeline = c.timeline().to_vec();
         Some(CallView {
             call: c.call,
             created: c.created,
             state: c.state,
             acks: c.acks,
             replies: c.replies,
-            timeline: c.timeline,
+            timeline,
         })
     }
 
@@ -892,7 +959,7 @@ impl Rpc {
             state: c.state,
             acks: &c.acks,
             replies: &c.replies,
-            timeline: &c.timeline,
+            timeline: c.timeline(),
         })
     }
 

@@ -173,8 +173,8 @@ impl Rpc {
                         hops: hops(node, &s),
                         encrypted: to.is_some(),
                     };
-                    c.timeline
-                        .push((now, line.text(&c.call, &c.replies, c.state)));
+                    // Written out when read (see `TimelineRef`).
+                    c.timeline.push((now, String::new()));
                     c.derived.push((c.timeline.len() - 1, line));
                 }
                 Some(_) => {
@@ -582,8 +582,7 @@ impl Rpc {
                     missing_files: missing,
                 });
                 let line = Derived::Reply(c.replies.len() - 1);
-                let text = line.text(&c.call, &c.replies, c.state);
-                self.note_derived(now, id, text, line);
+                self.note_derived(now, id, line);
                 if missing > 0 {
                     self.note(
                         now,
@@ -685,42 +684,52 @@ impl Rpc {
             // sides are closed, so a late frame is still read (and ignored).
             let _ = node.stream_close(now, s);
         }
-        let line = Derived::Finished(why.to_owned());
-        if let Some(c) = self.calls.get(&id) {
-            let text = line.text(&c.call, &c.replies, c.state);
-            self.note_derived(now, id, text, line);
-        }
+        self.note_derived(now, id, Derived::Finished(why.to_owned()));
         self.events.push_back(RpcEvent::CallFinished(id));
         self.save_call(node, id);
     }
 
     pub(super) fn note(&mut self, now: DtnTime, id: CallId, text: String) {
-        if let Some(c) = self.calls.get_mut(&id)
-            && add_line(&mut c.timeline, now, text)
-        {
-            // Lines moved: their codes would name others. They are kept as text.
-            c.derived.clear();
+        if let Some(c) = self.calls.get_mut(&id) {
+            write_out_if_full(c);
+            add_line(&mut c.timeline, now, text);
         }
     }
 
-    /// [`Rpc::note`] of a line `line` rebuilds from the call's record (`text` is its text).
-    fn note_derived(&mut self, now: DtnTime, id: CallId, text: String, line: Derived) {
+    /// [`Rpc::note`] of a line kept as its code (see [`TimelineRef`]).
+    fn note_derived(&mut self, now: DtnTime, id: CallId, line: Derived) {
         if let Some(c) = self.calls.get_mut(&id) {
-            if add_line(&mut c.timeline, now, text) {
-                c.derived.clear();
+            if write_out_if_full(c) {
+                let text = line.text(&c.call, &c.replies, c.state);
+                add_line(&mut c.timeline, now, text);
             } else {
+                add_line(&mut c.timeline, now, String::new());
                 c.derived.push((c.timeline.len() - 1, line));
             }
         }
     }
 }
 
+/// If the call's timeline is full (the next line makes lines move, and codes would name other
+/// lines), writes out the lines kept as codes: from then on the timeline is text. Whether it
+/// was full.
+fn write_out_if_full(c: &mut ClientCall) -> bool {
+    if c.timeline.len() < TIMELINE_LINES {
+        return false;
+    }
+    for (i, line) in std::mem::take(&mut c.derived) {
+        c.timeline[i].1 = line.text(&c.call, &c.replies, c.state);
+    }
+    true
+}
+
 /// A timeline line that can be written again from the rest of its call's record, which then
 /// keeps a code and a number or two instead of the line's text: the lines every call over a
 /// live path has (how it was called, its result, its end) were ~40 % of a finished call's
 /// record, and a record's bytes are SQLite's work (page splits, WAL bytes, checkpoints).
-/// [`Derived::text`] writes the line both when it happens and when the record is read back,
-/// so the two are the same text.
+/// In memory, too, the line is kept as this code and [`Derived::text`] writes it when the
+/// timeline is read (see [`TimelineRef`]): from the call's fields, which do not change once the
+/// line is noted (a call's replies are only ever added to, and the end comes last).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Derived {
     /// `called {target} by stream ({hops}), {encrypted or signed}`.
@@ -843,7 +852,7 @@ const LEFT_OUT: (&str, &str) = ("(", " lines left out here)");
 /// Adds a line to a timeline, bounded: once full, the oldest line after the head goes, counted
 /// in the line that stands for the lines left out, so the start and the latest lines (how the
 /// call ended) both stay.
-fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) -> bool {
+fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) {
     let full = timeline.len() >= TIMELINE_LINES;
     if full {
         let left_out = timeline[TIMELINE_HEAD]
@@ -859,7 +868,6 @@ fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) -
         timeline[TIMELINE_HEAD].1 = format!("{}{n}{}", LEFT_OUT.0, LEFT_OUT.1);
     }
     timeline.push((now, text));
-    full
 }
 
 fn is_complete_result(r: &Reply) -> bool {
@@ -901,6 +909,54 @@ impl std::fmt::Display for Plural<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use node::NodeConfig;
+    use store::MemoryStore;
+
+    #[test]
+    fn a_full_timeline_writes_out_its_coded_lines_and_keeps_them_as_text() {
+        let mut node = Node::new(
+            NodeConfig::new("dtn://client/".parse().unwrap()),
+            Box::new(MemoryStore::new(1 << 20)),
+            1_000,
+        );
+        let mut rpc = Rpc::new(
+            RpcConfig::default(),
+            seal::Identity::from_secret([1; 32]),
+            [3; 32],
+            &mut node,
+            1_000,
+        );
+        let server: Eid = "dtn://server/".parse().unwrap();
+        let request = crate::CallRequest::new(crate::Target::Node(server), "x", vec![]);
+        let id = rpc.call(1_000, &mut node, request).unwrap();
+        rpc.note_derived(1_001, id, called_line());
+        let coded_at = rpc.calls[&id].timeline.len() - 1;
+        assert_eq!(rpc.calls[&id].derived, [(coded_at, called_line())]);
+        assert!(rpc.calls[&id].timeline[coded_at].1.is_empty());
+        for i in 0..TIMELINE_LINES as u64 {
+            rpc.note(2_000 + i, id, format!("line {i}"));
+        }
+        rpc.note_derived(3_000, id, Derived::Finished("done".into()));
+        let c = &rpc.calls[&id];
+        assert!(c.derived.is_empty(), "{:?}", c.derived);
+        assert_eq!(c.timeline.len(), TIMELINE_LINES);
+        assert_eq!(
+            c.timeline[coded_at],
+            (
+                1_001,
+                "called dtn://server/ by stream (1 hop), signed".into()
+            )
+        );
+        assert_eq!(c.timeline.last().unwrap(), &(3_000, "waiting: done".into()));
+        assert_eq!(c.timeline().to_vec(), c.timeline);
+    }
+
+    fn called_line() -> Derived {
+        Derived::CalledByStream {
+            hops: 1,
+            encrypted: false,
+        }
+    }
 
     #[test]
     fn a_long_timeline_keeps_its_start_its_latest_lines_and_how_many_went() {

@@ -194,7 +194,7 @@ impl Rpc {
                 missing_files,
             });
         }
-        let (timeline, derived) = parse_timeline(&mut r, &call, &replies, state)?;
+        let (timeline, derived) = parse_timeline(&mut r, replies.len())?;
         r.end()?;
         Ok(ClientCall {
             call,
@@ -454,12 +454,11 @@ impl Rpc {
 type Timeline = Vec<(DtnTime, String)>;
 
 /// A call record's timeline (the rest of the record read already): text, or in version 3 also
-/// lines given as a [`Derived`] code and rebuilt here.
+/// lines given as a [`Derived`] code, kept as that (their text empty) as in memory. `replies`
+/// is how many replies the record has.
 fn parse_timeline(
     r: &mut Reader,
-    call: &Call,
-    replies: &[Reply],
-    state: CallState,
+    replies: usize,
 ) -> Result<(Timeline, Vec<(usize, Derived)>), RecordError> {
     let coded = r.version() >= 3;
     let (mut timeline, mut derived) = (Vec::new(), Vec::new());
@@ -476,7 +475,7 @@ fn parse_timeline(
             },
             2 => {
                 let index = r.u64()? as usize;
-                if index >= replies.len() {
+                if index >= replies {
                     return Err(RecordError("timeline reply"));
                 }
                 Derived::Reply(index)
@@ -484,7 +483,7 @@ fn parse_timeline(
             3 => Derived::Finished(r.string()?),
             _ => return Err(RecordError("timeline line")),
         };
-        timeline.push((at, line.text(call, replies, state)));
+        timeline.push((at, String::new()));
         derived.push((i, line));
     }
     Ok((timeline, derived))
@@ -529,14 +528,17 @@ fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
     // `client::Derived` and what rebuilds it (see `parse_timeline`). Without `coded`, version 2's
     // timeline: the text alone.
     w.u64(c.timeline.len() as u64);
+    if !coded {
+        for (at, text) in c.timeline().iter() {
+            w.u64(at).str(&text);
+        }
+        return;
+    }
     let mut derived = c.derived.iter().peekable();
     for (i, (at, text)) in c.timeline.iter().enumerate() {
         w.u64(*at);
-        let code = derived
-            .next_if(|(line, _)| coded && *line == i)
-            .map(|(_, d)| d);
+        let code = derived.next_if(|(line, _)| *line == i).map(|(_, d)| d);
         match code {
-            None if !coded => w.str(text),
             None => w.u8(0).str(text),
             Some(Derived::CalledByStream { hops, encrypted }) => {
                 w.u8(1).u64(u64::from(*hops)).u8(u8::from(*encrypted))
@@ -602,7 +604,7 @@ mod tests {
             let at = 1_000 + i as u64;
             match line {
                 Some(d) => {
-                    c.timeline.push((at, d.text(&c.call, &c.replies, c.state)));
+                    c.timeline.push((at, String::new()));
                     c.derived.push((i, d));
                 }
                 None => c
@@ -689,28 +691,38 @@ mod tests {
     #[test]
     fn a_call_record_keeps_codes_for_the_lines_it_rebuilds_and_reads_text_timelines_of_version_2() {
         let c = answered_call();
+        let lines = c.timeline().to_vec();
         assert_eq!(
-            c.timeline[0].1,
+            lines[0].1,
             "called dtn://server/ by stream (2 hops), encrypted"
         );
+        assert_eq!(lines[1].1, "no acknowledgement within 30 s");
         assert_eq!(
-            c.timeline[2].1,
+            lines[2].1,
             "result from dtn://server/ by stream (5 bytes, 0 files, ran 7 ms)"
         );
-        assert_eq!(c.timeline[3].1, "succeeded: done");
+        assert_eq!(lines[3].1, "succeeded: done");
+        assert_eq!(
+            lines.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+            [1_000, 1_001, 1_002, 1_003]
+        );
+        // In memory the coded lines keep no text: it is written when read.
+        assert!(c.derived.iter().all(|(i, _)| c.timeline[*i].1.is_empty()));
 
         let coded = record(&c, true);
         let back = Rpc::parse_call(coded.clone(), c.row).unwrap();
         assert_eq!(back.timeline, c.timeline);
         assert_eq!(back.derived, c.derived, "coded again when written again");
+        assert_eq!(back.timeline().to_vec(), lines);
 
         // Version 2's records (the text of every line) read back the same, as text.
         let text = record(&c, false);
         let back = Rpc::parse_call(text.clone(), c.row).unwrap();
-        assert_eq!(back.timeline, c.timeline);
+        assert_eq!(back.timeline, lines);
         assert!(back.derived.is_empty());
+        assert_eq!(back.timeline().to_vec(), lines);
         // The three coded lines' text (129 bytes) is gone, for codes of a few bytes each.
-        let rebuilt: usize = c.derived.iter().map(|(i, _)| c.timeline[*i].1.len()).sum();
+        let rebuilt: usize = c.derived.iter().map(|(i, _)| lines[*i].1.len()).sum();
         assert_eq!(rebuilt, 129);
         assert!(
             coded.len() + rebuilt <= text.len() + 16,
