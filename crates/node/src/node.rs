@@ -252,6 +252,10 @@ pub struct Node {
     stream_output_at: Option<DtnTime>,
     /// The buffer a round's stream segments are gathered in, kept with its room between rounds.
     stream_out: Vec<crate::stream::OutSegment>,
+    /// The buffer the segments of one bundle are gathered in, kept with its room likewise: grown
+    /// from empty for every bundle it was reallocated four or five times a bundle of a few
+    /// dozen segments, blocks of kilobytes that made glibc's allocator sort its free lists.
+    segment_batch: Vec<wire::StreamSegment>,
     links: BTreeMap<LinkId, Link>,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
@@ -293,6 +297,7 @@ impl Node {
             streams: Streams::new(config.stream.clone(), config.seed ^ 0x5752_4541_4d00),
             stream_output_at: None,
             stream_out: Vec::new(),
+            segment_batch: Vec::new(),
             strategy: config.strategy.build(),
             me,
             store,
@@ -1808,7 +1813,8 @@ impl Node {
         };
         let (from, to) = (first.from.clone(), first.to.clone());
         let budget = self.segment_bytes_toward(&to);
-        let mut batch: Vec<wire::StreamSegment> = Vec::new();
+        let mut batch = std::mem::take(&mut self.segment_batch);
+        batch.clear();
         let mut bytes = 0;
         while let Some(out) = segments.next() {
             bytes += out.segment.data.len() + SEGMENT_OVERHEAD;
@@ -1825,11 +1831,16 @@ impl Node {
                         None => Control::Segments(std::mem::take(&mut batch)),
                     },
                 };
-                batch.clear();
                 bytes = 0;
-                self.carry_control(now, from.clone(), to.clone(), message);
+                self.carry_control(now, from.clone(), to.clone(), &message);
+                // The batch's room comes back from the message it went into.
+                if let Control::Segments(sent) = message {
+                    batch = sent;
+                }
+                batch.clear();
             }
         }
+        self.segment_batch = batch;
     }
 
     /// How many bytes of segments one bundle toward `to` may carry: the next hop's MTU, less room
@@ -1850,7 +1861,7 @@ impl Node {
     }
 
     /// Wraps a stream control message in a bundle of class stream and sends it along the mesh.
-    fn carry_control(&mut self, now: DtnTime, from: Eid, to: Eid, message: Control) {
+    fn carry_control(&mut self, now: DtnTime, from: Eid, to: Eid, message: &Control) {
         let primary = PrimaryBlock::new(to, from, self.next_timestamp(now), REAL_TIME_LIFETIME_MS);
         let mut bundle = Bundle::new(primary, message.encode());
         set_class(&mut bundle, Class::Stream);
