@@ -256,6 +256,8 @@ pub struct Node {
     /// from empty for every bundle it was reallocated four or five times a bundle of a few
     /// dozen segments, blocks of kilobytes that made glibc's allocator sort its free lists.
     segment_batch: Vec<wire::StreamSegment>,
+    /// The lists of the stream bundles received, kept with their room the same way.
+    received_lists: wire::ListRoom,
     links: BTreeMap<LinkId, Link>,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
@@ -298,6 +300,7 @@ impl Node {
             stream_output_at: None,
             stream_out: Vec::new(),
             segment_batch: Vec::new(),
+            received_lists: wire::ListRoom::default(),
             strategy: config.strategy.build(),
             me,
             store,
@@ -1033,7 +1036,7 @@ impl Node {
             Eid::Dtn(d) if d.demux() == CONTROL_DEMUX
         );
         let control = if demux_is_control || class == Class::Stream {
-            Control::decode(&bundle.payload.data).ok()
+            Control::decode_in(&bundle.payload.data, &mut self.received_lists).ok()
         } else {
             None
         };
@@ -1043,16 +1046,19 @@ impl Node {
                 let dst = bundle.primary.destination.clone();
                 self.streams.handle_segment(now, &src, &dst, segment);
             }
-            (Some(Control::StreamAcks(acks)), Class::Stream) => {
+            (Some(Control::StreamAcks(mut acks)), Class::Stream) => {
                 let src = bundle.primary.source.clone();
                 let dst = bundle.primary.destination.clone();
-                let segments = acks.into_iter().map(|ack| ack.segment());
+                let segments = acks.drain(..).map(|ack| ack.segment());
                 self.streams.handle_segments(now, &src, &dst, segments);
+                self.received_lists.acks = acks;
             }
-            (Some(Control::Segments(segments)), Class::Stream) => {
+            (Some(Control::Segments(mut segments)), Class::Stream) => {
                 let src = bundle.primary.source.clone();
                 let dst = bundle.primary.destination.clone();
-                self.streams.handle_segments(now, &src, &dst, segments);
+                self.streams
+                    .handle_segments(now, &src, &dst, segments.drain(..));
+                self.received_lists.segments = segments;
             }
             (Some(Control::LinkState(lsa)), _) if demux_is_control => {
                 let sender = from

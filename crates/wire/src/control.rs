@@ -236,6 +236,15 @@ fn segment_fields(
     Ok(fields)
 }
 
+/// Lists kept with their room between [`Control::decode_in`] calls.
+#[derive(Debug, Default)]
+pub struct ListRoom {
+    /// For a [`Control::Segments`].
+    pub segments: Vec<StreamSegment>,
+    /// For a [`Control::StreamAcks`].
+    pub acks: Vec<StreamAck>,
+}
+
 impl Control {
     /// Encodes the message.
     pub fn encode(&self) -> Bytes {
@@ -317,6 +326,14 @@ impl Control {
 
     /// Decodes a message that fills `buf` exactly. Stream data is a slice of `buf`.
     pub fn decode(buf: &Bytes) -> Result<Self, DecodeError> {
+        Self::decode_in(buf, &mut ListRoom::default())
+    }
+
+    /// [`Control::decode`], the list of a [`Control::Segments`] or [`Control::StreamAcks`]
+    /// taken from `room` (emptied first): a node that decodes bundle after bundle of segments
+    /// gives each list back when it is done with it and allocates none (a list of a few dozen
+    /// segments is kilobytes, each a trip through the allocator's slow path).
+    pub fn decode_in(buf: &Bytes, room: &mut ListRoom) -> Result<Self, DecodeError> {
         const WHAT: &str = "control message";
         let mut r = Reader::new(buf);
         let mut a = r.array()?;
@@ -390,7 +407,9 @@ impl Control {
                 let mut list = r.array()?;
                 // Sized at once: grown from empty, a bundle of a few dozen acknowledgements
                 // reallocated up to a block that made the allocator consolidate its free lists.
-                let mut acks = Vec::with_capacity(list.capacity_hint(256));
+                let mut acks = std::mem::take(&mut room.acks);
+                acks.clear();
+                acks.reserve(list.capacity_hint(256));
                 while r.has_next(&mut list)? {
                     let mut entry = r.array()?;
                     let fields = segment_fields(&mut r, &mut entry, "stream ack")?;
@@ -410,7 +429,9 @@ impl Control {
                 let mut list = r.array()?;
                 // A segment takes at least 6 bytes: room for no more than the buffer can hold,
                 // nor more than a node puts in one bundle (a longer list grows as it comes).
-                let mut segments = Vec::with_capacity(list.capacity_hint((buf.len() / 6).min(256)));
+                let mut segments = std::mem::take(&mut room.segments);
+                segments.clear();
+                segments.reserve(list.capacity_hint((buf.len() / 6).min(256)));
                 while r.has_next(&mut list)? {
                     let mut entry = r.array()?;
                     let fields = segment_fields(&mut r, &mut entry, "stream segment")?;
@@ -505,14 +526,51 @@ mod tests {
             ]),
             Control::Segments(Vec::new()),
         ];
+        // Decoded in kept lists too, whatever they held before.
+        let junk = StreamAck {
+            stream: 5,
+            flags: StreamSegment::ACK,
+            sequence: 1,
+            acknowledged: 1,
+        };
+        let mut room = ListRoom {
+            segments: vec![junk.segment(); 3],
+            acks: vec![junk; 5],
+        };
         for m in messages {
             let bytes = m.encode();
             assert_eq!(Control::decode(&bytes).unwrap(), m);
+            assert_eq!(Control::decode_in(&bytes, &mut room).unwrap(), m);
             // Every strict prefix is an error, never a panic.
             for cut in 0..bytes.len() {
                 assert!(Control::decode(&bytes.slice(..cut)).is_err());
+                assert!(Control::decode_in(&bytes.slice(..cut), &mut room).is_err());
             }
         }
+    }
+
+    #[test]
+    fn a_list_given_back_is_decoded_into_without_allocating() {
+        let segment = |sequence| StreamSegment {
+            stream: 1,
+            flags: StreamSegment::ACK,
+            sequence,
+            acknowledged: 0,
+            data: Bytes::from_static(b"x"),
+        };
+        let bytes = Control::Segments((0..40).map(segment).collect()).encode();
+        let mut room = ListRoom::default();
+        let Ok(Control::Segments(mut first)) = Control::decode_in(&bytes, &mut room) else {
+            panic!("segments")
+        };
+        first.clear();
+        let (at, capacity) = (first.as_ptr(), first.capacity());
+        room.segments = first;
+        let Ok(Control::Segments(second)) = Control::decode_in(&bytes, &mut room) else {
+            panic!("segments")
+        };
+        assert_eq!((second.as_ptr(), second.capacity()), (at, capacity));
+        assert_eq!(second, (0..40).map(segment).collect::<Vec<_>>());
     }
 
     proptest::proptest! {

@@ -51,8 +51,8 @@ pub use block::{
 };
 pub use bundle::{Bundle, EncodedBundle, PayloadBlock, UnsupportedBlocks};
 pub use control::{
-    BLOCK_FERRY_CLASS, BLOCK_FERRY_COPIES, CONTROL_VERSION, Control, LinkState, StreamAck,
-    StreamSegment, Summary, bundle_key, parse_uint_block_data, uint_block_data,
+    BLOCK_FERRY_CLASS, BLOCK_FERRY_COPIES, CONTROL_VERSION, Control, LinkState, ListRoom,
+    StreamAck, StreamSegment, Summary, bundle_key, parse_uint_block_data, uint_block_data,
 };
 pub use crc::CrcType;
 pub use eid::{DtnEid, Eid, ParseEidError, SCHEME_DTN, SCHEME_IPN};
