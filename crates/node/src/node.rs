@@ -256,6 +256,8 @@ pub struct Node {
     /// from empty for every bundle it was reallocated four or five times a bundle of a few
     /// dozen segments, blocks of kilobytes that made glibc's allocator sort its free lists.
     segment_batch: Vec<wire::StreamSegment>,
+    /// The same for a bundle of acknowledgements alone.
+    ack_batch: Vec<wire::StreamAck>,
     /// The lists of the stream bundles received, kept with their room the same way.
     received_lists: wire::ListRoom,
     links: BTreeMap<LinkId, Link>,
@@ -300,6 +302,7 @@ impl Node {
             stream_output_at: None,
             stream_out: Vec::new(),
             segment_batch: Vec::new(),
+            ack_batch: Vec::new(),
             received_lists: wire::ListRoom::default(),
             strategy: config.strategy.build(),
             me,
@@ -1832,16 +1835,21 @@ impl Node {
             if full {
                 let message = match batch.len() {
                     1 => Control::Stream(batch.pop().expect("one segment")),
-                    _ => match batch.iter().map(wire::StreamAck::of).collect() {
-                        Some(acks) => Control::StreamAcks(acks),
-                        None => Control::Segments(std::mem::take(&mut batch)),
-                    },
+                    _ if batch.iter().all(|s| wire::StreamAck::of(s).is_some()) => {
+                        let mut acks = std::mem::take(&mut self.ack_batch);
+                        acks.clear();
+                        acks.extend(batch.iter().filter_map(wire::StreamAck::of));
+                        Control::StreamAcks(acks)
+                    }
+                    _ => Control::Segments(std::mem::take(&mut batch)),
                 };
                 bytes = 0;
                 self.carry_control(now, from.clone(), to.clone(), &message);
-                // The batch's room comes back from the message it went into.
-                if let Control::Segments(sent) = message {
-                    batch = sent;
+                // The list's room comes back from the message it went into.
+                match message {
+                    Control::Segments(sent) => batch = sent,
+                    Control::StreamAcks(sent) => self.ack_batch = sent,
+                    _ => {}
                 }
                 batch.clear();
             }
