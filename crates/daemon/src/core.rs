@@ -1477,38 +1477,12 @@ impl Daemon {
                 let result = self.api_call(&spec);
                 self.replies_when_durable.push(when_durable(reply, result));
             }
-            Request::CallNow { spec, made, done } => match self.make_call(&spec) {
-                Ok(call_id) => {
-                    if self.call_waiting(&call_id) {
-                        let _ = made.send(Ok(call_id));
-                        self.call_waiters
-                            .entry(call_id)
-                            .or_default()
-                            .push(CallWaiter::Info(WaitFor::default(), done));
-                    } else {
-                        let _ = done.send(self.call_info_of(&call_id, true));
-                    }
-                }
-                Err(e) => {
-                    let _ = made.send(Err(e));
-                }
-            },
-            Request::CallForOutcome { spec, made, done } => match self.make_call(&spec) {
-                Ok(call_id) => {
-                    if self.call_waiting(&call_id) {
-                        let _ = made.send(Ok(call_id));
-                        self.call_waiters
-                            .entry(call_id)
-                            .or_default()
-                            .push(CallWaiter::Outcome(done));
-                    } else {
-                        let _ = done.send(self.call_outcome_of(&call_id));
-                    }
-                }
-                Err(e) => {
-                    let _ = made.send(Err(e));
-                }
-            },
+            Request::CallNow { spec, made, done } => {
+                self.make_call_and_wait(&spec, made, CallWaiter::Info(WaitFor::default(), done));
+            }
+            Request::CallForOutcome { spec, made, done } => {
+                self.make_call_and_wait(&spec, made, CallWaiter::Outcome(done));
+            }
             Request::GetOutcome { id, reply } => {
                 let _ = reply.send(self.call_outcome_of(&id));
             }
@@ -1673,6 +1647,37 @@ impl Daemon {
     }
 
     /// Whether this node made the call and it still waits for its end.
+    /// Makes a call for a request that waits for its end (`CallNow`, `CallForOutcome`):
+    /// `made` gets the call's id, or why no call was made; `waiter` is answered when the call
+    /// ends, at once if it ended at once (refused here).
+    fn make_call_and_wait(
+        &mut self,
+        spec: &CallSpec,
+        made: oneshot::Sender<Result<wire::rpc::CallId, ApiError>>,
+        waiter: CallWaiter,
+    ) {
+        let call_id = match self.make_call(spec) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = made.send(Err(e));
+                return;
+            }
+        };
+        if self.call_waiting(&call_id) {
+            let _ = made.send(Ok(call_id));
+            self.call_waiters.entry(call_id).or_default().push(waiter);
+            return;
+        }
+        match waiter {
+            CallWaiter::Info(_, done) => {
+                let _ = done.send(self.call_info_of(&call_id, true));
+            }
+            CallWaiter::Outcome(done) => {
+                let _ = done.send(self.call_outcome_of(&call_id));
+            }
+        }
+    }
+
     fn call_waiting(&self, id: &wire::rpc::CallId) -> bool {
         self.rpc.engine.call_state(id) == Some(rpc::CallState::Waiting)
     }

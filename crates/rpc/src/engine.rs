@@ -1826,3 +1826,25 @@ mod persist;
 mod server;
 
 pub use server::check_params;
+
+/// A client node `dtn://client/` and its engine, the call `x` to `dtn://server/` made at 1000
+/// (by dtn: no path here): what the submodules' unit tests start from.
+#[cfg(test)]
+fn test_call() -> (Node, Rpc, CallId) {
+    let mut node = Node::new(
+        node::NodeConfig::new("dtn://client/".parse().expect("a node id")),
+        Box::new(store::MemoryStore::new(1 << 20)),
+        1_000,
+    );
+    let mut rpc = Rpc::new(
+        RpcConfig::default(),
+        Identity::from_secret([1; 32]),
+        [3; 32],
+        &mut node,
+        1_000,
+    );
+    let server: Eid = "dtn://server/".parse().expect("a node id");
+    let request = crate::CallRequest::new(crate::Target::Node(server), "x", vec![]);
+    let id = rpc.call(1_000, &mut node, request).expect("a call");
+    (node, rpc, id)
+}

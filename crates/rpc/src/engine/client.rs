@@ -909,26 +909,10 @@ impl std::fmt::Display for Plural<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use node::NodeConfig;
-    use store::MemoryStore;
 
     #[test]
     fn a_full_timeline_writes_out_its_coded_lines_and_keeps_them_as_text() {
-        let mut node = Node::new(
-            NodeConfig::new("dtn://client/".parse().unwrap()),
-            Box::new(MemoryStore::new(1 << 20)),
-            1_000,
-        );
-        let mut rpc = Rpc::new(
-            RpcConfig::default(),
-            seal::Identity::from_secret([1; 32]),
-            [3; 32],
-            &mut node,
-            1_000,
-        );
-        let server: Eid = "dtn://server/".parse().unwrap();
-        let request = crate::CallRequest::new(crate::Target::Node(server), "x", vec![]);
-        let id = rpc.call(1_000, &mut node, request).unwrap();
+        let (_node, mut rpc, id) = super::super::test_call();
         rpc.note_derived(1_001, id, called_line());
         let coded_at = rpc.calls[&id].timeline.len() - 1;
         assert_eq!(rpc.calls[&id].derived, [(coded_at, called_line())]);

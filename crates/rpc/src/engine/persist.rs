@@ -552,28 +552,13 @@ fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use node::NodeConfig;
-    use store::MemoryStore;
     use wire::rpc::CallResult;
 
     /// A call made (by dtn: no path here) and answered, its timeline then given every kind of
     /// line: what `write_call` and `parse_call` are tested on.
     fn answered_call() -> ClientCall {
         let server: Eid = "dtn://server/".parse().unwrap();
-        let mut node = Node::new(
-            NodeConfig::new("dtn://client/".parse().unwrap()),
-            Box::new(MemoryStore::new(1 << 20)),
-            1_000,
-        );
-        let mut rpc = Rpc::new(
-            RpcConfig::default(),
-            seal::Identity::from_secret([1; 32]),
-            [3; 32],
-            &mut node,
-            1_000,
-        );
-        let request = crate::CallRequest::new(crate::Target::Node(server.clone()), "x", vec![]);
-        let id = rpc.call(1_000, &mut node, request).unwrap();
+        let (_node, mut rpc, id) = super::super::test_call();
         let mut c = *rpc.calls.remove(&id).unwrap();
         c.replies.push(Reply {
             at: 1_010,
