@@ -1646,7 +1646,6 @@ impl Daemon {
         self.call_info(&id.to_string(), true)
     }
 
-    /// Whether this node made the call and it still waits for its end.
     /// Makes a call for a request that waits for its end (`CallNow`, `CallForOutcome`):
     /// `made` gets the call's id, or why no call was made; `waiter` is answered when the call
     /// ends, at once if it ended at once (refused here).
@@ -1678,6 +1677,7 @@ impl Daemon {
         }
     }
 
+    /// Whether this node made the call and it still waits for its end.
     fn call_waiting(&self, id: &wire::rpc::CallId) -> bool {
         self.rpc.engine.call_state(id) == Some(rpc::CallState::Waiting)
     }
