@@ -662,7 +662,7 @@ impl Rpc {
         node: &mut Node,
         id: CallId,
         state: CallState,
-        why: &str,
+        why: &'static str,
     ) {
         let Some(c) = self.calls.get_mut(&id) else {
             return;
@@ -684,7 +684,7 @@ impl Rpc {
             // sides are closed, so a late frame is still read (and ignored).
             let _ = node.stream_close(now, s);
         }
-        self.note_derived(now, id, Derived::Finished(why.to_owned()));
+        self.note_derived(now, id, Derived::Finished(Cow::Borrowed(why)));
         self.events.push_back(RpcEvent::CallFinished(id));
         self.save_call(node, id);
     }
@@ -736,8 +736,9 @@ pub(super) enum Derived {
     CalledByStream { hops: u32, encrypted: bool },
     /// The reply of this index arrived.
     Reply(usize),
-    /// `{state}: {why}`, the call's final state.
-    Finished(String),
+    /// `{state}: {why}`, the call's final state (`why` is one of a few fixed texts in memory,
+    /// so a call's end allocates nothing; read back from a record, it is text).
+    Finished(Cow<'static, str>),
 }
 
 impl Derived {

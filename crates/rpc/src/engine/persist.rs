@@ -480,7 +480,7 @@ fn parse_timeline(
                 }
                 Derived::Reply(index)
             }
-            3 => Derived::Finished(r.string()?),
+            3 => Derived::Finished(r.string()?.into()),
             _ => return Err(RecordError("timeline line")),
         };
         timeline.push((at, String::new()));
