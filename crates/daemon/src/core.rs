@@ -67,8 +67,11 @@ const TRAFFIC_INPUTS: usize = 16;
 /// working through it while the other core idled. Measured in the rpc bench (64 calls in
 /// flight, paired runs with gRPC at its fast speed): 32 made 0.91-0.93x gRPC's calls/s against
 /// 0.84-0.92x without a bound (cores busy 1.76 instead of 1.61, CPU per call about the same);
-/// 16 and 48 were worse than 32 (16: more bundles and wake-ups, CPU per call +10 %).
-const TRAFFIC_EVENTS: usize = 32;
+/// 16 and 48 were worse than 32 (16: more bundles and wake-ups, CPU per call +10 %). Once a
+/// call cost ~8 % less work (session 14), 64 did better: 31.2 k calls/s on average over seven
+/// alternated pairs against 29.2 at 32 (CPU per call ~52 against ~57 µs: fewer, fuller bundles),
+/// better in five of the seven; 48 was no better than 32, 128 uneven (23.8-35.1 k/s).
+const TRAFFIC_EVENTS: usize = 64;
 /// How long changes that promise nothing to anyone may wait for a commit (see
 /// [`Daemon::may_wait_to_commit`]).
 const COMMIT_DELAY: Duration = Duration::from_millis(10);
