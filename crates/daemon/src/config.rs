@@ -45,7 +45,7 @@
 //! dtn_timeout = "90s"               # (more, waiting on dtn)
 //! file_budget = "1GiB"              # data-channel files kept at once (parameters, results);
 //!                                   # when full, files no call needs go, then old results
-//! finished_in_memory = 4096         # finished calls (made, and served, each) kept in memory;
+//! finished_in_memory = 256          # finished calls (made, and served, each) kept in memory;
 //!                                   # older ones stay in the store for an hour, found by id
 //! # any-mode: act only on these servers' STARTED/DONE notices (Ed25519 keys, 64 hex digits);
 //! # default: any signer's
@@ -834,7 +834,7 @@ mod tests {
         assert_eq!(c.rpc.file_budget, 1 << 30);
         let c = Config::from_toml("[rpc]\nfile_budget = \"200MB\"", "x").unwrap();
         assert_eq!(c.rpc.file_budget, 200_000_000);
-        assert_eq!(c.rpc.finished_in_memory, 4096);
+        assert_eq!(c.rpc.finished_in_memory, 256);
         let c = Config::from_toml("[rpc]\nfinished_in_memory = 10", "x").unwrap();
         assert_eq!(c.rpc.finished_in_memory, 10);
         assert_eq!(c.rpc.trusted_servers, None);
