@@ -709,3 +709,85 @@ async fn a_call_whose_file_does_not_fit_the_file_budget_is_refused_as_store_full
     assert_eq!(made.state, "waiting");
     a.shut_down().await;
 }
+
+/// A counter from the node's metrics (`ferry_<name>`).
+async fn counter(node: &Running, name: &str) -> u64 {
+    let text = node.control.ask(Request::Metrics).await.unwrap();
+    let prefix = format!("ferry_{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no ferry_{name} in\n{text}"))
+}
+
+/// A commit that promises nobody anything (a call's records, written 10 ms after a call) does
+/// not get a sync of its own: such commits are synced together, at least every 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_nobody_waits_for_share_syncs() {
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    let wait = Duration::from_secs(20);
+    // Let the start's own commits settle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (commits, syncs) = (
+        counter(&a, "store_commits_total").await,
+        counter(&a, "store_syncs_total").await,
+    );
+
+    // Calls 20 ms apart: each one's records are committed on their own (a commit waits at most
+    // 10 ms for company), so a sync per commit would be one per call.
+    // The counters are read right after the last call, before its records are committed.
+    let calls = 20;
+    for i in 0..calls {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let done = a
+            .control
+            .call_for_outcome(call("bravo", "null", vec![]), wait)
+            .await
+            .unwrap();
+        assert_eq!(done.state, rpc::CallState::Succeeded, "{done:#?}");
+    }
+    let synced = counter(&a, "store_syncs_total").await - syncs;
+    let commits = counter(&a, "store_commits_total").await - commits;
+    assert!(commits >= calls - 1, "{commits} commits for {calls} calls");
+    assert!(
+        synced <= commits / 2,
+        "{synced} syncs for {commits} commits that promised nothing: they should share syncs"
+    );
+
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
+/// A commit that promised nothing is synced even when nothing else happens on the node (its
+/// own timer brings the sync): a lone node makes a call that waits (no path to the server), and
+/// its caller stops waiting before the call's records are committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_nobody_waits_for_is_synced_on_a_quiet_node() {
+    let dir = TempDir::new("rpc");
+    let a = daemon::start(client("alpha", dir.path(), free_port(), &[]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let syncs = counter(&a, "store_syncs_total").await;
+    let waiting = a
+        .control
+        .call_for_outcome(call("bravo", "null", vec![]), Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(waiting.state, rpc::CallState::Waiting, "{waiting:#?}");
+    // Left alone (asking for its metrics would wake its loop, which would look by itself).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let synced = counter(&a, "store_syncs_total").await - syncs;
+    assert!(synced >= 1, "the call's records were never synced");
+    a.shut_down().await;
+}
