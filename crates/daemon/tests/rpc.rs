@@ -710,16 +710,6 @@ async fn a_call_whose_file_does_not_fit_the_file_budget_is_refused_as_store_full
     a.shut_down().await;
 }
 
-/// A counter from the node's metrics (`ferry_<name>`).
-async fn counter(node: &Running, name: &str) -> u64 {
-    let text = node.control.ask(Request::Metrics).await.unwrap();
-    let prefix = format!("ferry_{name} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no ferry_{name} in\n{text}"))
-}
-
 /// A commit that promises nobody anything (a call's records, written 10 ms after a call) does
 /// not get a sync of its own: such commits are synced together, at least every 100 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -737,8 +727,8 @@ async fn records_nobody_waits_for_share_syncs() {
     // Let the start's own commits settle.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (commits, syncs) = (
-        counter(&a, "store_commits_total").await,
-        counter(&a, "store_syncs_total").await,
+        metric(&a, "ferry_store_commits_total").await,
+        metric(&a, "ferry_store_syncs_total").await,
     );
 
     // Calls 20 ms apart: each one's records are committed on their own (a commit waits at most
@@ -756,8 +746,8 @@ async fn records_nobody_waits_for_share_syncs() {
             .unwrap();
         assert_eq!(done.state, rpc::CallState::Succeeded, "{done:#?}");
     }
-    let synced = counter(&a, "store_syncs_total").await - syncs;
-    let commits = counter(&a, "store_commits_total").await - commits;
+    let synced = metric(&a, "ferry_store_syncs_total").await - syncs;
+    let commits = metric(&a, "ferry_store_commits_total").await - commits;
     assert!(commits >= calls - 1, "{commits} commits for {calls} calls");
     assert!(
         synced <= commits / 2,
@@ -778,7 +768,7 @@ async fn a_commit_nobody_waits_for_is_synced_on_a_quiet_node() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let syncs = counter(&a, "store_syncs_total").await;
+    let syncs = metric(&a, "ferry_store_syncs_total").await;
     let waiting = a
         .control
         .call_for_outcome(call("bravo", "null", vec![]), Duration::from_millis(1))
@@ -787,7 +777,7 @@ async fn a_commit_nobody_waits_for_is_synced_on_a_quiet_node() {
     assert_eq!(waiting.state, rpc::CallState::Waiting, "{waiting:#?}");
     // Left alone (asking for its metrics would wake its loop, which would look by itself).
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let synced = counter(&a, "store_syncs_total").await - syncs;
+    let synced = metric(&a, "ferry_store_syncs_total").await - syncs;
     assert!(synced >= 1, "the call's records were never synced");
     a.shut_down().await;
 }
