@@ -731,13 +731,13 @@ async fn records_nobody_waits_for_share_syncs() {
         metric(&a, "ferry_store_syncs_total").await,
     );
 
-    // Calls 20 ms apart: each one's records are committed on their own (a commit waits at most
+    // Calls 15 ms apart: each one's records are committed on their own (a commit waits at most
     // 10 ms for company), so a sync per commit would be one per call.
     // The counters are read right after the last call, before its records are committed.
     let calls = 20;
     for i in 0..calls {
         if i > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(15)).await;
         }
         let done = a
             .control
