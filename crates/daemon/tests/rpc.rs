@@ -51,6 +51,20 @@ async fn wait_for_peers(node: &Running, n: usize) {
     panic!("no {n} peers within 10 s");
 }
 
+/// Bravo serving the example procedures in `dirs.1`, alpha in `dirs.0` dialing it, once alpha
+/// has it as a peer.
+async fn alpha_calling_bravo(dirs: &(TempDir, TempDir)) -> (Running, Running) {
+    let pb = free_port();
+    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    (a, b)
+}
+
 fn call(target: &str, procedure: &str, params: Vec<ParamSpec>) -> CallSpec {
     CallSpec {
         target: target.into(),
@@ -78,14 +92,7 @@ async fn finish(node: &Running, call: &CallInfo, within: Duration) -> CallInfo {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_echo_call_returns_its_text_by_stream() {
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
-    let pb = free_port();
-    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
-        .await
-        .unwrap();
-    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
-        .await
-        .unwrap();
-    wait_for_peers(&a, 1).await;
+    let (a, b) = alpha_calling_bravo(&dirs).await;
     let text = "it's $(not) a \"shell\"; *";
     let made = a
         .control
@@ -260,14 +267,7 @@ async fn wait_for_ack(node: &Running, call: &CallInfo) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_picture_comes_back_as_a_file_verified_by_its_hash() {
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
-    let pb = free_port();
-    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
-        .await
-        .unwrap();
-    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
-        .await
-        .unwrap();
-    wait_for_peers(&a, 1).await;
+    let (a, b) = alpha_calling_bravo(&dirs).await;
     let made = a
         .control
         .call(call("dtn://bravo/", "photo", vec![ParamSpec::Int(64)]))
@@ -447,14 +447,7 @@ async fn any_takes_the_first_result_and_all_collects_every_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_and_failures_say_why() {
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
-    let pb = free_port();
-    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
-        .await
-        .unwrap();
-    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
-        .await
-        .unwrap();
-    wait_for_peers(&a, 1).await;
+    let (a, b) = alpha_calling_bravo(&dirs).await;
     let refused = |spec: CallSpec| {
         let a = &a;
         async move {
@@ -507,14 +500,7 @@ async fn call_for_outcome_answers_with_the_replies_or_the_call_as_it_stands() {
     use rpc::CallState;
     use wire::rpc::{Message, RejectCode};
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
-    let pb = free_port();
-    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
-        .await
-        .unwrap();
-    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
-        .await
-        .unwrap();
-    wait_for_peers(&a, 1).await;
+    let (a, b) = alpha_calling_bravo(&dirs).await;
     let wait = Duration::from_secs(20);
 
     // A result: the value as the server sent it, and the same call as the report shows it.
@@ -590,14 +576,7 @@ async fn call_for_outcome_answers_with_the_replies_or_the_call_as_it_stands() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_ends_with_the_call_its_timeout_or_the_call_forgotten() {
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
-    let pb = free_port();
-    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
-        .await
-        .unwrap();
-    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
-        .await
-        .unwrap();
-    wait_for_peers(&a, 1).await;
+    let (a, b) = alpha_calling_bravo(&dirs).await;
     // `slow 30` runs 30 s: a 300 ms wait ends with the call still waiting.
     let made = a
         .control
@@ -715,14 +694,7 @@ async fn a_call_whose_file_does_not_fit_the_file_budget_is_refused_as_store_full
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_nobody_waits_for_share_syncs() {
     let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
-    let pb = free_port();
-    let b = daemon::start(server("bravo", dirs.1.path(), pb, &[]))
-        .await
-        .unwrap();
-    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
-        .await
-        .unwrap();
-    wait_for_peers(&a, 1).await;
+    let (a, b) = alpha_calling_bravo(&dirs).await;
     let wait = Duration::from_secs(20);
     // Let the start's own commits settle.
     tokio::time::sleep(Duration::from_millis(300)).await;
