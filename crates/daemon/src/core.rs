@@ -1071,7 +1071,9 @@ impl Daemon {
         // promises nothing, so it needs no sync.
         let calls_changed = std::mem::take(&mut self.rpc.calls_changed);
         let committed = commit_off_the_workers(self.node.store_mut());
-        self.wake_watchers(false, calls_changed);
+        if calls_changed {
+            self.call_changes.send_modify(|n| *n += 1);
+        }
         match committed {
             Ok(committed) => {
                 if committed {
@@ -1198,7 +1200,7 @@ impl Daemon {
     /// and store-carry-forward bundles leave.
     fn keep(&mut self, promised: Promised) {
         self.rpc.start_executions(promised.executions);
-        self.wake_watchers(promised.delivered, false);
+        self.wake_inbox_subscribers(promised.delivered);
         for answer in promised.replies {
             answer(None);
         }
@@ -1223,19 +1225,16 @@ impl Daemon {
         for answer in promised.replies {
             answer(Some(error));
         }
-        self.wake_watchers(promised.delivered, false);
+        self.wake_inbox_subscribers(promised.delivered);
         for t in promised.transmits {
             self.transmit(t);
         }
     }
 
-    /// Bumps the watches that inbox subscribers and call watchers follow.
-    fn wake_watchers(&mut self, delivered: bool, calls_changed: bool) {
+    /// Bumps the watch that inbox subscribers follow, if a commit delivered something.
+    fn wake_inbox_subscribers(&mut self, delivered: bool) {
         if delivered {
             self.deliveries.send_modify(|n| *n += 1);
-        }
-        if calls_changed {
-            self.call_changes.send_modify(|n| *n += 1);
         }
     }
 
