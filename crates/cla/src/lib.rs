@@ -19,7 +19,8 @@
 //! node's), look inside bundles beyond handing the first segment to the caller, copy a bundle it
 //! sends (segments are slices of the [`wire::EncodedBundle`]'s own buffers, written with
 //! vectored writes), copy a bundle that arrived in one segment, offer or use TLS, or buffer more
-//! of an incoming transfer than the transfer MRU it announced. Message codecs live in
+//! of an incoming transfer than the transfer MRU it announced, or more of all sessions'
+//! unfinished transfers together than the node's [`tcpcl::ReceiveBudget`]. Message codecs live in
 //! [`wire::tcpcl`]; this crate only sequences them.
 
 #![forbid(unsafe_code)]

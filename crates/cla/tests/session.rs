@@ -5,8 +5,8 @@ mod common;
 
 use bytes::{Bytes, BytesMut};
 use cla::tcpcl::{
-    PeerInfo, Role, SessTermReason, Session, SessionConfig, SessionError, SessionEvent,
-    XferRefuseReason,
+    PeerInfo, ReceiveBudget, Role, SessTermReason, Session, SessionConfig, SessionError,
+    SessionEvent, XferRefuseReason,
 };
 use common::{Pair, Scripted, config, encoded};
 use proptest::prelude::*;
@@ -272,20 +272,51 @@ fn negotiation_takes_the_smaller_keepalive_and_each_sides_mrus() {
 }
 
 #[test]
-fn keepalive_zero_on_either_side_disables_keepalives() {
+fn keepalive_zero_on_either_side_disables_keepalives_but_not_the_idle_timeout() {
     let mut p = Pair::established(
         SessionConfig {
             keepalive_interval_s: 0,
             ..config("a")
         },
-        config("b"),
+        SessionConfig {
+            idle_timeout_ms: 100_000,
+            ..config("b")
+        },
     );
     assert_eq!(p.b.session.peer().unwrap().keepalive_interval_s, 0);
-    assert_eq!(p.a.session.poll_timeout(), None);
-    assert_eq!(p.b.session.poll_timeout(), None);
-    p.advance_to(1_000_000);
+    // Each side's own idle timeout: a peer that declines keepalives cannot hold a session open
+    // forever by saying nothing.
+    assert_eq!(p.a.session.poll_timeout(), Some(600_000));
+    assert_eq!(p.b.session.poll_timeout(), Some(100_000));
+    p.advance_to(99_999);
     assert!(p.a.session.is_established() && p.b.session.is_established());
     assert!(!p.a.sent.contains(&Message::Keepalive));
+    assert!(!p.b.sent.contains(&Message::Keepalive));
+    p.advance_to(100_000);
+    assert!(
+        p.b.sent
+            .contains(&sess_term(false, SessTermReason::IdleTimeout))
+    );
+    let (reason, by_peer) = terminated_reason(&p.b.events).unwrap();
+    assert_eq!(
+        (reason.as_str(), by_peer),
+        ("idle timeout: nothing received for 100000 ms", false)
+    );
+    // With 0 configured there is no idle timeout at all.
+    let mut p = Pair::established(
+        SessionConfig {
+            keepalive_interval_s: 0,
+            idle_timeout_ms: 0,
+            ..config("a")
+        },
+        SessionConfig {
+            idle_timeout_ms: 0,
+            ..config("b")
+        },
+    );
+    assert_eq!(p.a.session.poll_timeout(), None);
+    p.advance_to(10_000_000);
+    assert!(p.a.session.is_established() && p.b.session.is_established());
 }
 
 #[test]
@@ -666,6 +697,67 @@ fn a_transfer_above_our_transfer_mru_is_refused_with_no_resources() {
             .iter()
             .any(|e| matches!(e, SessionEvent::IncomingStarted { transfer_id: 5, .. }))
     );
+}
+
+/// The attack of issue 25: sessions that START a transfer and send continuation segments without
+/// END. Each session may keep up to the transfer MRU, but together they keep no more than the
+/// node's receive budget: the segment that would exceed it is refused, and what the refused
+/// transfer held is given back at once.
+#[test]
+fn sessions_sharing_a_receive_budget_hold_no_more_than_it_together() {
+    let budget = ReceiveBudget::new(3 << 20);
+    let cfg = SessionConfig {
+        receive_budget: Some(budget.clone()),
+        segment_mru: 1 << 20,
+        ..config("b")
+    };
+    let mib = Bytes::from(vec![7u8; 1 << 20]);
+    let mut sessions: Vec<Scripted> = (0..4).map(|_| Scripted::passive(cfg.clone(), 30)).collect();
+    let mut refused = Vec::new();
+    for round in 0..4u64 {
+        for (i, s) in sessions.iter_mut().enumerate() {
+            s.send(&Message::XferSegment(XferSegment {
+                flags: SegmentFlags::new(round == 0, false),
+                transfer_id: 1,
+                extensions: Vec::new(),
+                data: mib.clone(),
+            }));
+            for m in s.output() {
+                if let Message::XferRefuse(r) = m {
+                    assert_eq!(r.reason, XferRefuseReason::NoResources);
+                    refused.push(i);
+                }
+            }
+            assert!(budget.in_use() <= 3 << 20, "{}", budget.in_use());
+        }
+    }
+    // Round 0: three sessions get 1 MiB each, the fourth is refused. Round 1: the first session's
+    // second MiB does not fit and is refused, which frees its first; the second session takes
+    // that room, the third is refused. Round 2: the second session takes its third MiB, and in
+    // round 3 its fourth does not fit either.
+    assert_eq!(refused, [3, 0, 2, 1]);
+    assert_eq!(budget.refused(), 4);
+    assert_eq!(
+        budget.in_use(),
+        0,
+        "every refused transfer gave its bytes back"
+    );
+    // A refused peer's next transfer is taken again once there is room.
+    sessions[0].send(&segment(2, true, true, b"small"));
+    assert!(sessions[0].events().contains(&SessionEvent::Received {
+        transfer_id: 2,
+        bundle: Bytes::from_static(b"small")
+    }));
+    // A session that ends mid-transfer gives its bytes back too.
+    sessions[2].send(&Message::XferSegment(XferSegment {
+        flags: SegmentFlags::new(true, false),
+        transfer_id: 3,
+        extensions: Vec::new(),
+        data: mib.clone(),
+    }));
+    assert_eq!(budget.in_use(), 1 << 20);
+    drop(sessions);
+    assert_eq!(budget.in_use(), 0);
 }
 
 #[test]

@@ -13,6 +13,13 @@
 //! ignore_peer_transfer_mru = false  # true sends whole bundles above a peer's transfer MRU
 //!                                   # (dtn7-rs 0.21 announces 64000 bytes, takes any size and
 //!                                   # cannot reassemble fragments)
+//! transfer_mru = "64MiB"            # the largest bundle one transfer may bring; peers fragment
+//!                                   # larger ones (RFC 9174 §4.7)
+//! receive_memory = "256MiB"         # every session's unfinished incoming transfers together;
+//!                                   # a transfer that does not fit is refused (XFER_REFUSE)
+//! max_sessions = 256                # sessions at once (static peers are always dialled)
+//! max_sessions_per_address = 8      # sessions with one IP address (accepted or discovered)
+//! idle_timeout = "10m"              # a session without keepalives ends after this silence
 //!
 //! [udp]
 //! listen = "0.0.0.0:4556"           # one bundle per datagram, for real-time traffic; "" for none
@@ -111,6 +118,8 @@ pub struct Config {
     pub keepalive: Duration,
     /// Send bundles larger than a peer's transfer MRU whole instead of fragmenting them to it.
     pub ignore_peer_transfer_mru: bool,
+    /// What a stranger's sessions may hold: memory, numbers, silence.
+    pub session_limits: SessionLimits,
     /// UDP convergence layer address, if any.
     pub udp_listen: Option<SocketAddr>,
     /// Largest encoded bundle sent in one UDP datagram.
@@ -127,6 +136,34 @@ pub struct Config {
     pub seed: u64,
     /// RPC serving: predicates' inputs and the procedures (`[rpc]`; none by default).
     pub rpc: RpcConfig,
+}
+
+/// The bounds on TCPCL sessions (`[tcpcl]`): any device in radio range may open them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Our transfer MRU: the largest bundle one transfer may bring.
+    pub transfer_mru: u64,
+    /// Bytes all sessions together may hold in unfinished incoming transfers.
+    pub receive_memory: u64,
+    /// Sessions at once; accepted connections and discovered nodes beyond it are refused
+    /// (static peers are always dialled).
+    pub max_sessions: usize,
+    /// Sessions with one IP address at once (accepted, or dialled to a discovered node).
+    pub max_sessions_per_address: usize,
+    /// How long a session without keepalives may stay silent.
+    pub idle_timeout: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            transfer_mru: 64 << 20,
+            receive_memory: 256 << 20,
+            max_sessions: 256,
+            max_sessions_per_address: 8,
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 /// Discovery settings.
@@ -172,6 +209,11 @@ struct TcpclFile {
     listen: Option<Vec<String>>,
     keepalive: Option<String>,
     ignore_peer_transfer_mru: Option<bool>,
+    transfer_mru: Option<String>,
+    receive_memory: Option<String>,
+    max_sessions: Option<i64>,
+    max_sessions_per_address: Option<i64>,
+    idle_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -387,6 +429,7 @@ impl Config {
                 addr(key, &value).map(Some)
             }
         };
+        let session_limits = session_limits(&file.tcpcl)?;
         let tcpcl_listen = file
             .tcpcl
             .listen
@@ -433,6 +476,7 @@ impl Config {
             tcpcl_listen,
             keepalive,
             ignore_peer_transfer_mru: file.tcpcl.ignore_peer_transfer_mru.unwrap_or(false),
+            session_limits,
             udp_listen: optional_addr(
                 "udp.listen",
                 file.udp.listen,
@@ -458,6 +502,55 @@ impl Config {
             rpc: rpc_config(file.rpc, base)?,
         })
     }
+}
+
+fn session_limits(file: &TcpclFile) -> Result<SessionLimits, ConfigError> {
+    let defaults = SessionLimits::default();
+    let bytes = |key: &str, value: &Option<String>, default: u64| match value {
+        Some(text) => match parse_size(text) {
+            Ok(0) => Err(ConfigError(format!("tcpcl.{key}: must be more than zero"))),
+            Ok(n) => Ok(n),
+            Err(e) => Err(ConfigError(format!("tcpcl.{key}: {e}"))),
+        },
+        None => Ok(default),
+    };
+    let count = |key: &str, value: Option<i64>, default: usize| match value {
+        Some(n) if n >= 1 => {
+            usize::try_from(n).map_err(|_| ConfigError(format!("tcpcl.{key}: too large")))
+        }
+        Some(n) => Err(ConfigError(format!(
+            "tcpcl.{key}: {n} is not a count of at least 1"
+        ))),
+        None => Ok(default),
+    };
+    let limits = SessionLimits {
+        transfer_mru: bytes("transfer_mru", &file.transfer_mru, defaults.transfer_mru)?,
+        receive_memory: bytes(
+            "receive_memory",
+            &file.receive_memory,
+            defaults.receive_memory,
+        )?,
+        max_sessions: count("max_sessions", file.max_sessions, defaults.max_sessions)?,
+        max_sessions_per_address: count(
+            "max_sessions_per_address",
+            file.max_sessions_per_address,
+            defaults.max_sessions_per_address,
+        )?,
+        idle_timeout: match &file.idle_timeout {
+            Some(_) => duration("tcpcl.idle_timeout", file.idle_timeout.clone(), "")?,
+            None => defaults.idle_timeout,
+        },
+    };
+    if limits.idle_timeout < Duration::from_secs(1) {
+        return Err(ConfigError("tcpcl.idle_timeout must be at least 1s".into()));
+    }
+    if limits.max_sessions_per_address > limits.max_sessions {
+        return Err(ConfigError(format!(
+            "tcpcl.max_sessions_per_address ({}) is more than tcpcl.max_sessions ({})",
+            limits.max_sessions_per_address, limits.max_sessions
+        )));
+    }
+    Ok(limits)
 }
 
 fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigError> {
@@ -777,6 +870,7 @@ mod tests {
         assert_eq!(c.strategy, StrategyKind::Epidemic);
         assert_eq!(c.keepalive, Duration::from_secs(30));
         assert!(c.peers.is_empty());
+        assert_eq!(c.session_limits, SessionLimits::default());
     }
 
     #[test]
@@ -792,6 +886,10 @@ mod tests {
             .join("\n");
         let c = Config::from_toml(&example, "x").unwrap();
         assert_eq!(c.node_id.to_string(), "dtn://alpha/");
+        // The documented session limits are the defaults.
+        assert_eq!(c.session_limits, SessionLimits::default());
+        assert_eq!(c.session_limits.transfer_mru, 64 << 20);
+        assert_eq!(c.session_limits.idle_timeout, Duration::from_secs(600));
         assert_eq!(c.peers, vec!["10.0.0.2:4556".parse().unwrap()]);
         assert_eq!(c.data_dir, Some(PathBuf::from("/var/lib/ferry")));
         let rpc = &c.rpc;
@@ -1008,6 +1106,22 @@ mod tests {
         assert!(err("[discovery]\naddress = \"eth0\"").contains("discovery.address"));
         assert!(err("colour = \"blue\"").contains("unknown field"));
         assert!(err("[[peers]]\naddress = \"host\"").contains("peers.address"));
+        assert!(err("[tcpcl]\nreceive_memory = \"0\"").contains("tcpcl.receive_memory"));
+        assert!(err("[tcpcl]\ntransfer_mru = \"big\"").contains("tcpcl.transfer_mru"));
+        assert!(err("[tcpcl]\nmax_sessions = 0").contains("tcpcl.max_sessions"));
+        assert!(
+            err("[tcpcl]\nmax_sessions = 4\nmax_sessions_per_address = 5")
+                .contains("is more than tcpcl.max_sessions")
+        );
+        assert!(err("[tcpcl]\nidle_timeout = \"10ms\"").contains("at least 1s"));
+        let c = Config::from_toml(
+            "[tcpcl]\nreceive_memory = \"8MiB\"\nmax_sessions_per_address = 2\nidle_timeout = \"1m\"",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(c.session_limits.receive_memory, 8 << 20);
+        assert_eq!(c.session_limits.max_sessions_per_address, 2);
+        assert_eq!(c.session_limits.idle_timeout, Duration::from_secs(60));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! Real-time transmits (which promise nothing durable) leave at once. A commit that promised
 //! nothing waits up to [`SYNC_DELAY`] for the next one that does, or for that time to pass.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine as _;
 use bytes::Bytes;
 use cla::tcp::{SessionHandle, TcpclEvent};
-use cla::tcpcl::{Role, SessionConfig};
+use cla::tcpcl::{ReceiveBudget, Role, SessionConfig};
 use node::{
     Class, Event, Frame, LinkChange, LinkId, Node, Outgoing, SendError, TransferResult, Transmit,
 };
@@ -51,6 +51,18 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A discovered node with a larger id than ours connects to us; if it has not after this many of
 /// its beacons, we connect (it may not hear ours).
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
+/// Most nodes known from beacons at once. When full, the one heard from least recently (and
+/// without a session) is forgotten for a new one.
+const MAX_DISCOVERED: usize = 1024;
+/// Most node ids believed from one IP address: a host flooding beacons with made-up ids churns
+/// only its own entries, never those of its neighbours.
+const MAX_DISCOVERED_PER_ADDRESS: usize = 16;
+/// A discovered node is forgotten after this many of its announced periods without a beacon
+/// (the period is the sender's word: it counts between 1 s and 60 s here).
+const DISCOVERED_PERIODS: u32 = 3;
+/// Most connection attempts to discovered nodes under way at once: a burst of beacons with new
+/// ids makes the node dial a few at a time, not one per id.
+const MAX_DISCOVERY_DIALS: usize = 8;
 /// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
 /// Most inputs handled before the traffic they made leaves (see [`Daemon::run`]). Measured in
@@ -168,6 +180,32 @@ struct Discovered {
     tcpcl: Option<SocketAddr>,
     udp: Option<SocketAddr>,
     beacons: u32,
+    /// The address its beacons come from.
+    from: IpAddr,
+    last_heard: Instant,
+    /// Forgotten when not heard from for this long.
+    ttl: Duration,
+}
+
+/// Refusals of what strangers may grow, counted; the first of each kind is also logged.
+#[derive(Debug, Default)]
+struct Refusals {
+    sessions_total: u64,
+    sessions_per_address: u64,
+    discovery_dials_deferred: u64,
+    discovered_forgotten: u64,
+    beacon_redirects_ignored: u64,
+    /// Kinds already logged.
+    logged: BTreeSet<&'static str>,
+}
+
+impl Refusals {
+    /// Logs `what` the first time `kind` happens; later ones are only counted.
+    fn log_once(&mut self, kind: &'static str, what: std::fmt::Arguments<'_>) {
+        if self.logged.insert(kind) {
+            tracing::warn!("{what} (logged once; the metric ferry_{kind}_total counts them)");
+        }
+    }
 }
 
 /// Channels into the loop from the tasks that do I/O.
@@ -340,6 +378,7 @@ struct Metrics {
     store_syncs: u64,
     reactive_fragments_received: u64,
     recovered_dropped: u64,
+    refusals: Refusals,
 }
 
 impl Daemon {
@@ -374,6 +413,9 @@ impl Daemon {
             node_id: config.node_id.to_string(),
             keepalive_interval_s: config.keepalive.as_secs().min(u64::from(u16::MAX)) as u16,
             ignore_peer_transfer_mru: config.ignore_peer_transfer_mru,
+            transfer_mru: config.session_limits.transfer_mru,
+            receive_budget: Some(ReceiveBudget::new(config.session_limits.receive_memory)),
+            idle_timeout_ms: config.session_limits.idle_timeout.as_millis() as u64,
             // A bundle's last XFER_ACK goes out after the sync that made it durable here.
             confirm_received: true,
             ..SessionConfig::default()
@@ -577,6 +619,18 @@ impl Daemon {
                 tracing::error!("removing expired inbox bundles: {e}");
             }
         }
+        if let Some(b) = &self.session_config.receive_budget
+            && b.refused() > 0
+        {
+            let limit = b.limit();
+            self.metrics.refusals.log_once(
+                "tcpcl_transfers_refused_memory",
+                format_args!(
+                    "refused an incoming transfer: unfinished transfers hold the whole \
+                     tcpcl.receive_memory ({limit} bytes)"
+                ),
+            );
+        }
         let instant = Instant::now();
         for i in 0..self.statics.len() {
             let s = &self.statics[i];
@@ -588,6 +642,7 @@ impl Daemon {
         if self.announcer.is_some() && self.next_beacon <= instant {
             self.announce();
             self.next_beacon = instant + self.config.discovery.period;
+            self.forget_silent_nodes(instant);
         }
     }
 
@@ -666,7 +721,47 @@ impl Daemon {
         }
     }
 
+    /// Whether a session with `ip` may open (the caller counts and logs a refusal). Static
+    /// peers are the operator's choice and always may; the limits keep strangers, who connect
+    /// to us or are discovered, from taking every session and file descriptor.
+    fn session_allowed(&mut self, ip: IpAddr, origin: Origin) -> bool {
+        if matches!(origin, Origin::Static(_)) {
+            return true;
+        }
+        let limits = &self.config.session_limits;
+        let r = &mut self.metrics.refusals;
+        if self.links.len() >= limits.max_sessions {
+            r.sessions_total += 1;
+            r.log_once(
+                "tcpcl_sessions_refused_limit",
+                format_args!(
+                    "refusing a session with {ip}: {} sessions are open (tcpcl.max_sessions)",
+                    self.links.len()
+                ),
+            );
+            return false;
+        }
+        let with_ip = self.links.values().filter(|l| l.remote.ip() == ip).count();
+        if with_ip >= limits.max_sessions_per_address {
+            r.sessions_per_address += 1;
+            r.log_once(
+                "tcpcl_sessions_refused_address_limit",
+                format_args!(
+                    "refusing a session with {ip}: {with_ip} sessions with that address are open \
+                     (tcpcl.max_sessions_per_address)"
+                ),
+            );
+            return false;
+        }
+        true
+    }
+
     fn open_session(&mut self, stream: TcpStream, remote: SocketAddr, role: Role, origin: Origin) {
+        if !self.session_allowed(remote.ip(), origin) {
+            // Dropped unread: the peer sees the connection close before any contact header.
+            drop(stream);
+            return;
+        }
         let _ = stream.set_nodelay(true);
         let link = LinkId(self.next_link);
         self.next_link += 1;
@@ -842,7 +937,12 @@ impl Daemon {
                 return;
             }
         }
-        let udp = self.discovered.get(&peer).and_then(|d| d.udp);
+        // The UDP endpoint its beacons announced, if they come from the session's address.
+        let udp = self
+            .discovered
+            .get(&peer)
+            .filter(|d| d.from == remote.ip())
+            .and_then(|d| d.udp);
         let Some(l) = self.links.get_mut(&link) else {
             return;
         };
@@ -924,36 +1024,59 @@ impl Daemon {
             return;
         }
         self.metrics.beacons_heard += 1;
+        // Only the address the beacon came from is believed. An address written in a beacon
+        // would let anyone make this node dial any host; Ferry's own beacons never carry one.
         let ip = heard.from.ip();
         let endpoint = |kind: ClaKind| {
             beacon
                 .convergence_layers
                 .iter()
                 .find(|c| c.kind == kind)
-                .map(|c| {
-                    let host = c
-                        .address
-                        .as_deref()
-                        .and_then(|a| a.parse::<IpAddr>().ok())
-                        .unwrap_or(ip);
-                    SocketAddr::new(host, c.port)
-                })
+                .map(|c| SocketAddr::new(ip, c.port))
         };
         let tcpcl = endpoint(ClaKind::TcpclV4);
         let udp = endpoint(ClaKind::Udp);
+        let now = Instant::now();
+        let period = Duration::from_millis(beacon.period_ms)
+            .clamp(Duration::from_secs(1), Duration::from_secs(60));
+        if !self.discovered.contains_key(&peer) {
+            self.make_room_for_discovered(ip);
+        }
         let d = self.discovered.entry(peer.clone()).or_insert(Discovered {
             tcpcl: None,
             udp: None,
             beacons: 0,
+            from: ip,
+            last_heard: now,
+            ttl: period * DISCOVERED_PERIODS,
         });
         d.tcpcl = tcpcl;
         d.udp = udp;
+        d.from = ip;
+        d.last_heard = now;
+        d.ttl = period * DISCOVERED_PERIODS;
         d.beacons = d.beacons.saturating_add(1);
         let beacons = d.beacons;
         let has_link = self.links.values().any(|l| l.peer.as_ref() == Some(&peer));
         for l in self.links.values_mut() {
-            if l.peer.as_ref() == Some(&peer) {
+            if l.peer.as_ref() != Some(&peer) {
+                continue;
+            }
+            if l.remote.ip() == ip {
                 l.udp = udp;
+            } else {
+                // A beacon naming a node we have a session with, from another address: a
+                // forger's (or the node moved, and its session will end). Its datagrams stay
+                // with the session's address.
+                let r = &mut self.metrics.refusals;
+                r.beacon_redirects_ignored += 1;
+                r.log_once(
+                    "beacon_redirects_ignored",
+                    format_args!(
+                        "ignoring a beacon for {peer} from {ip}: the session with it is at {}",
+                        l.remote
+                    ),
+                );
             }
         }
         let Some(addr) = tcpcl else {
@@ -964,13 +1087,72 @@ impl Daemon {
                 .links
                 .values()
                 .any(|l| l.remote == addr && !l.announced);
-        if !has_link
-            && !pending
-            && (self.config.node_id < peer || beacons >= BEACONS_BEFORE_CONNECTING)
+        if has_link
+            || pending
+            || !(self.config.node_id < peer || beacons >= BEACONS_BEFORE_CONNECTING)
         {
-            tracing::info!("discovered {peer} at {addr}; connecting");
-            self.connect(addr, Origin::Discovered);
+            return;
         }
+        let dials = self
+            .connecting
+            .values()
+            .filter(|o| **o == Origin::Discovered)
+            .count();
+        if dials >= MAX_DISCOVERY_DIALS {
+            // Tried again at the node's next beacon.
+            let r = &mut self.metrics.refusals;
+            r.discovery_dials_deferred += 1;
+            r.log_once(
+                "discovery_dials_deferred",
+                format_args!(
+                    "not dialling {peer} at {addr} yet: {dials} discovered nodes are being dialled"
+                ),
+            );
+            return;
+        }
+        if !self.session_allowed(ip, Origin::Discovered) {
+            return;
+        }
+        tracing::info!("discovered {peer} at {addr}; connecting");
+        self.connect(addr, Origin::Discovered);
+    }
+
+    /// Before a new node joins the discovered table: forgets those not heard from in time, then,
+    /// if `ip` has its share of ids or the table is full, the least recently heard (of `ip`'s
+    /// own, or of all) that has no session.
+    fn make_room_for_discovered(&mut self, ip: IpAddr) {
+        self.forget_silent_nodes(Instant::now());
+        let from_ip = self.discovered.values().filter(|d| d.from == ip).count();
+        if from_ip < MAX_DISCOVERED_PER_ADDRESS && self.discovered.len() < MAX_DISCOVERED {
+            return;
+        }
+        let only_ip = from_ip >= MAX_DISCOVERED_PER_ADDRESS;
+        let links = &self.links;
+        let victim = self
+            .discovered
+            .iter()
+            .filter(|(id, d)| {
+                (!only_ip || d.from == ip) && !links.values().any(|l| l.peer.as_ref() == Some(*id))
+            })
+            .min_by_key(|(_, d)| d.last_heard)
+            .map(|(id, _)| id.clone());
+        if let Some(id) = victim {
+            self.discovered.remove(&id);
+            let r = &mut self.metrics.refusals;
+            r.discovered_forgotten += 1;
+            r.log_once(
+                "discovered_forgotten",
+                format_args!(
+                    "forgetting discovered node {id} to make room for another heard from {ip}"
+                ),
+            );
+        }
+    }
+
+    /// Forgets discovered nodes whose beacons stopped (they are found again when heard).
+    fn forget_silent_nodes(&mut self, now: Instant) {
+        self.discovered
+            .retain(|_, d| now.saturating_duration_since(d.last_heard) < d.ttl);
     }
 
     // ----- the pump -----
@@ -2147,6 +2329,62 @@ impl Daemon {
             "counter",
             "Syncs of the store's log to the disk (each makes every commit before it durable).",
             m.store_syncs,
+        );
+        let r = &m.refusals;
+        metric(
+            "tcpcl_sessions_refused_limit_total",
+            "counter",
+            "Sessions refused because tcpcl.max_sessions were open.",
+            r.sessions_total,
+        );
+        metric(
+            "tcpcl_sessions_refused_address_limit_total",
+            "counter",
+            "Sessions refused because tcpcl.max_sessions_per_address were open with that address.",
+            r.sessions_per_address,
+        );
+        let budget = self.session_config.receive_budget.as_ref();
+        metric(
+            "tcpcl_receive_memory_bytes",
+            "gauge",
+            "Bytes held by unfinished incoming transfers, all sessions together.",
+            budget.map_or(0, |b| b.in_use()),
+        );
+        metric(
+            "tcpcl_receive_memory_limit_bytes",
+            "gauge",
+            "The bound on those bytes (tcpcl.receive_memory).",
+            budget.map_or(0, |b| b.limit()),
+        );
+        metric(
+            "tcpcl_transfers_refused_memory_total",
+            "counter",
+            "Incoming transfers refused (XFER_REFUSE No Resources) because tcpcl.receive_memory was spent.",
+            budget.map_or(0, |b| b.refused()),
+        );
+        metric(
+            "discovered_nodes",
+            "gauge",
+            "Nodes known from their beacons.",
+            self.discovered.len() as u64,
+        );
+        metric(
+            "discovery_dials_deferred_total",
+            "counter",
+            "Discovered nodes not dialled at once because others were being dialled.",
+            r.discovery_dials_deferred,
+        );
+        metric(
+            "discovered_forgotten_total",
+            "counter",
+            "Discovered nodes forgotten to make room for others (the table or an address's share was full).",
+            r.discovered_forgotten,
+        );
+        metric(
+            "beacon_redirects_ignored_total",
+            "counter",
+            "Beacons naming a node with a session from another address than the session's (not believed).",
+            r.beacon_redirects_ignored,
         );
         metric(
             "store_recovered_dropped_total",

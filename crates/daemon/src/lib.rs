@@ -82,6 +82,7 @@ impl Running {
 /// Opens the store, binds every listener and starts the event loop. Errors say which address or
 /// directory was the problem.
 pub async fn start(mut config: Config) -> anyhow::Result<Running> {
+    raise_open_file_limit();
     let clock = core::Clock::new();
     let data_dir = match &config.data_dir {
         Some(dir) => dir.clone(),
@@ -301,4 +302,20 @@ async fn spawn_api(
         }
     }));
     Ok(local)
+}
+
+/// Raises the soft limit on open files to the hard one. Each session, API connection, store
+/// file and execution takes descriptors; at a soft limit of 1024 a crowd of sessions could leave
+/// none for the API. `tcpcl.max_sessions` bounds sessions well below the usual hard limit.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::debug!("raising the open-file limit from {soft} to {hard}: {e}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!("reading the open-file limit: {e}"),
+    }
 }

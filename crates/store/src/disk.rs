@@ -341,6 +341,7 @@ impl DiskStore {
     /// Opens the store in `dir` with explicit options.
     pub fn open_with(dir: &Path, options: DiskOptions) -> Result<(Self, Recovery)> {
         let payload_dir = dir.join(PAYLOAD_DIR);
+        make_private_dir(dir)?;
         fs::create_dir_all(&payload_dir)
             .map_err(|e| io_err(format!("creating {}", payload_dir.display()), e))?;
         let lock = lock_dir(dir)?;
@@ -1575,6 +1576,31 @@ fn checkpoint(db: &Path) -> Result<()> {
         .map_err(|e| io_err(format!("syncing {}", db.display()), e))
 }
 
+/// Creates `dir` (and its parents) if missing, and makes it the owner's alone (mode 0700): the
+/// bundles, inboxes and call records below it are nobody else's to read, whatever the umask
+/// made of the files inside.
+fn make_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| io_err(format!("creating {}", dir.display()), e))?;
+    let mode = fs::metadata(dir)
+        .map_err(|e| io_err(format!("reading {}", dir.display()), e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode & 0o700)).map_err(|e| {
+            io_err(
+                format!("making {} private (others may read it)", dir.display()),
+                e,
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Takes the store directory's lock (see "Single writer"), or says another process has it.
 fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
@@ -1916,6 +1942,23 @@ mod tests {
         INSERT INTO rpc (tbl, k, v, file, size) VALUES ('files', X'03', X'', 5, 4);
         PRAGMA user_version = 2;
     ";
+
+    #[test]
+    fn the_store_directory_is_made_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+        let parent = tempfile::tempdir().expect("tempdir");
+        // Created by the store: 0700 whatever the umask.
+        let fresh = parent.path().join("a/b");
+        drop(DiskStore::open(&fresh, 1 << 20).expect("open"));
+        assert_eq!(mode(&fresh), 0o700);
+        // Made under umask 022 by someone else: others lose their access at open.
+        let existing = parent.path().join("c");
+        fs::create_dir(&existing).expect("mkdir");
+        fs::set_permissions(&existing, fs::Permissions::from_mode(0o755)).expect("chmod");
+        drop(DiskStore::open(&existing, 1 << 20).expect("open"));
+        assert_eq!(mode(&existing), 0o700);
+    }
 
     #[test]
     fn a_version_2_store_moves_each_rpc_row_to_the_table_of_its_name() {

@@ -4,6 +4,8 @@
 use bytes::{Bytes, BytesMut};
 use wire::tcpcl::{XferAck, XferRefuseReason, XferSegment};
 
+use super::budget::{ReceiveBudget, Reservation};
+
 /// The most a multi-segment reassembly buffer reserves up front from an announced Transfer
 /// Length. The announcement is the peer's word: reserving 4 GiB because a peer said so would hand
 /// it our memory before it sent a byte. Above this the buffer grows as data actually arrives.
@@ -41,6 +43,8 @@ struct Transfer {
     /// Whether `IncomingStarted` was reported (it waits for the first data: dtn7-rs may open a
     /// transfer with an empty START segment).
     started: bool,
+    /// What the received bytes took from the node's budget; given back when this is dropped.
+    reservation: Reservation,
 }
 
 impl Transfer {
@@ -73,6 +77,15 @@ impl Transfer {
     }
 }
 
+/// What bounds the bytes an incoming transfer keeps.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits<'a> {
+    /// Our transfer MRU: the most one transfer keeps.
+    pub(super) transfer_mru: u64,
+    /// The node's budget for every session's unfinished transfers together, if it has one.
+    pub(super) budget: Option<&'a ReceiveBudget>,
+}
+
 /// The incoming direction's state.
 #[derive(Debug, Default)]
 pub(super) enum Incoming {
@@ -96,12 +109,12 @@ impl Incoming {
         matches!(self, Self::Receiving(_))
     }
 
-    /// Handles one segment. `transfer_mru` bounds what is kept; `accept_new` is false once the
-    /// session is ending (a new transfer is then refused with "Session Terminating").
+    /// Handles one segment. `limits` bound what is kept; `accept_new` is false once the session
+    /// is ending (a new transfer is then refused with "Session Terminating").
     pub(super) fn on_segment(
         &mut self,
         seg: XferSegment,
-        transfer_mru: u64,
+        limits: Limits<'_>,
         accept_new: bool,
     ) -> SegmentOutcome {
         let id = seg.transfer_id;
@@ -117,7 +130,7 @@ impl Incoming {
                 // one's END), or starts afresh.
                 Self::Discarding(_) | Self::Idle => *self = Self::Idle,
             }
-            return self.start(seg, transfer_mru, accept_new);
+            return self.start(seg, limits, accept_new);
         }
         match self {
             Self::Idle => SegmentOutcome::Violation(format!(
@@ -136,11 +149,12 @@ impl Incoming {
                 "segment of transfer {id} while transfer {} is in progress",
                 t.0.id
             )),
-            Self::Receiving(_) => self.continue_transfer(seg, transfer_mru),
+            Self::Receiving(_) => self.continue_transfer(seg, limits.transfer_mru),
         }
     }
 
-    fn start(&mut self, seg: XferSegment, transfer_mru: u64, accept_new: bool) -> SegmentOutcome {
+    fn start(&mut self, seg: XferSegment, limits: Limits<'_>, accept_new: bool) -> SegmentOutcome {
+        let transfer_mru = limits.transfer_mru;
         let id = seg.transfer_id;
         let refuse = |this: &mut Self, reason| {
             // A refused single-segment transfer has nothing left to drop.
@@ -180,6 +194,7 @@ impl Incoming {
             received: 0,
             announced,
             started: false,
+            reservation: Reservation::new(limits.budget.cloned()),
         })));
         self.continue_transfer(seg, transfer_mru)
     }
@@ -190,7 +205,8 @@ impl Incoming {
         };
         let t = &mut slot.0;
         let len = seg.data.len() as u64;
-        if t.received.saturating_add(len) > transfer_mru {
+        // The budget is asked last: a transfer over the MRU is refused without spending it.
+        if t.received.saturating_add(len) > transfer_mru || !t.reservation.grow(len) {
             let id = t.id;
             *self = if seg.flags.is_end() {
                 Self::Idle
@@ -259,6 +275,13 @@ mod tests {
     use super::*;
     use wire::tcpcl::{ExtensionItem, SegmentFlags};
 
+    fn mru(transfer_mru: u64) -> Limits<'static> {
+        Limits {
+            transfer_mru,
+            budget: None,
+        }
+    }
+
     fn seg(id: u64, start: bool, end: bool, data: &'static [u8]) -> XferSegment {
         XferSegment {
             flags: SegmentFlags::new(start, end),
@@ -277,7 +300,7 @@ mod tests {
             ack,
             started,
             complete,
-        } = inc.on_segment(s, 100, true)
+        } = inc.on_segment(s, mru(100), true)
         else {
             panic!("not accepted")
         };
@@ -303,7 +326,7 @@ mod tests {
             seg(0, false, false, b"cd"),
             seg(0, false, true, b"e"),
         ] {
-            match inc.on_segment(s, 100, true) {
+            match inc.on_segment(s, mru(100), true) {
                 SegmentOutcome::Accepted { ack, complete, .. } => {
                     acks.push(ack.acknowledged_length);
                     done = complete.or(done);
@@ -324,12 +347,12 @@ mod tests {
             item_type: ExtensionItem::TRANSFER_LENGTH,
             value: Bytes::from_static(b"dtn://x/-1-0"),
         });
-        let SegmentOutcome::Accepted { started, .. } = inc.on_segment(first, 100, true) else {
+        let SegmentOutcome::Accepted { started, .. } = inc.on_segment(first, mru(100), true) else {
             panic!()
         };
         assert!(started.is_none());
         let SegmentOutcome::Accepted { started, .. } =
-            inc.on_segment(seg(1, false, false, b"xy"), 100, true)
+            inc.on_segment(seg(1, false, false, b"xy"), mru(100), true)
         else {
             panic!()
         };
@@ -342,51 +365,90 @@ mod tests {
         let mut first = seg(4, true, false, b"abc");
         first.extensions.push(ExtensionItem::transfer_length(1000));
         assert!(matches!(
-            inc.on_segment(first, 100, true),
+            inc.on_segment(first, mru(100), true),
             SegmentOutcome::Refuse(4, XferRefuseReason::NoResources)
         ));
         assert!(matches!(
-            inc.on_segment(seg(4, false, false, b"d"), 100, true),
+            inc.on_segment(seg(4, false, false, b"d"), mru(100), true),
             SegmentOutcome::Discarded
         ));
         assert!(matches!(
-            inc.on_segment(seg(4, false, true, b"e"), 100, true),
+            inc.on_segment(seg(4, false, true, b"e"), mru(100), true),
             SegmentOutcome::Discarded
         ));
         assert!(matches!(
-            inc.on_segment(seg(4, false, true, b"e"), 100, true),
+            inc.on_segment(seg(4, false, true, b"e"), mru(100), true),
             SegmentOutcome::Violation(_)
         ));
         // Without an announcement, growing past the MRU is refused when it happens.
         let mut inc = Incoming::default();
         assert!(matches!(
-            inc.on_segment(seg(5, true, false, b"0123456789"), 15, true),
+            inc.on_segment(seg(5, true, false, b"0123456789"), mru(15), true),
             SegmentOutcome::Accepted { .. }
         ));
         assert!(matches!(
-            inc.on_segment(seg(5, false, false, b"0123456789"), 15, true),
+            inc.on_segment(seg(5, false, false, b"0123456789"), mru(15), true),
             SegmentOutcome::Refuse(5, XferRefuseReason::NoResources)
         ));
         assert!(inc.take_partial().is_none());
     }
 
     #[test]
+    fn a_shared_budget_refuses_what_does_not_fit_and_is_given_back() {
+        let budget = ReceiveBudget::new(25);
+        let limits = Limits {
+            transfer_mru: 100,
+            budget: Some(&budget),
+        };
+        let (mut a, mut b) = (Incoming::default(), Incoming::default());
+        assert!(matches!(
+            a.on_segment(seg(1, true, false, b"0123456789"), limits, true),
+            SegmentOutcome::Accepted { .. }
+        ));
+        assert!(matches!(
+            b.on_segment(seg(7, true, false, b"0123456789"), limits, true),
+            SegmentOutcome::Accepted { .. }
+        ));
+        assert_eq!(budget.in_use(), 20);
+        // Another 10 bytes for `b` would be 30 of 25: its transfer is refused and its bytes freed.
+        assert!(matches!(
+            b.on_segment(seg(7, false, false, b"0123456789"), limits, true),
+            SegmentOutcome::Refuse(7, XferRefuseReason::NoResources)
+        ));
+        assert_eq!((budget.in_use(), budget.refused()), (10, 1));
+        // `a` goes on within the budget, and what it held is given back when it is handed over.
+        let SegmentOutcome::Accepted { complete, .. } =
+            a.on_segment(seg(1, false, true, b"abcde"), limits, true)
+        else {
+            panic!("a's last segment fits")
+        };
+        assert_eq!(&complete.unwrap()[..], b"0123456789abcde");
+        assert_eq!(budget.in_use(), 0);
+        // A transfer cut mid-way gives back its bytes too.
+        let mut c = Incoming::default();
+        c.on_segment(seg(2, true, false, b"xyz"), limits, true);
+        assert_eq!(budget.in_use(), 3);
+        assert!(c.take_partial().is_some());
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[test]
     fn sequencing_violations() {
         let mut inc = Incoming::default();
         assert!(matches!(
-            inc.on_segment(seg(0, false, true, b"x"), 100, true),
+            inc.on_segment(seg(0, false, true, b"x"), mru(100), true),
             SegmentOutcome::Violation(_)
         ));
         let mut inc = Incoming::default();
-        inc.on_segment(seg(0, true, false, b"x"), 100, true);
+        inc.on_segment(seg(0, true, false, b"x"), mru(100), true);
         assert!(matches!(
-            inc.on_segment(seg(1, true, false, b"x"), 100, true),
+            inc.on_segment(seg(1, true, false, b"x"), mru(100), true),
             SegmentOutcome::Violation(_)
         ));
         let mut inc = Incoming::default();
-        inc.on_segment(seg(0, true, false, b"x"), 100, true);
+        inc.on_segment(seg(0, true, false, b"x"), mru(100), true);
         assert!(matches!(
-            inc.on_segment(seg(1, false, false, b"x"), 100, true),
+            inc.on_segment(seg(1, false, false, b"x"), mru(100), true),
             SegmentOutcome::Violation(_)
         ));
     }
@@ -401,12 +463,12 @@ mod tests {
             value: Bytes::new(),
         });
         assert!(matches!(
-            inc.on_segment(first, 100, true),
+            inc.on_segment(first, mru(100), true),
             SegmentOutcome::Refuse(2, XferRefuseReason::ExtensionFailure)
         ));
         assert!(!inc.in_progress());
         assert!(matches!(
-            inc.on_segment(seg(3, true, true, b"x"), 100, false),
+            inc.on_segment(seg(3, true, true, b"x"), mru(100), false),
             SegmentOutcome::Refuse(3, XferRefuseReason::SessionTerminating)
         ));
     }

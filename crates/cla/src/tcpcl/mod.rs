@@ -28,10 +28,12 @@
 //! go out after half the negotiated interval without sending, because dtn7-rs ends a session that
 //! was silent for one interval after anything but a KEEPALIVE.
 
+mod budget;
 mod incoming;
 mod outgoing;
 mod session;
 
+pub use budget::ReceiveBudget;
 use bytes::Bytes;
 pub use session::Session;
 pub use wire::tcpcl::{SessTermReason, XferRefuseReason};
@@ -50,8 +52,17 @@ pub struct SessionConfig {
     pub transfer_mru: u64,
     /// The largest segment we send; the peer's segment MRU caps it further.
     pub max_segment: u64,
+    /// The node-wide bound on the bytes every session holds in unfinished incoming transfers,
+    /// shared by the sessions given clones of it. A segment that does not fit refuses its
+    /// transfer (XFER_REFUSE "No Resources"). `None`: each transfer is bounded by the transfer
+    /// MRU alone.
+    pub receive_budget: Option<ReceiveBudget>,
     /// The contact header and SESS_INIT exchange must finish within this many milliseconds.
     pub contact_timeout_ms: u64,
+    /// A session whose negotiated keepalive is 0 (either side offered none) ends with SESS_TERM
+    /// "Idle timeout" after nothing was received for this long, so a peer cannot hold a session
+    /// open forever by declining keepalives. With keepalives, twice the interval applies.
+    pub idle_timeout_ms: u64,
     /// Send bundles larger than the peer's transfer MRU anyway, leaving it to the peer to refuse
     /// them. Off by default: RFC 9174 §4.7 makes the peer's transfer MRU our transfer MTU, and
     /// [`Session::send`] refuses larger bundles so the node fragments them. dtn7-rs 0.21
@@ -74,7 +85,9 @@ impl Default for SessionConfig {
             segment_mru: 1 << 20,
             transfer_mru: 4 << 30,
             max_segment: 256 << 10,
+            receive_budget: None,
             contact_timeout_ms: 10_000,
+            idle_timeout_ms: 600_000,
             ignore_peer_transfer_mru: false,
             confirm_received: false,
         }

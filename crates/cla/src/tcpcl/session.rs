@@ -9,7 +9,7 @@ use wire::tcpcl::{
     SessTermFlags, SessTermReason, TcpclError, XferRefuse, XferRefuseReason, XferSegment,
 };
 
-use super::incoming::{Incoming, SegmentOutcome};
+use super::incoming::{Incoming, Limits, SegmentOutcome};
 use super::outgoing::{AckOutcome, Outgoing};
 use super::{PeerInfo, Role, SessionConfig, SessionError, SessionEvent, sess_term_text};
 
@@ -209,10 +209,12 @@ impl Session {
             Phase::Contact | Phase::SessInit => Some(self.contact_deadline()),
             Phase::Established => {
                 let mut next = self.ending_deadline();
+                if let Some(limit) = self.idle_limit_ms() {
+                    let idle = self.last_received_ms.saturating_add(limit);
+                    next = Some(next.map_or(idle, |n| n.min(idle)));
+                }
                 let k = self.keepalive_ms();
                 if k > 0 {
-                    let idle = self.last_received_ms.saturating_add(2 * k);
-                    next = Some(next.map_or(idle, |n| n.min(idle)));
                     // A KEEPALIVE already waiting to go needs no further wake-up.
                     if self.control.is_empty() {
                         let keepalive = self.last_sent_ms.saturating_add(k / 2);
@@ -225,8 +227,8 @@ impl Session {
     }
 
     /// Acts on the timers: the contact timeout, sending a KEEPALIVE when nothing was sent for
-    /// half the negotiated interval, the idle timeout (nothing received for twice the interval:
-    /// SESS_TERM "Idle timeout"), and the limit on waiting for the peer during an orderly close.
+    /// half the negotiated interval, the idle timeout (nothing received for twice the interval,
+    /// or for [`SessionConfig::idle_timeout_ms`] without keepalives: SESS_TERM "Idle timeout"), and the limit on waiting for the peer during an orderly close.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         match self.phase {
             Phase::Terminated => {}
@@ -240,7 +242,9 @@ impl Session {
             }
             Phase::Established => {
                 let k = self.keepalive_ms();
-                if k > 0 && now_ms >= self.last_received_ms.saturating_add(2 * k) {
+                if let Some(limit) = self.idle_limit_ms()
+                    && now_ms >= self.last_received_ms.saturating_add(limit)
+                {
                     let term = self
                         .ending
                         .as_ref()
@@ -248,7 +252,7 @@ impl Session {
                         .then_some(SessTermReason::IdleTimeout);
                     self.fail(
                         term,
-                        format!("idle timeout: nothing received for {} ms", 2 * k),
+                        format!("idle timeout: nothing received for {limit} ms"),
                     );
                     return;
                 }
@@ -390,6 +394,15 @@ impl Session {
         self.peer
             .as_ref()
             .map_or(0, |p| u64::from(p.keepalive_interval_s) * 1000)
+    }
+
+    /// How long the peer may stay silent before the session ends: twice the negotiated
+    /// keepalive, or without keepalives the configured idle timeout (`None`: 0, never).
+    fn idle_limit_ms(&self) -> Option<u64> {
+        match self.keepalive_ms() {
+            0 => (self.config.idle_timeout_ms > 0).then_some(self.config.idle_timeout_ms),
+            k => Some(2 * k),
+        }
     }
 
     fn contact_deadline(&self) -> u64 {
@@ -657,10 +670,11 @@ impl Session {
 
     fn on_segment(&mut self, segment: XferSegment) {
         let accept_new = self.ending.is_none();
-        match self
-            .incoming
-            .on_segment(segment, self.config.transfer_mru, accept_new)
-        {
+        let limits = Limits {
+            transfer_mru: self.config.transfer_mru,
+            budget: self.config.receive_budget.as_ref(),
+        };
+        match self.incoming.on_segment(segment, limits, accept_new) {
             SegmentOutcome::Accepted {
                 ack,
                 started,
