@@ -27,6 +27,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use serde::Deserialize;
 
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::api_guard::{self, Guard};
 use crate::control::{ApiError, CallInfo, CallSpec, ControlHandle, Received, Request, SendRequest};
 
 /// The OpenAPI description of this API.
@@ -43,8 +46,9 @@ const MAX_BATCH: usize = 1000;
 /// How many bundles a WebSocket subscriber is sent ahead of its acknowledgements.
 const WS_WINDOW: usize = 64;
 
-/// The router, with `max_payload` as the largest request body.
-pub fn router(control: ControlHandle, max_payload: usize) -> Router {
+/// The router, with `max_payload` as the largest request body, behind `guard` (see
+/// [`crate::api_guard`]: host, origin, token and body checks before any route runs).
+pub fn router(control: ControlHandle, max_payload: usize, guard: Guard) -> Router {
     Router::new()
         .route("/v1/status", get(status))
         .route("/v1/peers", get(peers))
@@ -76,6 +80,11 @@ pub fn router(control: ControlHandle, max_payload: usize) -> Router {
         // carries it in base64 (4/3 larger).
         .layer(DefaultBodyLimit::max(
             max_payload.saturating_mul(4) / 3 + 4096,
+        ))
+        .layer(RequestBodyTimeoutLayer::new(api_guard::BODY_IDLE))
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            api_guard::guard,
         ))
         .with_state(Api {
             control,

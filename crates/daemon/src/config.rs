@@ -36,8 +36,12 @@
 //! address = "10.0.0.2:4556"
 //!
 //! [api]
-//! listen = "127.0.0.1:4550"         # HTTP/JSON and WebSocket; "" for none
+//! listen = "127.0.0.1:4550"         # HTTP/JSON and WebSocket; "" for none. Every request needs
+//!                                   # the token in <data_dir>/api-token (made at first start)
 //! max_payload = "256MiB"
+//! allowed_hosts = []                # host names the API answers to besides IP addresses and
+//!                                   # localhost (others are refused: DNS rebinding)
+//! allow_remote = false              # true lets api.listen be an address other hosts reach
 //!
 //! [rpc]                             # serving procedures (examples/node.toml is a working file)
 //! accept = "running < 4 && battery >= 20"  # server-wide predicate, checked before each call's own
@@ -132,6 +136,10 @@ pub struct Config {
     pub api_listen: Option<SocketAddr>,
     /// Largest payload the API accepts.
     pub api_max_payload: usize,
+    /// Host names the API answers to besides IP literals and `localhost`.
+    pub api_allowed_hosts: Vec<String>,
+    /// Whether `api_listen` may be an address other hosts reach.
+    pub api_allow_remote: bool,
     /// Seed of the node's randomness (beacon jitter, stream ids); the daemon draws it at start.
     pub seed: u64,
     /// RPC serving: predicates' inputs and the procedures (`[rpc]`; none by default).
@@ -244,6 +252,8 @@ struct PeerFile {
 struct ApiFile {
     listen: Option<String>,
     max_payload: Option<String>,
+    allowed_hosts: Option<Vec<String>>,
+    allow_remote: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -498,6 +508,8 @@ impl Config {
                 "256MiB",
             )?)
             .unwrap_or(usize::MAX),
+            api_allowed_hosts: file.api.allowed_hosts.unwrap_or_default(),
+            api_allow_remote: file.api.allow_remote.unwrap_or(false),
             seed: 0,
             rpc: rpc_config(file.rpc, base)?,
         })

@@ -619,7 +619,9 @@ pub struct ReportInfo {
 #[error("{code}: {message}")]
 pub struct ApiError {
     /// One of `bad_request`, `bad_endpoint`, `not_found`, `method_not_allowed`, `no_route`,
-    /// `store_full`, `payload_too_large`, `shutting_down`, `internal`.
+    /// `store_full`, `payload_too_large`, `shutting_down`, `internal`, and the refusals of
+    /// [`crate::api_guard`]: `unauthorized`, `forbidden_host`, `forbidden_origin`,
+    /// `unsupported_media_type`.
     pub code: String,
     /// What went wrong.
     pub message: String,
@@ -643,9 +645,12 @@ impl ApiError {
     pub fn http_status(&self) -> u16 {
         match self.code.as_str() {
             "bad_request" | "bad_endpoint" => 400,
+            "unauthorized" => 401,
+            "forbidden_host" | "forbidden_origin" => 403,
             "not_found" => 404,
             "method_not_allowed" => 405,
             "payload_too_large" => 413,
+            "unsupported_media_type" => 415,
             "no_route" => 409,
             "store_full" => 507,
             "shutting_down" => 503,

@@ -23,6 +23,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod api;
+pub mod api_guard;
 pub mod calls;
 pub mod config;
 pub mod control;
@@ -54,6 +55,9 @@ pub struct Running {
     pub control: ControlHandle,
     /// Where the API listens, if it does.
     pub api_addr: Option<SocketAddr>,
+    /// What API requests must present (`Authorization: Bearer <token>`): the contents of
+    /// `<data_dir>/api-token`.
+    pub api_token: String,
     /// Where TCPCL listens.
     pub tcpcl_addrs: Vec<SocketAddr>,
     /// Where the UDP convergence layer listens.
@@ -185,11 +189,37 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     }
 
     let (control, control_ends) = ControlHandle::channel(256);
+    let api_token = api_guard::load_or_create_token(&data_dir).context("reading the API token")?;
     let api_addr = match config.api_listen {
         Some(addr) => {
-            let local = spawn_api(addr, control.clone(), config.api_max_payload, &mut tasks)
-                .await
-                .with_context(|| format!("starting the API on {addr}"))?;
+            if !addr.ip().is_loopback() {
+                if !config.api_allow_remote {
+                    anyhow::bail!(
+                        "api.listen {addr} is reachable from other hosts; set api.allow_remote = true \
+                         to allow it (requests still need the token, which plain HTTP does not hide \
+                         from anyone on the path)"
+                    );
+                }
+                tracing::warn!(
+                    "the API on {addr} is reachable from other hosts: anyone with the token in {} \
+                     can use this node, and plain HTTP shows the token to anyone on the path",
+                    data_dir.join(api_guard::TOKEN_FILE).display()
+                );
+            }
+            let guard = api_guard::Guard::new(
+                api_token.clone(),
+                config.api_allowed_hosts.clone(),
+                config.api_max_payload,
+            );
+            let local = spawn_api(
+                addr,
+                control.clone(),
+                config.api_max_payload,
+                guard,
+                &mut tasks,
+            )
+            .await
+            .with_context(|| format!("starting the API on {addr}"))?;
             listening.push(format!("http://{local}"));
             Some(local)
         }
@@ -260,6 +290,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     Ok(Running {
         control,
         api_addr,
+        api_token,
         tcpcl_addrs,
         udp_addr,
         shutdown,
@@ -291,11 +322,12 @@ async fn spawn_api(
     addr: SocketAddr,
     control: ControlHandle,
     max_payload: usize,
+    guard: api_guard::Guard,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let app = api::router(control, max_payload);
+    let app = api::router(control, max_payload, guard);
     tasks.push(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("the API server on {local} stopped: {e}");

@@ -8,6 +8,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::BTreeSet;
+use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -130,6 +131,9 @@ fn response_schema<'a>(spec: &'a Yaml, path: &str, method: &str, status: u16) ->
 
 struct Server {
     base: String,
+    addr: SocketAddr,
+    /// `Bearer <the node's API token>`.
+    authorization: String,
     agent: ureq::Agent,
     spec: Yaml,
 }
@@ -155,11 +159,22 @@ impl Answer {
 impl Server {
     fn call(&self, method: &str, path: &str, body: Option<(&str, &[u8])>) -> Answer {
         let url = format!("{}{path}", self.base);
+        let auth = self.authorization.as_str();
         let response = match (method, body) {
-            ("get", None) => self.agent.get(&url).call(),
-            ("delete", None) => self.agent.delete(&url).call(),
-            ("post", Some((ct, b))) => self.agent.post(&url).header("content-type", ct).send(b),
-            ("put", Some((ct, b))) => self.agent.put(&url).header("content-type", ct).send(b),
+            ("get", None) => self.agent.get(&url).header("authorization", auth).call(),
+            ("delete", None) => self.agent.delete(&url).header("authorization", auth).call(),
+            ("post", Some((ct, b))) => self
+                .agent
+                .post(&url)
+                .header("authorization", auth)
+                .header("content-type", ct)
+                .send(b),
+            ("put", Some((ct, b))) => self
+                .agent
+                .put(&url)
+                .header("authorization", auth)
+                .header("content-type", ct)
+                .send(b),
             _ => panic!("test misuse: {method} with body {}", body.is_some()),
         };
         let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
@@ -220,12 +235,7 @@ fn config(dir: &std::path::Path) -> daemon::Config {
     c
 }
 
-fn start() -> (
-    tokio::runtime::Runtime,
-    daemon::Running,
-    SocketAddr,
-    TempDir,
-) {
+fn start() -> (tokio::runtime::Runtime, daemon::Running, TempDir) {
     start_with(|_| {})
 }
 
@@ -256,7 +266,7 @@ impl Pair {
         a.peers = bravo.tcpcl_addrs.clone();
         a.keepalive = Duration::from_secs(1);
         let alpha = rt.block_on(daemon::start(a)).unwrap();
-        let s = server(alpha.api_addr.expect("the API listens"));
+        let s = server(&alpha);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while s.checked("get", "/v1/status", "/v1/status", None, 200)["peers"] != 1 {
             assert!(
@@ -273,13 +283,12 @@ impl Pair {
         }
     }
 
-    fn alpha(&self) -> (Server, SocketAddr) {
-        let addr = self.alpha.api_addr.expect("the API listens");
-        (server(addr), addr)
+    fn alpha(&self) -> Server {
+        server(&self.alpha)
     }
 
     fn bravo(&self) -> Server {
-        server(self.bravo.api_addr.expect("the API listens"))
+        server(&self.bravo)
     }
 
     fn shut_down(self) {
@@ -298,22 +307,17 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn start_with(
     adjust: impl FnOnce(&mut daemon::Config),
-) -> (
-    tokio::runtime::Runtime,
-    daemon::Running,
-    SocketAddr,
-    TempDir,
-) {
+) -> (tokio::runtime::Runtime, daemon::Running, TempDir) {
     let dir = TempDir::new("api");
     let rt = runtime();
     let mut c = config(dir.path());
     adjust(&mut c);
     let running = rt.block_on(daemon::start(c)).unwrap();
-    let addr = running.api_addr.expect("the API listens");
-    (rt, running, addr, dir)
+    (rt, running, dir)
 }
 
-fn server(addr: SocketAddr) -> Server {
+fn server(running: &daemon::Running) -> Server {
+    let addr = running.api_addr.expect("the API listens");
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(20)))
@@ -321,6 +325,8 @@ fn server(addr: SocketAddr) -> Server {
         .into();
     Server {
         base: format!("http://{addr}"),
+        addr,
+        authorization: format!("Bearer {}", running.api_token),
         agent,
         spec: spec(),
     }
@@ -351,8 +357,8 @@ fn every_route_is_described_and_every_described_route_answers() {
     );
 
     // Every described operation answers with something other than the unknown-route error.
-    let (_rt, running, addr, _dir) = start();
-    let s = server(addr);
+    let (_rt, running, _dir) = start();
+    let s = server(&running);
     for (path, ops) in spec["paths"].as_mapping().unwrap() {
         let path = path.as_str().unwrap();
         let concrete = path
@@ -383,8 +389,8 @@ fn every_route_is_described_and_every_described_route_answers() {
 
 #[test]
 fn answers_match_the_spec_and_receiving_is_at_least_once() {
-    let (rt, running, addr, _dir) = start();
-    let s = server(addr);
+    let (rt, running, _dir) = start();
+    let s = server(&running);
 
     let status = s.checked("get", "/v1/status", "/v1/status", None, 200);
     assert_eq!(status["node_id"], "dtn://alpha/");
@@ -571,23 +577,37 @@ fn answers_match_the_spec_and_receiving_is_at_least_once() {
     let wrong_method = s.call("put", "/v1/status", Some(("application/json", b"{}")));
     assert_eq!(wrong_method.status, 405);
     assert_eq!(wrong_method.json()["code"], "method_not_allowed");
-    let too_big = vec![0u8; 3 << 20];
-    let e = s.checked(
-        "post",
-        "/v1/bundles/raw",
-        "/v1/bundles/raw?destination=dtn%3A%2F%2Falpha%2Finbox",
-        Some(("application/octet-stream", &too_big)),
-        413,
-    );
-    assert_eq!(e["code"], "payload_too_large");
+    // A body over the limit is refused by its declared length, before a byte of it is sent: a
+    // request that says 10 GB is not read for a minute first. (An HTTP client that sends the
+    // whole body before reading sees the connection close under it instead.)
+    for declared in [3u64 << 20, 10_000_000_000] {
+        let mut conn = std::net::TcpStream::connect(s.addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            conn,
+            "POST /v1/bundles/raw?destination=dtn%3A%2F%2Falpha%2Finbox HTTP/1.1\r\nHost: {}\r\n\
+             Authorization: {}\r\nContent-Type: application/octet-stream\r\n\
+             Content-Length: {declared}\r\n\r\n",
+            s.addr, s.authorization
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        let _ = conn.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(
+            answer.contains("\"code\":\"payload_too_large\""),
+            "{answer}"
+        );
+    }
 
     rt.block_on(running.shut_down());
 }
 
 #[test]
 fn a_websocket_subscriber_gets_waiting_and_new_bundles_and_removes_only_what_it_acks() {
-    let (rt, running, addr, _dir) = start();
-    let s = server(addr);
+    let (rt, running, _dir) = start();
+    let s = server(&running);
     let send = |text: &str| {
         s.checked(
             "post",
@@ -602,13 +622,7 @@ fn a_websocket_subscriber_gets_waiting_and_new_bundles_and_removes_only_what_it_
     };
     send("before");
 
-    let stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let (mut ws, _) =
-        tungstenite::client(format!("ws://{addr}/v1/endpoints/feed/subscribe"), stream)
-            .expect("WebSocket upgrade");
+    let mut ws = websocket(&s, "/v1/endpoints/feed/subscribe").expect("WebSocket upgrade");
     let mut next = || -> Value {
         loop {
             match ws.read().expect("a message within 10 s") {
@@ -667,8 +681,8 @@ fn a_websocket_subscriber_gets_waiting_and_new_bundles_and_removes_only_what_it_
 
 #[test]
 fn a_bundle_nobody_takes_leaves_the_inbox_when_its_lifetime_ends() {
-    let (rt, running, addr, _dir) = start();
-    let s = server(addr);
+    let (rt, running, _dir) = start();
+    let s = server(&running);
     for (lifetime, text) in [("1s", "short"), ("1h", "long")] {
         s.checked(
             "post",
@@ -722,14 +736,21 @@ fn a_bundle_nobody_takes_leaves_the_inbox_when_its_lifetime_ends() {
 /// A WebSocket to `path` on `addr`, each read bounded to 10 s, or the HTTP status and body
 /// of a refused upgrade.
 fn websocket(
-    addr: SocketAddr,
+    s: &Server,
     path: &str,
 ) -> Result<tungstenite::WebSocket<std::net::TcpStream>, (u16, Vec<u8>)> {
-    let stream = std::net::TcpStream::connect(addr).unwrap();
+    use tungstenite::client::IntoClientRequest as _;
+    let stream = std::net::TcpStream::connect(s.addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    match tungstenite::client(format!("ws://{addr}{path}"), stream) {
+    let mut request = format!("ws://{}{path}", s.addr)
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", s.authorization.parse().unwrap());
+    match tungstenite::client(request, stream) {
         Ok((ws, _)) => Ok(ws),
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => Err((
             response.status().as_u16(),
@@ -769,7 +790,7 @@ fn watched(
 #[test]
 fn calls_made_over_http_bring_back_values_files_and_reasons() {
     let pair = Pair::start();
-    let (s, _) = pair.alpha();
+    let s = pair.alpha();
     let post_call = |body: &str, expect: u16| -> Value {
         s.checked(
             "post",
@@ -1226,7 +1247,7 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
 #[test]
 fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
     let pair = Pair::start();
-    let (s, addr) = pair.alpha();
+    let s = pair.alpha();
     let call = |body: &str| -> String {
         let made = s.checked(
             "post",
@@ -1239,7 +1260,7 @@ fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
     };
 
     let slow = call(r#"{"target":"bravo","procedure":"slow","params":[{"int":1}]}"#);
-    let mut ws = websocket(addr, &format!("/v1/calls/{slow}/watch")).expect("a WebSocket");
+    let mut ws = websocket(&s, &format!("/v1/calls/{slow}/watch")).expect("a WebSocket");
     // Other calls change while this one runs: each wakes the watcher, which sends nothing new.
     for i in 0..3 {
         let echo = call(&format!(
@@ -1285,7 +1306,7 @@ fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
     );
 
     // A finished call: one message, then the close.
-    let mut ws = websocket(addr, &format!("/v1/calls/{slow}/watch")).expect("a WebSocket");
+    let mut ws = websocket(&s, &format!("/v1/calls/{slow}/watch")).expect("a WebSocket");
     let (calls, close) = watched(&s, &mut ws);
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0]["state"], "succeeded");
@@ -1299,7 +1320,7 @@ fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
         ("/v1/calls/0123456789abcdef0123456789abcdef/watch", 404),
         ("/v1/calls/nope/watch", 400),
     ] {
-        let (got, body) = match websocket(addr, path) {
+        let (got, body) = match websocket(&s, path) {
             Ok(_) => panic!("{path}: upgraded"),
             Err(refused) => refused,
         };
@@ -1315,8 +1336,8 @@ fn a_call_watcher_gets_each_change_once_and_a_close_after_the_end() {
 // event to wake the engine.
 #[test]
 fn a_node_calls_itself() {
-    let (rt, running, addr, _dir) = start_with(|c| c.rpc = examples().rpc);
-    let s = server(addr);
+    let (rt, running, _dir) = start_with(|c| c.rpc = examples().rpc);
+    let s = server(&running);
     let made = s.checked(
         "post",
         "/v1/calls",
@@ -1340,5 +1361,102 @@ fn a_node_calls_itself() {
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["replies"][0]["value_text"], "me");
     assert_eq!(done["replies"][0]["via"], "local");
+    rt.block_on(running.shut_down());
+}
+
+/// Issue 25, defect 2: any web page could use the API. A request without the node's token, one
+/// for a rebound host name, one from a page of another origin (a WebSocket too) and JSON sent as
+/// `text/plain` are refused with their own codes, and none of them reaches a route.
+#[test]
+fn strangers_and_web_pages_are_refused_before_any_route_runs() {
+    let (rt, running, _dir) = start();
+    let s = server(&running);
+    let addr = s.addr;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    let refused = |response: Result<ureq::http::Response<ureq::Body>, ureq::Error>| {
+        let mut response = response.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = serde_json::from_reader(response.body_mut().as_reader()).unwrap();
+        let schema = response_schema(&s.spec, "/v1/status", "get", status);
+        check(&s.spec, schema, &body, "body").unwrap();
+        (status, body["code"].as_str().unwrap().to_owned())
+    };
+    let url = format!("http://{addr}/v1/status");
+    assert_eq!(
+        refused(agent.get(&url).call()),
+        (401, "unauthorized".to_owned())
+    );
+    assert_eq!(
+        refused(
+            agent
+                .get(&url)
+                .header("authorization", "Bearer 0000")
+                .call()
+        ),
+        (401, "unauthorized".to_owned())
+    );
+    assert_eq!(
+        refused(
+            agent
+                .get(&url)
+                .header("authorization", &s.authorization)
+                .header("host", "attacker.example:4550")
+                .call()
+        ),
+        (403, "forbidden_host".to_owned())
+    );
+    assert_eq!(
+        refused(
+            agent
+                .get(&url)
+                .header("authorization", &s.authorization)
+                .header("origin", "http://evil.example")
+                .call()
+        ),
+        (403, "forbidden_origin".to_owned())
+    );
+    // A page's form posting JSON as text/plain makes no call.
+    let calls = format!("http://{addr}/v1/calls");
+    let body = r#"{"target":"dtn://alpha/","procedure":"null","params":[]}"#;
+    assert_eq!(
+        refused(
+            agent
+                .post(&calls)
+                .header("authorization", &s.authorization)
+                .header("content-type", "text/plain")
+                .send(body)
+        ),
+        (415, "unsupported_media_type".to_owned())
+    );
+    assert_eq!(
+        s.checked("get", "/v1/calls", "/v1/calls", None, 200),
+        serde_json::json!([]),
+        "no call was made"
+    );
+    // A WebSocket from another origin is refused before the upgrade.
+    use tungstenite::client::IntoClientRequest as _;
+    let mut request = format!("ws://{addr}/v1/endpoints/inbox/subscribe")
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", s.authorization.parse().unwrap());
+    request
+        .headers_mut()
+        .insert("origin", "http://evil.example".parse().unwrap());
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    match tungstenite::client(request, stream) {
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(response))) => {
+            assert_eq!(response.status().as_u16(), 403);
+        }
+        Ok(_) => panic!("a page of another origin opened a WebSocket"),
+        Err(e) => panic!("{e}"),
+    }
+    // With the token, from a program (no Origin), the same requests work.
+    s.checked("get", "/v1/status", "/v1/status", None, 200);
     rt.block_on(running.shut_down());
 }

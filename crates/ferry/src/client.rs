@@ -174,6 +174,8 @@ pub(crate) struct Client {
     base: String,
     /// The address as the user gave it, for messages.
     api: String,
+    /// `Bearer <token>` for the node's API, if a token was found ([`crate::api_token`]).
+    authorization: Option<String>,
     agent: ureq::Agent,
 }
 
@@ -193,8 +195,40 @@ impl Client {
         Self {
             base: base_url(api),
             api: api.to_owned(),
+            authorization: crate::api_token::find(api).map(|t| format!("Bearer {t}")),
             agent,
         }
+    }
+
+    /// The request with the token, if there is one.
+    fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.authorization {
+            Some(value) => request.header("authorization", value),
+            None => request,
+        }
+    }
+
+    fn get(&self, path: &str) -> ureq::RequestBuilder<ureq::typestate::WithoutBody> {
+        self.authorize(self.agent.get(self.url(path)))
+    }
+
+    fn post(&self, path: &str) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        self.authorize(self.agent.post(self.url(path)))
+    }
+
+    /// `GET path` of a text answer (`/metrics`).
+    pub(crate) fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let answer = self.get(path).call();
+        let mut response = self.check(answer)?;
+        response
+            .body_mut()
+            .with_config()
+            .limit(JSON_LIMIT)
+            .read_to_string()
+            .map_err(|e| ClientError::Transport {
+                api: self.api.clone(),
+                error: e.to_string(),
+            })
     }
 
     /// The full URL of an API path (which starts with `/`).
@@ -209,7 +243,7 @@ impl Client {
 
     /// `GET path`, the JSON answer parsed.
     pub(crate) fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let answer = self.agent.get(self.url(path)).call();
+        let answer = self.get(path).call();
         self.json_answer(answer)
     }
 
@@ -220,8 +254,7 @@ impl Client {
         wait: Duration,
     ) -> Result<T, ClientError> {
         let answer = self
-            .agent
-            .get(self.url(path))
+            .get(path)
             .config()
             .timeout_recv_response(Some(wait + LONG_POLL_SLACK))
             .build()
@@ -235,13 +268,13 @@ impl Client {
         path: &str,
         body: &impl Serialize,
     ) -> Result<Value, ClientError> {
-        let answer = self.agent.post(self.url(path)).send_json(body);
+        let answer = self.post(path).send_json(body);
         self.json_answer(answer)
     }
 
     /// `POST path` without a body (an action on a resource); the JSON answer as it came.
     pub(crate) fn post_empty(&self, path: &str) -> Result<Value, ClientError> {
-        let answer = self.agent.post(self.url(path)).send_empty();
+        let answer = self.post(path).send_empty();
         self.json_answer(answer)
     }
 
@@ -253,8 +286,7 @@ impl Client {
         len: u64,
     ) -> Result<Value, ClientError> {
         let answer = self
-            .agent
-            .post(self.url(path))
+            .post(path)
             .content_type("application/octet-stream")
             // Given explicitly, so the body goes length-delimited rather than chunked even though
             // it is a reader (the daemon can refuse an oversized payload before reading it).
@@ -268,7 +300,7 @@ impl Client {
         &self,
         path: &str,
     ) -> Result<(Option<u64>, BodyReader<'static>), ClientError> {
-        let answer = self.agent.get(self.url(path)).call();
+        let answer = self.get(path).call();
         let response = self.check(answer)?;
         let body = response.into_body();
         Ok((body.content_length(), body.into_reader()))
@@ -276,7 +308,7 @@ impl Client {
 
     /// `DELETE path`, expecting no body.
     pub(crate) fn delete(&self, path: &str) -> Result<(), ClientError> {
-        let answer = self.agent.delete(self.url(path)).call();
+        let answer = self.authorize(self.agent.delete(self.url(path))).call();
         let mut response = self.check(answer)?;
         // Drain whatever there is, so the connection can be reused.
         let _ = io::copy(&mut response.body_mut().as_reader(), &mut io::sink());

@@ -177,6 +177,12 @@ impl DemoNode {
         let running = daemon::start(config)
             .await
             .with_context(|| format!("starting the {name}"))?;
+        if let Some(addr) = running.api_addr {
+            // So that `ferry peers --api ADDR` finds the node's token.
+            crate::api_token::publish(addr.port(), &running.api_token).with_context(|| {
+                format!("leaving the {name}'s API token for the ferry commands")
+            })?;
+        }
         let key = running.control.ask(Request::Status).await?.public_key;
         Ok(Self {
             name,

@@ -24,6 +24,12 @@ pub(crate) enum Info {
     Bundles,
 }
 
+/// `ferry metrics`: `GET /metrics` as it comes (`--json` changes nothing: it is one format).
+pub(crate) fn run_metrics(args: ApiArgs) -> Result<()> {
+    let text = Client::new(&args.api).get_text("/metrics")?;
+    Ok(write_stdout(&text)?)
+}
+
 pub(crate) fn run(info: Info, args: ApiArgs) -> Result<()> {
     let client = Client::new(&args.api);
     let path = match info {

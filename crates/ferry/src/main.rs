@@ -12,6 +12,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod api;
+mod api_token;
 mod bundle_cmd;
 mod call_cmd;
 mod calls_view;
@@ -79,6 +80,9 @@ enum Command {
     Cancel(call_cmd::CancelArgs),
     /// List the procedures the running node serves.
     Procedures(client::ApiArgs),
+    /// Print the running node's metrics (Prometheus text: counters of traffic, refusals and
+    /// limits reached).
+    Metrics(client::ApiArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Command::Wait(args) => call_cmd::run_wait(args),
         Command::Cancel(args) => call_cmd::run_cancel(args),
         Command::Procedures(args) => call_cmd::run_procedures(args),
+        Command::Metrics(args) => info_cmd::run_metrics(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

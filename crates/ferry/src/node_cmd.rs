@@ -64,6 +64,15 @@ pub(crate) fn run(args: NodeArgs) -> Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         let mut running = daemon::start(config).await?;
+        if let Some(addr) = running.api_addr {
+            // So that `ferry status --api ADDR` and the other commands of this user find it.
+            if let Err(e) = crate::api_token::publish(addr.port(), &running.api_token) {
+                tracing::warn!(
+                    "could not leave the API token where the ferry commands look ({e:#}); \
+                     give it to them with FERRY_API_TOKEN"
+                );
+            }
+        }
         let api = running
             .api_addr
             .map(|a| format!("http://{a}"))

@@ -130,18 +130,6 @@ fn ferry(ns: &str, args: &[&str]) -> Output {
         .expect("running ferry")
 }
 
-/// `GET path` from the API inside `ns` (bash's /dev/tcp: no HTTP client needed on the host).
-fn http_get(ns: &str, path: &str) -> String {
-    let script = format!(
-        "exec 3<>/dev/tcp/127.0.0.1/4550 && printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
-    );
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "bash", "-c", &script])
-        .output()
-        .expect("running bash in the namespace");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Waits until `node` (in `ns`) lists `peer` among its peers.
 fn wait_for_peer(ns: &str, peer: &str, within: Duration, log: &dyn Fn() -> String) {
     let deadline = Instant::now() + within;
@@ -251,7 +239,7 @@ fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart(
         );
         assert!(String::from_utf8_lossy(&out.stdout).contains("to everyone"));
     }
-    let metrics = http_get(&nb, "/metrics");
+    let metrics = String::from_utf8_lossy(&ferry(&nb, &["metrics"]).stdout).into_owned();
     let broadcasts: u64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("ferry_udp_broadcasts_total "))

@@ -1,0 +1,691 @@
+//! A hostile peer against a real `ferry node` process, as a stranger in radio range would be:
+//! scripted TCPCL sessions that never finish their transfers, floods of sessions that decline
+//! keepalives, floods of beacons with made-up node ids, and a forged beacon that names a connected
+//! peer. Each test asserts that the node's memory and tables stay within their stated bounds,
+//! that legitimate traffic keeps flowing, and that every refusal is counted in `/metrics`.
+//!
+//! Everything stays on loopback: attackers bind their own 127.0.0.x source addresses, and the
+//! target's discovery is bound to `lo` and beacons to 127.0.0.1. Every wait and loop is bounded.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use wire::tcpcl::{
+    ContactHeader, FrameLimits, Message, SegmentFlags, SessInit, XferRefuseReason, XferSegment,
+};
+
+mod common;
+
+use common::free_port;
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+/// A `ferry node` process, killed when dropped.
+struct Node {
+    child: Child,
+    api: String,
+    tcpcl: u16,
+    log: PathBuf,
+}
+
+impl Node {
+    /// Starts `dtn://<name>/` with TCPCL, UDP and the API on 127.0.0.1, and `extra` appended
+    /// to its configuration file (discovery is off unless `extra` turns it on).
+    fn start(dir: &Path, name: &str, extra: &str) -> Self {
+        let tcpcl = free_port();
+        let api = format!("127.0.0.1:{}", free_port());
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "node_id = \"dtn://{name}/\"\ndata_dir = {:?}\n{extra}\n",
+                dir.join(name)
+            ),
+        )
+        .unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let mut cmd = Command::new(FERRY);
+        cmd.args(["node", "--config"])
+            .arg(&config)
+            .args([
+                "--udp",
+                &format!("127.0.0.1:{}", free_port()),
+                "--api",
+                &api,
+            ])
+            .args(["--tcpcl", &format!("127.0.0.1:{tcpcl}")])
+            .env("XDG_CONFIG_HOME", dir)
+            .env("XDG_RUNTIME_DIR", dir)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        if !extra.contains("[discovery]") {
+            cmd.arg("--no-discovery");
+        }
+        let child = cmd.spawn().expect("starting ferry node");
+        let node = Node {
+            child,
+            api,
+            tcpcl,
+            log,
+        };
+        node.wait_until("its API answers", Duration::from_secs(20), || {
+            node.ferry(&["status"]).status.success()
+        });
+        node
+    }
+
+    fn ferry(&self, args: &[&str]) -> Output {
+        Command::new(FERRY)
+            .args(args)
+            .args(["--api", &self.api])
+            .env("XDG_RUNTIME_DIR", self.log.parent().unwrap())
+            .output()
+            .expect("running ferry")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.ferry(args);
+        assert!(
+            out.status.success(),
+            "ferry {}: {}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr),
+            self.log_text()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn log_text(&self) -> String {
+        format!(
+            "node log:\n{}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        )
+    }
+
+    /// The value of `ferry_<name>` in `/metrics`.
+    fn metric(&self, name: &str) -> u64 {
+        let text = self.ok(&["metrics"]);
+        let wanted = format!("ferry_{name} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&wanted))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    /// The process's resident and peak resident memory in KiB (VmRSS, VmHWM).
+    fn memory_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap()
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    fn wait_until(&self, what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + limit;
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "not within {limit:?}: {what}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-hostile-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A TCP connection from `source` (a 127.0.0.x address of the attacker's) to `port`.
+fn connect_from(source: Ipv4Addr, port: u16) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::from((source, 0)).into())?;
+    socket.connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)).into(),
+        Duration::from_secs(5),
+    )?;
+    Ok(socket.into())
+}
+
+/// A scripted TCPCL peer: sends what the test says, parses what the node answers.
+struct Peer {
+    stream: TcpStream,
+    rx: BytesMut,
+    header_seen: bool,
+}
+
+impl Peer {
+    /// Connects from `source` and negotiates a session offering `keepalive` seconds. `None` if
+    /// the node closed the connection instead of answering (a refused session).
+    fn open(source: Ipv4Addr, port: u16, keepalive: u16) -> Option<Self> {
+        let stream = connect_from(source, port).ok()?;
+        let mut peer = Peer {
+            stream,
+            rx: BytesMut::new(),
+            header_seen: false,
+        };
+        peer.stream
+            .write_all(&ContactHeader::new(false).to_bytes())
+            .ok()?;
+        let init = Message::SessInit(SessInit {
+            keepalive_interval: keepalive,
+            segment_mru: 1 << 20,
+            transfer_mru: 1 << 30,
+            node_id: format!("dtn://stranger-{source}/"),
+            extensions: Vec::new(),
+        });
+        peer.stream.write_all(&init.to_bytes().unwrap()).ok()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            match peer.read(Duration::from_millis(200)) {
+                Err(()) => return None,
+                Ok(messages) => {
+                    if messages.iter().any(|m| matches!(m, Message::SessInit(_))) {
+                        return Some(peer);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Messages that arrive within `wait`; `Err` once the node closed the connection.
+    fn read(&mut self, wait: Duration) -> Result<Vec<Message>, ()> {
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let closed = match self.stream.read(&mut buf) {
+            Ok(0) => true,
+            Ok(n) => {
+                self.rx.extend_from_slice(&buf[..n]);
+                false
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                false
+            }
+            Err(_) => true,
+        };
+        let mut out = Vec::new();
+        if !self.header_seen {
+            match ContactHeader::decode_from(&mut self.rx) {
+                Ok(Some(_)) => self.header_seen = true,
+                _ => return if closed { Err(()) } else { Ok(out) },
+            }
+        }
+        while let Ok(Some(m)) = Message::decode_from(&mut self.rx, FrameLimits::new(1 << 24)) {
+            out.push(m);
+        }
+        if closed && out.is_empty() {
+            return Err(());
+        }
+        Ok(out)
+    }
+
+    fn send(&mut self, message: &Message) -> std::io::Result<()> {
+        self.stream.write_all(&message.to_bytes().unwrap())
+    }
+}
+
+fn segment(transfer_id: u64, start: bool, data: Bytes) -> Message {
+    Message::XferSegment(XferSegment {
+        flags: SegmentFlags::new(start, false),
+        transfer_id,
+        extensions: Vec::new(),
+        data,
+    })
+}
+
+fn attacker(n: u8) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 0, 100 + n)
+}
+
+/// Issue 25, defect 1: sessions that START a transfer and then send 1 MiB continuation segments
+/// without END each held up to the transfer MRU (4 GiB) in memory: one took a node from 14 MB to
+/// 1.06 GB. With `tcpcl.receive_memory` the sessions together hold no more than it; the segment
+/// that would exceed it has its transfer refused (XFER_REFUSE "No Resources"), which frees what
+/// that transfer held, and a legitimate peer's bundle still gets through.
+#[test]
+fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
+    const SESSIONS: u8 = 6;
+    const MIB_EACH: u64 = 40;
+    let dir = temp_dir("memory");
+    let target = Node::start(&dir, "target", "[tcpcl]\nreceive_memory = \"16MiB\"");
+    let friend = Node::start(
+        &dir,
+        "friend",
+        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
+    );
+    target.wait_until(
+        "the friend's session is up",
+        Duration::from_secs(20),
+        || target.ok(&["peers"]).contains("dtn://friend/"),
+    );
+    let (rss_before, _) = target.memory_kib();
+
+    let refused = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..SESSIONS)
+        .map(|i| {
+            let port = target.tcpcl;
+            let refused = refused.clone();
+            std::thread::spawn(move || {
+                let mut peer = Peer::open(attacker(i), port, 30).expect("a session");
+                let mib = Bytes::from(vec![0x5a; 1 << 20]);
+                let mut was_refused = false;
+                for k in 0..MIB_EACH {
+                    if peer.send(&segment(1, k == 0, mib.clone())).is_err() {
+                        break;
+                    }
+                    let answers = peer.read(Duration::from_millis(1)).unwrap_or_default();
+                    was_refused |= answers.iter().any(|m| {
+                        matches!(m, Message::XferRefuse(r) if r.reason == XferRefuseReason::NoResources)
+                    });
+                }
+                // The last answers may still be on their way.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while !was_refused && Instant::now() < deadline {
+                    let answers = peer.read(Duration::from_millis(100)).unwrap_or_default();
+                    was_refused |= answers.iter().any(|m| matches!(m, Message::XferRefuse(_)));
+                }
+                if was_refused {
+                    refused.fetch_add(1, Ordering::Relaxed);
+                }
+                peer
+            })
+        })
+        .collect();
+    let peers: Vec<Peer> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let (rss_after, peak) = target.memory_kib();
+    let budget_in_use = target.metric("tcpcl_receive_memory_bytes");
+    let refusals = target.metric("tcpcl_transfers_refused_memory_total");
+    eprintln!(
+        "{SESSIONS} sessions x {MIB_EACH} MiB unfinished: RSS {rss_before} KiB before, \
+         {rss_after} KiB after, peak {peak} KiB; {refusals} transfers refused; \
+         {budget_in_use} bytes held"
+    );
+    // 240 MiB were sent. The budget is 16 MiB; each session may also have a segment (1 MiB) in
+    // its read buffer and one being decoded.
+    assert!(budget_in_use <= 16 << 20, "{budget_in_use}");
+    assert!(
+        peak < rss_before + 48 * 1024,
+        "peak RSS {peak} KiB against {rss_before} KiB before: the budget did not hold"
+    );
+    assert!(
+        refusals >= u64::from(SESSIONS) - 1,
+        "{refusals} refusals counted"
+    );
+    assert!(
+        refused.load(Ordering::Relaxed) >= usize::from(SESSIONS) - 1,
+        "the attackers were told No Resources"
+    );
+
+    // Legitimate traffic flows while the attackers' sessions are still open.
+    let file = dir.join("picture.bin");
+    let picture: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(&file, &picture).unwrap();
+    friend.ok(&[
+        "send",
+        "dtn://target/inbox",
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    let out = dir.join("received.bin");
+    target.ok(&[
+        "recv",
+        "inbox",
+        "--timeout",
+        "30s",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        std::fs::read(&out).unwrap() == picture,
+        "the picture arrived intact"
+    );
+    drop(peers);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 25, defect 5: sessions that declined keepalives never timed out, and 1,000 of them
+/// starved the API of file descriptors. Now one address gets `tcpcl.max_sessions_per_address`
+/// sessions (the rest are closed unanswered and counted), a session without keepalives ends
+/// after `tcpcl.idle_timeout`, and the API and a legitimate peer are served throughout.
+#[test]
+fn a_flood_of_silent_sessions_is_bounded_and_times_out() {
+    const TRIES: usize = 60;
+    let dir = temp_dir("sessions");
+    let target = Node::start(
+        &dir,
+        "target",
+        "[tcpcl]\nmax_sessions_per_address = 4\nidle_timeout = \"3s\"",
+    );
+    let started = Instant::now();
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for _ in 0..TRIES {
+        match Peer::open(attacker(1), target.tcpcl, 0) {
+            Some(peer) => open.push(peer),
+            None => refused += 1,
+        }
+    }
+    assert_eq!(
+        open.len(),
+        4,
+        "one address gets max_sessions_per_address sessions"
+    );
+    assert_eq!(refused, TRIES - 4);
+    assert_eq!(
+        target.metric("tcpcl_sessions_refused_address_limit_total"),
+        (TRIES - 4) as u64
+    );
+    // The API answers, and a peer from another address connects.
+    target.ok(&["status"]);
+    let friend = Node::start(
+        &dir,
+        "friend",
+        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
+    );
+    target.wait_until(
+        "the friend's session is up",
+        Duration::from_secs(20),
+        || target.ok(&["peers"]).contains("dtn://friend/"),
+    );
+    // The silent sessions end after the idle timeout, with SESS_TERM "Idle timeout".
+    for peer in &mut open {
+        let mut ended = false;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ended && Instant::now() < deadline {
+            match peer.read(Duration::from_millis(200)) {
+                Err(()) => ended = true,
+                Ok(messages) => {
+                    ended = messages.iter().any(|m| {
+                        matches!(m, Message::SessTerm(t) if t.reason == wire::tcpcl::SessTermReason::IdleTimeout)
+                    })
+                }
+            }
+        }
+        assert!(ended, "a silent session was not ended");
+    }
+    let lasted = started.elapsed();
+    assert!(lasted >= Duration::from_secs(3), "{lasted:?}");
+    // The friend, which keeps its session alive, is still there.
+    assert!(target.ok(&["peers"]).contains("dtn://friend/"));
+    drop(friend);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 25, defect 4: every beacon with a new node id made the node dial the address it named
+/// (100,000 ids: 99,817 connection attempts) and the table of discovered nodes was never pruned;
+/// a forged beacon naming a connected peer redirected that peer's datagrams to the forger. Now
+/// one address is believed for 16 node ids, discovered nodes are dialled a few at a time and no
+/// more than `tcpcl.max_sessions_per_address` sessions are opened to one address, and a beacon
+/// from another address than a peer's session does not move that peer.
+#[test]
+fn beacon_floods_and_forged_beacons_are_not_believed() {
+    const IDS: usize = 3_000;
+    let dir = temp_dir("beacons");
+    let discovery_port = free_port();
+    let target = Node::start(
+        &dir,
+        // Smaller than every forged id: without a bound it would dial each at its first beacon.
+        "a-target",
+        &format!(
+            "[discovery]\nport = {discovery_port}\naddress = \"127.0.0.1\"\ninterfaces = [\"lo\"]\nperiod = \"1s\""
+        ),
+    );
+    // The forger listens where its beacons say its nodes are, on a port of its own for each of
+    // 64 ids at a time, and counts the dials.
+    let forger = attacker(7);
+    let listeners: Vec<TcpListener> = (0..64)
+        .map(|_| {
+            let l = TcpListener::bind((forger, 0)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        })
+        .collect();
+    let accept_all = |accepted: &mut Vec<TcpStream>| {
+        for l in &listeners {
+            while let Ok((conn, _)) = l.accept() {
+                accepted.push(conn);
+            }
+        }
+    };
+    let beacons = UdpSocket::bind((forger, 0)).unwrap();
+    let beacon = |id: &str, tcpcl: Option<u16>, udp: Option<u16>| {
+        let mut layers = Vec::new();
+        if let Some(port) = tcpcl {
+            layers.push(wire::ClaEndpoint {
+                kind: wire::ClaKind::TcpclV4,
+                port,
+                address: None,
+            });
+        }
+        if let Some(port) = udp {
+            layers.push(wire::ClaEndpoint {
+                kind: wire::ClaKind::Udp,
+                port,
+                address: None,
+            });
+        }
+        wire::Beacon {
+            node: wire::Eid::dtn(id, "").unwrap(),
+            sequence: 1,
+            period_ms: 3_600_000,
+            capabilities: wire::Capabilities(0),
+            convergence_layers: layers,
+        }
+        .encode()
+    };
+    let mut accepted = Vec::new();
+    for i in 0..IDS {
+        let port = listeners[i % listeners.len()].local_addr().unwrap().port();
+        let datagram = beacon(&format!("forged-{i:05}"), Some(port), None);
+        beacons
+            .send_to(&datagram, ("127.0.0.1", discovery_port))
+            .unwrap();
+        if i % 100 == 99 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        accept_all(&mut accepted);
+    }
+    let settle = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < settle {
+        accept_all(&mut accepted);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let known = target.metric("discovered_nodes");
+    eprintln!(
+        "{IDS} forged ids from one address: {} connection attempts, {known} nodes known, \
+         {} dials deferred, {} forgotten",
+        accepted.len(),
+        target.metric("discovery_dials_deferred_total"),
+        target.metric("discovered_forgotten_total")
+    );
+    assert!(known <= 16, "{known} discovered nodes from one address");
+    // At most 8 dials under way and 8 sessions (the default per-address limit) with the forger.
+    assert!(
+        accepted.len() <= 16,
+        "{} connections to the forger",
+        accepted.len()
+    );
+    // Every id heard beyond the first 16 took the place of an older one of the same address.
+    let heard = target.metric("beacons_heard_total");
+    assert!(
+        heard >= (IDS / 2) as u64,
+        "only {heard} of {IDS} beacons heard"
+    );
+    assert_eq!(target.metric("discovered_forgotten_total"), heard - known);
+    drop(accepted);
+    drop(listeners);
+
+    // A friend with a session; a beacon from the forger names it, with the forger's UDP port.
+    let friend = Node::start(
+        &dir,
+        "friend",
+        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
+    );
+    target.wait_until(
+        "the friend's session is up",
+        Duration::from_secs(20),
+        || target.ok(&["peers"]).contains("dtn://friend/"),
+    );
+    let trap = UdpSocket::bind((forger, 0)).unwrap();
+    trap.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let trap_port = trap.local_addr().unwrap().port();
+    for _ in 0..3 {
+        beacons
+            .send_to(
+                &beacon("friend", None, Some(trap_port)),
+                ("127.0.0.1", discovery_port),
+            )
+            .unwrap();
+    }
+    // Beacons are heard within milliseconds on loopback; give them a second.
+    std::thread::sleep(Duration::from_secs(1));
+    // Datagram-class bundles for the friend go to the friend, not to the forger.
+    for i in 0..5 {
+        target.ok(&[
+            "send",
+            "dtn://friend/inbox",
+            &format!("datagram {i}"),
+            "--class",
+            "datagram",
+        ]);
+    }
+    let text = friend.ok(&["recv", "inbox", "--count", "5", "--timeout", "20s"]);
+    assert!(text.contains("datagram 4"), "{text}");
+    let mut buf = [0u8; 65_536];
+    assert!(
+        trap.recv_from(&mut buf).is_err(),
+        "a datagram went to the forger's address"
+    );
+    assert!(target.metric("beacon_redirects_ignored_total") >= 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 25, defects 2 and 7: the API served any web page and, bound to 0.0.0.0 by
+/// configuration, anyone on the network; the data directory was world-readable. Now the
+/// commands of the node's user find its token and work; a wrong token, a rebound host name and a
+/// page of another origin are refused; a listener other hosts reach needs `api.allow_remote`;
+/// and the data directory and token are the user's alone.
+#[test]
+fn the_api_serves_the_nodes_user_and_no_one_else() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("api");
+    let node = Node::start(&dir, "target", "");
+    assert!(node.ok(&["status"]).contains("dtn://target/"));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.join("target")), 0o700);
+    assert_eq!(mode(&dir.join("target/api-token")), 0o600);
+
+    let wrong = Command::new(FERRY)
+        .args(["status", "--api", &node.api])
+        .env("FERRY_API_TOKEN", "not-the-token")
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    let said = String::from_utf8_lossy(&wrong.stderr);
+    assert!(said.contains("needs the node's token"), "{said}");
+
+    // What a web page's fetch or form would send: the right port, a foreign origin or host, no
+    // way to read the token.
+    let token = std::fs::read_to_string(dir.join("target/api-token")).unwrap();
+    let raw = |headers: &str| {
+        let mut conn = TcpStream::connect(&node.api).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let body = r#"{"destination":"dtn://target/inbox","payload":"from a web page"}"#;
+        write!(
+            conn,
+            "POST /v1/bundles HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = conn.read_to_string(&mut answer);
+        answer
+    };
+    let host = format!("Host: {}\r\n", node.api);
+    let auth = format!("Authorization: Bearer {}\r\n", token.trim());
+    let json = "Content-Type: application/json\r\n";
+    for (headers, status) in [
+        (
+            format!("{host}Origin: http://evil.example\r\nContent-Type: text/plain\r\n"),
+            "403",
+        ),
+        (format!("{host}{json}"), "401"),
+        (
+            format!("{host}{auth}Origin: http://evil.example\r\n{json}"),
+            "403",
+        ),
+        (
+            format!("Host: attacker.example:4550\r\n{auth}{json}"),
+            "403",
+        ),
+        (format!("{host}{auth}Content-Type: text/plain\r\n"), "415"),
+    ] {
+        let answer = raw(&headers);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{headers:?}: {answer}"
+        );
+    }
+    assert_eq!(node.metric("inbox_bundles"), 0, "nothing was sent");
+    // The same request from a program with the token is served.
+    assert!(raw(&format!("{host}{auth}{json}")).starts_with("HTTP/1.1 201"));
+    assert_eq!(node.metric("inbox_bundles"), 1);
+
+    // An API other hosts could reach is refused unless the configuration says so.
+    let refused = Command::new(FERRY)
+        .args([
+            "node",
+            "--no-discovery",
+            "--udp",
+            "",
+            "--tcpcl",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--api",
+            "0.0.0.0:0",
+            "--node-id",
+            "dtn://open/",
+            "--data-dir",
+        ])
+        .arg(dir.join("open"))
+        .env("XDG_CONFIG_HOME", &dir)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("api.allow_remote"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
