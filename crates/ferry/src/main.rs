@@ -2,7 +2,7 @@
 //! create`, `ferry bundle inspect`), the network simulator (`ferry sim`), the daemon (`ferry
 //! node`) and the commands that talk to a running daemon over its local HTTP API (`status`,
 //! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`) and the remote procedure
-//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`).
+//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`, `keys`).
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -18,6 +18,7 @@ mod calls_view;
 mod client;
 mod demo_cmd;
 mod info_cmd;
+mod keys_cmd;
 mod node_cmd;
 mod output;
 mod ping_cmd;
@@ -79,6 +80,9 @@ enum Command {
     Cancel(call_cmd::CancelArgs),
     /// List the procedures the running node serves.
     Procedures(client::ApiArgs),
+    /// List the keys the running node knows for other nodes; accept a reinstalled node's new
+    /// key, or forget one.
+    Keys(keys_cmd::KeysArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Command::Wait(args) => call_cmd::run_wait(args),
         Command::Cancel(args) => call_cmd::run_cancel(args),
         Command::Procedures(args) => call_cmd::run_procedures(args),
+        Command::Keys(args) => keys_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
