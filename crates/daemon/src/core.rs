@@ -2215,6 +2215,12 @@ impl Daemon {
             "Presented keys forgotten to keep their table within its bound (256 nodes).",
             r.presented_keys_dropped,
         );
+        metric(
+            "rpc_keys_not_learnt_total",
+            "counter",
+            "New nodes' keys not learnt because the table of learnt keys is full.",
+            r.keys_not_learnt,
+        );
         out
     }
 }

@@ -55,6 +55,8 @@ pub struct RpcShell {
     pub changed_calls: std::collections::BTreeSet<wire::rpc::CallId>,
     /// Whether the bound of presented keys was logged (once).
     presented_bound_logged: bool,
+    /// Whether the bound of learnt keys was logged (once).
+    learnt_bound_logged: bool,
 }
 
 impl RpcShell {
@@ -100,6 +102,7 @@ impl RpcShell {
             calls_changed: false,
             changed_calls: Default::default(),
             presented_bound_logged: false,
+            learnt_bound_logged: false,
         };
         Ok((shell, rx))
     }
@@ -153,6 +156,14 @@ impl RpcShell {
                     );
                 }
             }
+        }
+        if !self.learnt_bound_logged && self.engine.stats().keys_not_learnt > 0 {
+            self.learnt_bound_logged = true;
+            tracing::warn!(
+                "rpc: {} keys are known, the most kept; new nodes' keys are not learnt (counted \
+                 in ferry_rpc_keys_not_learnt_total; `ferry keys forget` makes room)",
+                rpc::MAX_LEARNT_KEYS
+            );
         }
         if !self.presented_bound_logged && self.engine.stats().presented_keys_dropped > 0 {
             self.presented_bound_logged = true;

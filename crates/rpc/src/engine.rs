@@ -498,6 +498,8 @@ pub struct RpcStats {
     pub key_mismatches: u64,
     /// Presented keys forgotten to keep that table within its bound (see [`Rpc::keys`]).
     pub presented_keys_dropped: u64,
+    /// New nodes' keys not learnt because [`MAX_LEARNT_KEYS`] keys are known already.
+    pub keys_not_learnt: u64,
     /// Replies for no call of ours, or arriving after the call ended.
     pub unmatched: u64,
     /// Any-mode calls skipped or stopped because another server took them.
@@ -1835,7 +1837,7 @@ mod keys;
 mod persist;
 mod server;
 
-pub use keys::{KeyError, KeySource, KnownKey, PresentedKey};
+pub use keys::{KeyError, KeySource, KnownKey, MAX_LEARNT_KEYS, PresentedKey};
 
 pub use server::check_params;
 

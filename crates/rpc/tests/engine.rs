@@ -1270,3 +1270,49 @@ fn presented_keys_are_kept_for_a_bounded_number_of_nodes_the_oldest_going_first(
         "the oldest went first"
     );
 }
+
+#[test]
+fn a_flood_of_new_node_ids_fills_the_learnt_keys_to_their_bound_and_never_displaces_a_known_one() {
+    let (mut node, mut rpc) = server();
+    let genuine = Identity::from_secret([1; 32]);
+    let flooder = Identity::from_secret([3; 32]);
+    let hello = |name: &str, from: &Identity| {
+        let m = Message::Hello(wire::rpc::Hello {
+            node: eid(&format!("dtn://{name}/")),
+        });
+        Bytes::from(from.seal(&m.encode().unwrap(), None, [1; 32]).unwrap())
+    };
+    let deliver_hello = |node: &mut Node, rpc: &mut Rpc, payload: Bytes, seq: u64| {
+        let event = Event::Delivered(Delivery {
+            id: BundleId {
+                source: eid("dtn://x/~rpc"),
+                creation: CreationTimestamp {
+                    time: NOW,
+                    sequence: seq,
+                },
+                fragment: None,
+            },
+            destination: eid("dtn://server/~rpc"),
+            class: Class::Dtn,
+            created: NOW,
+            expiry: NOW + 60_000,
+            payload,
+        });
+        rpc.handle_node_event(NOW, node, &event);
+    };
+    deliver_hello(&mut node, &mut rpc, hello("client", &genuine), 0);
+    let flood = rpc::MAX_LEARNT_KEYS as u64 + 10;
+    for i in 1..=flood {
+        deliver_hello(&mut node, &mut rpc, hello(&format!("f{i}"), &flooder), i);
+    }
+    assert_eq!(rpc.keys().len(), rpc::MAX_LEARNT_KEYS);
+    assert_eq!(rpc.stats().keys_not_learnt, 11);
+    // The known node keeps its key: its impostor is still refused.
+    assert_eq!(rpc.key_of(&eid("dtn://client/")), Some(genuine.public()));
+    deliver(&mut node, &mut rpc, sealed_by(&flooder, 2, &call(1), 1), 1);
+    assert_eq!(executions(&mut rpc), 0);
+    // The operator can still accept a key.
+    rpc.accept_key(NOW, &mut node, &eid("dtn://later/"), Some(genuine.public()))
+        .unwrap();
+    assert_eq!(rpc.key_of(&eid("dtn://later/")), Some(genuine.public()));
+}

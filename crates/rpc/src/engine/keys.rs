@@ -19,6 +19,9 @@
 //! open them), and to whoever sent it, it would confirm which node ids this server knows. The
 //! operator of the server sees it; the caller's side sees nothing it could use.
 //!
+//! At most [`MAX_LEARNT_KEYS`] keys are learnt on first use; beyond, new nodes' keys are not
+//! learnt (their messages are taken as those of any unknown node are), and none is dropped.
+//!
 //! Rows of `RpcTable::Keys`: the node id's text → the key (32 bytes), how it was learnt (1 byte,
 //! [`KeySource`]) and when (8 bytes, big-endian). Rows of only the 32 bytes of the key, which
 //! earlier versions wrote, read as [`KeySource::Learnt`] at an unknown time.
@@ -27,6 +30,11 @@ use super::*;
 
 /// Most nodes whose presented key (one that is not the key known for them) is kept.
 pub(super) const MAX_PRESENTED: usize = 256;
+/// Most keys learnt on first use. Anyone can name new node ids, so the table is bounded; when it
+/// is full, new nodes' keys are not learnt (counted in [`RpcStats::keys_not_learnt`]) rather than
+/// known ones dropped: a flood of new ids must not make room for an impostor of a known node.
+/// Keys the operator accepts are kept whatever the bound.
+pub const MAX_LEARNT_KEYS: usize = 16_384;
 
 /// How the key known for a node came to be known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -312,6 +320,10 @@ impl Rpc {
         source: KeySource,
     ) -> bool {
         if self.key_of(node_id).is_none() && *node_id != self.me {
+            if self.keys.len() >= MAX_LEARNT_KEYS {
+                self.stats.keys_not_learnt += 1;
+                return true;
+            }
             let learnt = Learnt {
                 key,
                 source,
