@@ -281,7 +281,7 @@ pub enum RpcEvent {
         known: PublicKey,
         /// The key the message was signed by.
         presented: PublicKey,
-        /// What the message was: `hello`, `call`, `reply` or `message`.
+        /// What the message was: `hello`, `call`, `cancel`, `reply` or `notice`.
         message: &'static str,
     },
 }

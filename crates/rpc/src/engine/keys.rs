@@ -332,18 +332,18 @@ impl Rpc {
             self.keep_key(node, node_id, learnt);
             return true;
         }
-        self.check_key(now, node_id, key, source)
+        self.check_key(now, node_id, key, source.name())
     }
 
-    /// Whether `key` may sign for `node_id`: it is the key known for the node, or none is known
-    /// (nothing is learnt then: only hellos, calls and replies teach keys). A mismatch is
-    /// counted and the key kept as the node's presented one.
+    /// Whether `key` may sign for `node_id` a message of kind `what`: it is the key known for
+    /// the node, or none is known (nothing is learnt then: only hellos, calls and replies teach
+    /// keys). A mismatch is counted and the key kept as the node's presented one.
     pub(super) fn check_key(
         &mut self,
         now: DtnTime,
         node_id: &Eid,
         key: PublicKey,
-        source: KeySource,
+        what: &'static str,
     ) -> bool {
         let known = if *node_id == self.me {
             self.identity.public()
@@ -356,7 +356,7 @@ impl Rpc {
         if known == key {
             return true;
         }
-        self.mismatch(now, node_id, known, key, source);
+        self.mismatch(now, node_id, known, key, what);
         false
     }
 
@@ -367,7 +367,7 @@ impl Rpc {
         node_id: &Eid,
         known: PublicKey,
         presented: PublicKey,
-        source: KeySource,
+        what: &'static str,
     ) {
         self.stats.key_mismatches += 1;
         // Someone signing as this node: counted, but there is nothing to accept.
@@ -400,17 +400,11 @@ impl Rpc {
                 messages: 1,
             },
         );
-        let message = match source {
-            KeySource::Hello => "hello",
-            KeySource::Call => "call",
-            KeySource::Reply => "reply",
-            _ => "message",
-        };
         self.events.push_back(RpcEvent::KeyMismatch {
             node: node_id.clone(),
             known,
             presented,
-            message,
+            message: what,
         });
     }
 

@@ -794,7 +794,7 @@ impl Rpc {
     ) {
         // Calls are keyed by their caller's key, so another key cancels nothing; one that
         // claims a known caller is still a mismatch to show.
-        if !self.check_key(now, &cancel.caller.node_id(), sender, KeySource::Call) {
+        if !self.check_key(now, &cancel.caller.node_id(), sender, "cancel") {
             return;
         }
         let key = ServeKey::new(sender, cancel.id);
@@ -837,7 +837,7 @@ impl Rpc {
             return;
         }
         // A notice in the name of a server whose key is known must be signed by it.
-        if !self.check_key(now, &notice.server.node_id(), sender, KeySource::Reply) {
+        if !self.check_key(now, &notice.server.node_id(), sender, "notice") {
             return;
         }
         let entry = self
