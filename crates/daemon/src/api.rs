@@ -70,6 +70,11 @@ pub fn router(control: ControlHandle, max_payload: usize, guard: Guard) -> Route
         .route("/v1/calls/{id}/watch", get(watch_call))
         .route("/v1/files/{hash}", get(file))
         .route("/v1/procedures", get(procedures))
+        .route("/v1/keys", get(keys))
+        .route(
+            "/v1/keys/{node}",
+            axum::routing::put(accept_key).delete(forget_key),
+        )
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))
         .fallback(|| async { ApiError::new("not_found", "no such route; see /v1/openapi.yaml") })
@@ -572,6 +577,50 @@ async fn file(State(api): State<Api>, Path(hash): Path<String>) -> ApiResult<Res
 /// `GET /v1/procedures`: what this node serves.
 async fn procedures(State(api): State<Api>) -> ApiResult<Response> {
     Ok(json(api.control.ask(Request::Procedures).await?))
+}
+
+/// `GET /v1/keys`: the keys this node knows for other nodes, with keys they presented lately
+/// that are not those.
+async fn keys(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Keys).await?))
+}
+
+/// `PUT /v1/keys/{node}`: accept a key for a node (a JSON `AcceptKey`; without `key`, the key
+/// it presented).
+async fn accept_key(
+    State(api): State<Api>,
+    Path(node): Path<String>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<Response> {
+    let body = body.map_err(|e| body_error(e, api.max_payload))?;
+    let accept: crate::keys::AcceptKey = if body.iter().all(u8::is_ascii_whitespace) {
+        Default::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                "bad_request",
+                format!("the body is not {{\"key\": \"<64 hex digits>\"}}: {e}"),
+            )
+        })?
+    };
+    let key = api
+        .control
+        .ask(|reply| Request::AcceptKey {
+            node,
+            key: accept.key,
+            reply,
+        })
+        .await??;
+    Ok(json(key))
+}
+
+/// `DELETE /v1/keys/{node}`: forget the key of a node; the next signed message naming it
+/// teaches it again.
+async fn forget_key(State(api): State<Api>, Path(node): Path<String>) -> ApiResult<StatusCode> {
+    api.control
+        .ask(|reply| Request::ForgetKey { node, reply })
+        .await??;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn metrics(State(api): State<Api>) -> ApiResult<Response> {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use crate::calls::{CallInfo, CallOutcome, CallSpec, ProcedureInfo, WaitFor};
+pub use crate::keys::{AcceptKey, KeyInfo, PresentedKeyInfo};
 
 /// A request to the event loop.
 #[derive(Debug)]
@@ -151,6 +152,26 @@ pub enum Request {
     },
     /// The procedures this node serves.
     Procedures(oneshot::Sender<Vec<ProcedureInfo>>),
+    /// The keys this node knows for other nodes, and keys they presented that are not those.
+    Keys(oneshot::Sender<Vec<KeyInfo>>),
+    /// The operator accepts a key for a node (a reinstalled node's new one); answered once it
+    /// is durable.
+    AcceptKey {
+        /// The node, as a user names it (`dtn://bravo/` or `bravo`).
+        node: String,
+        /// The key, 64 hex digits; `None`: the key the node presented.
+        key: Option<String>,
+        /// The key as now known.
+        reply: oneshot::Sender<Result<KeyInfo, ApiError>>,
+    },
+    /// The operator forgets the key of a node: the next signed message naming it teaches it
+    /// again. Answered once durable.
+    ForgetKey {
+        /// The node.
+        node: String,
+        /// Ok once forgotten, `not_found` if no key was known.
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
 }
 
 /// Sends requests to the event loop.
@@ -435,6 +456,10 @@ pub struct RpcCounters {
     pub forged: u64,
     /// Any-mode notices ignored: their signer is not a trusted server (`[rpc] trusted_servers`).
     pub untrusted_notices: u64,
+    /// Messages dropped because they were signed by another key than the one known for the
+    /// node they name as their sender (`ferry keys` shows the key they presented).
+    #[serde(default)]
+    pub key_mismatches: u64,
     /// Executions running now.
     pub running: u64,
     /// Calls this node made that it keeps in memory: those waiting and the latest finished

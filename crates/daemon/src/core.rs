@@ -1783,7 +1783,47 @@ impl Daemon {
             Request::Procedures(reply) => {
                 let _ = reply.send(self.procedures());
             }
+            Request::Keys(reply) => {
+                let keys = self.rpc.engine.keys().into_iter().map(Into::into).collect();
+                let _ = reply.send(keys);
+            }
+            Request::AcceptKey { node, key, reply } => {
+                let result = self.accept_key(&node, key.as_deref());
+                self.replies_when_durable.push(when_durable(reply, result));
+            }
+            Request::ForgetKey { node, reply } => {
+                let result = crate::keys::parse_key_node(&node).and_then(|id| {
+                    let now = self.now();
+                    let old = self.rpc.engine.forget_key(now, &mut self.node, &id);
+                    let old = old.map_err(crate::keys::key_error)?;
+                    tracing::info!("rpc: forgot the key {old} of {id} (the operator's request)");
+                    Ok(())
+                });
+                self.replies_when_durable.push(when_durable(reply, result));
+            }
         }
+    }
+
+    /// `Request::AcceptKey`: `key` (or the presented one) becomes the key of `node`.
+    fn accept_key(
+        &mut self,
+        node: &str,
+        key: Option<&str>,
+    ) -> Result<crate::keys::KeyInfo, ApiError> {
+        let id = crate::keys::parse_key_node(node)?;
+        let key = key.map(crate::keys::parse_key).transpose()?;
+        let now = self.now();
+        let known = self
+            .rpc
+            .engine
+            .accept_key(now, &mut self.node, &id, key)
+            .map_err(crate::keys::key_error)?;
+        tracing::info!(
+            "rpc: accepted the key {} for {} (the operator's request)",
+            known.key,
+            known.node
+        );
+        Ok(known.into())
     }
 
     /// An endpoint named by an application: a full endpoint id, or a service name on this node.
@@ -1842,6 +1882,7 @@ impl Daemon {
             duplicates: r.duplicates,
             forged: r.forged,
             untrusted_notices: r.untrusted_notices,
+            key_mismatches: r.key_mismatches,
             running: self.rpc.engine.running() as u64,
             calls_in_memory: self.rpc.engine.calls_in_memory().0 as u64,
             served_in_memory: self.rpc.engine.calls_in_memory().1 as u64,
@@ -2391,6 +2432,32 @@ impl Daemon {
             "counter",
             "Bundles dropped by the store's recovery scan at start.",
             m.recovered_dropped,
+        );
+        let r = self.rpc.engine.stats();
+        metric(
+            "rpc_forged_total",
+            "counter",
+            "RPC messages dropped for a bad signature, a failed decryption or garbage.",
+            r.forged,
+        );
+        metric(
+            "rpc_key_mismatch_total",
+            "counter",
+            "RPC messages dropped because they were signed by another key than the one known for \
+             the node they name as their sender (`ferry keys` shows the key presented).",
+            r.key_mismatches,
+        );
+        metric(
+            "rpc_presented_keys_dropped_total",
+            "counter",
+            "Presented keys forgotten to keep their table within its bound (256 nodes).",
+            r.presented_keys_dropped,
+        );
+        metric(
+            "rpc_keys_not_learnt_total",
+            "counter",
+            "New nodes' keys not learnt because the table of learnt keys is full.",
+            r.keys_not_learnt,
         );
         out
     }

@@ -33,6 +33,7 @@ pub mod exec;
 pub mod facts;
 pub mod identity;
 pub mod inbox;
+pub mod keys;
 pub mod relay;
 pub mod rpc_shell;
 pub mod udp;

@@ -53,6 +53,10 @@ pub struct RpcShell {
     pub calls_changed: bool,
     /// Which calls changed since the core last looked (it answers their waiters).
     pub changed_calls: std::collections::BTreeSet<wire::rpc::CallId>,
+    /// Whether the bound of presented keys was logged (once).
+    presented_bound_logged: bool,
+    /// Whether the bound of learnt keys was logged (once).
+    learnt_bound_logged: bool,
 }
 
 impl RpcShell {
@@ -97,6 +101,8 @@ impl RpcShell {
             finished: tx,
             calls_changed: false,
             changed_calls: Default::default(),
+            presented_bound_logged: false,
+            learnt_bound_logged: false,
         };
         Ok((shell, rx))
     }
@@ -137,7 +143,35 @@ impl RpcShell {
                     self.calls_changed = true;
                     self.changed_calls.insert(id);
                 }
+                RpcEvent::KeyMismatch {
+                    node: claimed,
+                    known,
+                    presented,
+                    message,
+                } => {
+                    tracing::warn!(
+                        "rpc: dropped a {message} from {claimed} signed by key {presented}, not \
+                         the key known for it ({known}); if {claimed} was reinstalled, accept \
+                         its new key with `ferry keys accept {claimed}`"
+                    );
+                }
             }
+        }
+        if !self.learnt_bound_logged && self.engine.stats().keys_not_learnt > 0 {
+            self.learnt_bound_logged = true;
+            tracing::warn!(
+                "rpc: {} keys are known, the most kept; new nodes' keys are not learnt (counted \
+                 in ferry_rpc_keys_not_learnt_total; `ferry keys forget` makes room)",
+                rpc::MAX_LEARNT_KEYS
+            );
+        }
+        if !self.presented_bound_logged && self.engine.stats().presented_keys_dropped > 0 {
+            self.presented_bound_logged = true;
+            tracing::warn!(
+                "rpc: more nodes presented keys other than their known ones than are kept; the \
+                 longest unseen are forgotten (counted in \
+                 ferry_rpc_presented_keys_dropped_total)"
+            );
         }
         for e in self.engine.take_errors() {
             tracing::error!("rpc: {e}");

@@ -175,6 +175,11 @@ impl Server {
                 .header("authorization", auth)
                 .header("content-type", ct)
                 .send(b),
+            ("put", None) => self
+                .agent
+                .put(&url)
+                .header("authorization", auth)
+                .send_empty(),
             _ => panic!("test misuse: {method} with body {}", body.is_some()),
         };
         let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
@@ -365,11 +370,12 @@ fn every_route_is_described_and_every_described_route_answers() {
             .replace("{endpoint}", "inbox")
             .replace("{seq}", "0")
             .replace("{id}", &"0".repeat(32))
-            .replace("{hash}", &"0".repeat(64));
+            .replace("{hash}", &"0".repeat(64))
+            .replace("{node}", "bravo");
         for method in ops.as_mapping().unwrap().keys() {
             let method = method.as_str().unwrap();
             let body: Option<(&str, &[u8])> =
-                (method == "post").then_some(("application/json", b"{}"));
+                matches!(method, "post" | "put").then_some(("application/json", b"{}"));
             let answer = s.call(method, &concrete, body);
             if answer.status == 404 && answer.content_type.starts_with("application/json") {
                 assert_ne!(
@@ -1459,4 +1465,145 @@ fn strangers_and_web_pages_are_refused_before_any_route_runs() {
     // With the token, from a program (no Origin), the same requests work.
     s.checked("get", "/v1/status", "/v1/status", None, 200);
     rt.block_on(running.shut_down());
+}
+
+/// The value of the metric `name` in a `/metrics` answer.
+fn metric_value(s: &Server, name: &str) -> u64 {
+    let text = String::from_utf8(s.call("get", "/metrics", None).body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name} in {text}"))
+}
+
+#[test]
+fn a_key_a_server_presented_is_shown_and_once_accepted_its_reply_is_taken() {
+    let pair = Pair::start();
+    let a = pair.alpha();
+    let bravo_key = pair
+        .bravo()
+        .checked("get", "/v1/status", "/v1/status", None, 200)["public_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // alpha learns bravo's key from its hello when their session comes up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = a.checked("get", "/v1/keys", "/v1/keys", None, 200);
+        if keys
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["node"] == "dtn://bravo/")
+        {
+            assert_eq!(keys[0]["key"], bravo_key.as_str(), "{keys}");
+            assert_eq!(keys[0]["source"], "hello", "{keys}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no key learnt: {keys}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // As if bravo had been reinstalled: alpha holds another key for it (a valid one, alpha's
+    // own), named by the whole node id percent-encoded.
+    let other = a.checked("get", "/v1/status", "/v1/status", None, 200)["public_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = format!(r#"{{"key":"{other}"}}"#);
+    let set = a.checked(
+        "put",
+        "/v1/keys/{node}",
+        "/v1/keys/dtn%3A%2F%2Fbravo%2F",
+        Some(("application/json", body.as_bytes())),
+        200,
+    );
+    assert_eq!(
+        (&set["key"], &set["source"]),
+        (&other.as_str().into(), &"accepted".into())
+    );
+
+    // A call any server may answer goes signed to every node; bravo's reply, signed by its
+    // real key, is ignored, and the call says so once.
+    let made = a.checked(
+        "post",
+        "/v1/calls",
+        "/v1/calls",
+        Some((
+            "application/json",
+            br#"{"target":"any","procedure":"echo","params":[{"text":"hi"}],"deadline":"60s"}"#,
+        )),
+        201,
+    );
+    let id = made["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/calls/{id}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let line = loop {
+        let call = a.checked("get", "/v1/calls/{id}", &path, None, 200);
+        let lines: Vec<String> = call["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["text"].as_str().unwrap().to_owned())
+            .filter(|t| t.contains("was signed by key"))
+            .collect();
+        if metric_value(&a, "ferry_rpc_key_mismatch_total") >= 2 {
+            assert_eq!(lines.len(), 1, "one line however many copies: {call}");
+            assert_eq!(call["state"], "waiting", "{call}");
+            break lines[0].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no mismatch: {call}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        line.starts_with(&format!(
+            "a reply from dtn://bravo/ was signed by key {bravo_key}"
+        )),
+        "{line}"
+    );
+    assert!(line.contains("ferry keys accept dtn://bravo/"), "{line}");
+    let status = a.checked("get", "/v1/status", "/v1/status", None, 200);
+    assert!(
+        status["rpc"]["key_mismatches"].as_u64().unwrap() >= 2,
+        "{status}"
+    );
+    let keys = a.checked("get", "/v1/keys", "/v1/keys", None, 200);
+    assert_eq!(keys[0]["presented"]["key"], bravo_key.as_str(), "{keys}");
+
+    // Accepting what bravo presented (no key named): the call's next copy is answered and taken.
+    let accepted = a.checked("put", "/v1/keys/{node}", "/v1/keys/bravo", None, 200);
+    assert_eq!(accepted["key"], bravo_key.as_str(), "{accepted}");
+    let done = a.checked(
+        "get",
+        "/v1/calls/{id}/wait",
+        &format!("{path}/wait?timeout=20s"),
+        None,
+        200,
+    );
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["replies"][0]["value_text"], "hi");
+
+    // Refusals, each a JSON Error with its stable code.
+    for (method, path, body, status, code) in [
+        (
+            "put",
+            "/v1/keys/bravo",
+            Some(r#"{"key":"12"}"#),
+            400,
+            "bad_request",
+        ),
+        ("put", "/v1/keys/alpha", Some(r#"{}"#), 400, "bad_request"),
+        ("put", "/v1/keys/nobody", None, 404, "not_found"),
+        ("delete", "/v1/keys/nobody", None, 404, "not_found"),
+    ] {
+        let body = body.map(|b| ("application/json", b.as_bytes()));
+        let spec_path = "/v1/keys/{node}";
+        let e = a.checked(method, spec_path, path, body, status);
+        assert_eq!(e["code"], code, "{method} {path}: {e}");
+    }
+    let answer = a.call("delete", "/v1/keys/bravo", None);
+    assert_eq!(answer.status, 204);
+    pair.shut_down();
 }

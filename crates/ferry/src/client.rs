@@ -306,6 +306,14 @@ impl Client {
         Ok((body.content_length(), body.into_reader()))
     }
 
+    /// `PUT path` with a JSON body; the JSON answer as it came.
+    pub(crate) fn put_json(&self, path: &str, body: &impl Serialize) -> Result<Value, ClientError> {
+        let answer = self
+            .authorize(self.agent.put(self.url(path)))
+            .send_json(body);
+        self.json_answer(answer)
+    }
+
     /// `DELETE path`, expecting no body.
     pub(crate) fn delete(&self, path: &str) -> Result<(), ClientError> {
         let answer = self.authorize(self.agent.delete(self.url(path))).call();

@@ -68,7 +68,7 @@ fn status_text(s: &Status) -> String {
     } else {
         String::new()
     };
-    key_values(&[
+    let mut pairs = vec![
         ("node", s.node_id.clone()),
         ("version", s.version.clone()),
         ("uptime", fmt_secs(s.uptime_s)),
@@ -112,15 +112,25 @@ fn status_text(s: &Status) -> String {
             ),
         ),
         ("key", s.public_key.clone()),
-        (
-            "listening",
-            if s.listening.is_empty() {
-                "-".into()
-            } else {
-                s.listening.join(", ")
-            },
-        ),
-    ])
+    ];
+    if s.rpc.key_mismatches > 0 {
+        pairs.push((
+            "key alarms",
+            format!(
+                "{} signed by another key than the sender's known one, dropped (ferry keys)",
+                plural(s.rpc.key_mismatches, "message")
+            ),
+        ));
+    }
+    pairs.push((
+        "listening",
+        if s.listening.is_empty() {
+            "-".into()
+        } else {
+            s.listening.join(", ")
+        },
+    ));
+    key_values(&pairs)
 }
 
 fn plural(n: u64, what: &str) -> String {
@@ -238,6 +248,7 @@ mod tests {
                 duplicates: 1,
                 forged: 0,
                 untrusted_notices: 0,
+                key_mismatches: 0,
                 running: 1,
                 calls_in_memory: 2,
                 served_in_memory: 5,
@@ -245,6 +256,7 @@ mod tests {
         };
         let text = status_text(&s);
         assert!(text.starts_with("node        dtn://a/\n"), "{text}");
+        assert!(!text.contains("key alarms"), "{text}");
         assert!(text.contains("uptime      1h 2m\n"), "{text}");
         assert!(
             text.contains("store       1 bundle, 1.5 KiB of 1.0 GiB (0.0%)\n"),
@@ -262,6 +274,13 @@ mod tests {
         );
         assert!(
             text.contains("listening   tcpcl://127.0.0.1:4556, udp://0.0.0.0:4556\n"),
+            "{text}"
+        );
+        let mut alarmed = s.clone();
+        alarmed.rpc.key_mismatches = 3;
+        let text = status_text(&alarmed);
+        assert!(
+            text.contains("key alarms  3 messages signed by another key than the sender's known one, dropped (ferry keys)\n"),
             "{text}"
         );
     }

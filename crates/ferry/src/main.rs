@@ -2,7 +2,7 @@
 //! create`, `ferry bundle inspect`), the network simulator (`ferry sim`), the daemon (`ferry
 //! node`) and the commands that talk to a running daemon over its local HTTP API (`status`,
 //! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`) and the remote procedure
-//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`).
+//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`, `keys`).
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -19,6 +19,7 @@ mod calls_view;
 mod client;
 mod demo_cmd;
 mod info_cmd;
+mod keys_cmd;
 mod node_cmd;
 mod output;
 mod ping_cmd;
@@ -83,6 +84,9 @@ enum Command {
     /// Print the running node's metrics (Prometheus text: counters of traffic, refusals and
     /// limits reached).
     Metrics(client::ApiArgs),
+    /// List the keys the running node knows for other nodes; accept a reinstalled node's new
+    /// key, or forget one.
+    Keys(keys_cmd::KeysArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
         Command::Cancel(args) => call_cmd::run_cancel(args),
         Command::Procedures(args) => call_cmd::run_procedures(args),
         Command::Metrics(args) => info_cmd::run_metrics(args),
+        Command::Keys(args) => keys_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

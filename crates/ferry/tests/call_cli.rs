@@ -53,6 +53,7 @@ struct Node {
     api: String,
     tcpcl: u16,
     log: PathBuf,
+    config: PathBuf,
 }
 
 impl Node {
@@ -84,12 +85,19 @@ impl Node {
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(&config, toml).unwrap();
         let log = dir.join(format!("{name}.log"));
+        Self::spawn(config, api, tcpcl, log)
+    }
+
+    /// Runs `ferry node` with the configuration file `config` and waits (at most 20 s) until
+    /// its API answers.
+    fn spawn(config: PathBuf, api: String, tcpcl: u16, log: PathBuf) -> Self {
+        let dir = config.parent().unwrap().to_owned();
         let child = Command::new(FERRY)
             .arg("node")
             .arg("--config")
             .arg(&config)
             // No configuration file of the user's may leak in.
-            .env("XDG_CONFIG_HOME", dir)
+            .env("XDG_CONFIG_HOME", &dir)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -99,6 +107,7 @@ impl Node {
             api,
             tcpcl,
             log,
+            config,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !node.ferry(&["status"]).status.success() {
@@ -160,6 +169,16 @@ impl Node {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// Stops the node, runs `between`, and starts it again with the same configuration.
+    fn restart(mut self, between: impl FnOnce()) -> Self {
+        let status =
+            common::terminate(&mut self.child).expect("ferry node did not stop on SIGTERM");
+        assert!(status.success(), "ferry node exited with {status}");
+        between();
+        let (config, api, log) = (self.config.clone(), self.api.clone(), self.log.clone());
+        Self::spawn(config, api, self.tcpcl, log)
     }
 
     fn stop(mut self) {
@@ -601,6 +620,70 @@ fn calls_to_another_node_explicit_any_and_all() {
     assert!(progress.contains("from dtn://bravo/:"), "{progress}");
     let picture = std::fs::read(all_out.join("bravo").join("photo.pgm")).unwrap();
     assert!(picture.starts_with(b"P2\n5 5\n"), "{picture:?}");
+    alpha.stop();
+    bravo.stop();
+}
+
+#[test]
+fn a_reinstalled_servers_new_key_is_shown_refused_until_accepted_then_used() {
+    let dir = TempDir::new("keys");
+    let bravo = Node::start("bravo", &dir.0);
+    let alpha = Node::start_with("alpha", &dir.0, false, Some(bravo.tcpcl));
+    alpha.wait_for_peer("dtn://bravo/");
+    let key_of = |node: &Node| {
+        let status: serde_json::Value =
+            serde_json::from_str(&node.ok(&["status", "--json"])).unwrap();
+        status["public_key"].as_str().unwrap().to_owned()
+    };
+    let old = key_of(&bravo);
+    assert_eq!(alpha.ok(&["call", "bravo", "echo", "before"]), "before");
+    let listed = alpha.ok(&["keys"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("dtn://bravo/") && l.contains(&old)),
+        "{listed}"
+    );
+
+    // bravo is reinstalled: a new data directory, so a new identity.
+    let bravo = bravo.restart(|| std::fs::remove_dir_all(dir.0.join("bravo")).unwrap());
+    let new = key_of(&bravo);
+    assert_ne!(new, old);
+    alpha.wait_for_peer("dtn://bravo/");
+
+    // Its reply to a call any server may answer is not believed, and the call says why.
+    let out = alpha.ferry(&["call", "any", "sum", "20", "22", "--deadline", "4s"]);
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{progress}");
+    assert!(
+        progress.contains(&format!(
+            "a reply from dtn://bravo/ was signed by key {new}, not the key known for it ({old})"
+        )),
+        "{progress}"
+    );
+    let listed = alpha.ok(&["keys"]);
+    assert!(
+        listed.contains(&format!("dtn://bravo/ presented key {new}, known {old}")),
+        "{listed}"
+    );
+    assert!(alpha.ok(&["status"]).contains("key alarms"));
+
+    // The operator accepts it: calls to bravo work again.
+    let accepted = alpha.ok(&["keys", "accept", "bravo"]);
+    assert!(accepted.contains(&new), "{accepted}");
+    let json: serde_json::Value = serde_json::from_str(&alpha.ok(&["keys", "--json"])).unwrap();
+    assert_eq!(json[0]["key"], new.as_str(), "{json}");
+    assert_eq!(json[0]["source"], "accepted", "{json}");
+    assert!(json[0].get("presented").is_none(), "{json}");
+    assert_eq!(alpha.ok(&["call", "bravo", "echo", "after"]), "after");
+
+    // Forgetting is refused for a node whose key is not known, and works for one that is.
+    let refused = alpha.fails(&["keys", "forget", "nobody"]);
+    assert!(
+        refused.contains("no key is known for dtn://nobody/"),
+        "{refused}"
+    );
+    alpha.ok(&["keys", "forget", "dtn://bravo/"]);
     alpha.stop();
     bravo.stop();
 }

@@ -271,6 +271,19 @@ pub enum RpcEvent {
     CallChanged(CallId),
     /// A call this node made is over (see [`Rpc::call_view`]).
     CallFinished(CallId),
+    /// A message naming `node` as its sender was signed by another key than the one known for
+    /// it, and dropped: announced the first time while the node's presented key is kept (see
+    /// [`Rpc::keys`]), for the shell to tell the operator.
+    KeyMismatch {
+        /// The node the message claimed to come from.
+        node: Eid,
+        /// The key known for it.
+        known: PublicKey,
+        /// The key the message was signed by.
+        presented: PublicKey,
+        /// What the message was: `hello`, `call`, `cancel`, `reply` or `notice`.
+        message: &'static str,
+    },
 }
 
 /// Where a call this node made stands.
@@ -479,8 +492,14 @@ pub struct RpcStats {
     pub duplicates: u64,
     /// Messages refused: bad signature, tampered, not decryptable, unreadable.
     pub forged: u64,
-    /// Replies whose signer is not the key known for the server they claim to be.
+    /// Messages dropped because their signer is not the key known for the node they claim to
+    /// come from (a caller, a server, a hello's node), or replies naming another server than
+    /// the one an explicit call named.
     pub key_mismatches: u64,
+    /// Presented keys forgotten to keep that table within its bound (see [`Rpc::keys`]).
+    pub presented_keys_dropped: u64,
+    /// New nodes' keys not learnt because [`MAX_LEARNT_KEYS`] keys are known already.
+    pub keys_not_learnt: u64,
     /// Replies for no call of ours, or arriving after the call ended.
     pub unmatched: u64,
     /// Any-mode calls skipped or stopped because another server took them.
@@ -690,7 +709,10 @@ pub struct Rpc {
     sweep_resume: [Vec<u8>; 2],
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
-    keys: BTreeMap<Eid, PublicKey>,
+    keys: BTreeMap<Eid, keys::Learnt>,
+    /// Keys other than the known one that nodes' messages were signed with lately: the latest
+    /// per node, at most [`keys::MAX_PRESENTED`] nodes.
+    presented: BTreeMap<Eid, PresentedKey>,
     /// Keys shared with peers ([`seal::PairKey`]): one X25519 multiplication per peer instead
     /// of a signature and two multiplications per message. Bounded; emptied when full.
     pair_keys: BTreeMap<PublicKey, seal::PairKey>,
@@ -859,6 +881,7 @@ impl Rpc {
             jobs: BTreeMap::new(),
             next_job: 1,
             keys: BTreeMap::new(),
+            presented: BTreeMap::new(),
             pair_keys: BTreeMap::new(),
             pinned,
             notices: BTreeMap::new(),
@@ -922,8 +945,8 @@ impl Rpc {
     pub fn key_of(&self, node: &Eid) -> Option<PublicKey> {
         self.pinned
             .get(node)
-            .or_else(|| self.keys.get(node))
             .copied()
+            .or_else(|| self.keys.get(node).map(|l| l.key))
     }
 
     /// A call this node made and keeps in memory: still waiting, or among the latest
@@ -1321,19 +1344,6 @@ impl Rpc {
         }
     }
 
-    fn learn_key(&mut self, node_id: &Eid, key: PublicKey, node: &mut Node) -> bool {
-        if let Some(known) = self.key_of(node_id) {
-            return known == key;
-        }
-        if *node_id == self.me {
-            return key == self.identity.public();
-        }
-        self.keys.insert(node_id.clone(), key);
-        let id = node_id.to_string();
-        self.persist(node, RpcTable::Keys, id.as_bytes(), Some(&key.0));
-        true
-    }
-
     /// Sends this node's hello (signed: the signature carries its key) to `to` by datagram,
     /// unless it did so within [`HELLO_INTERVAL_MS`].
     fn introduce(&mut self, now: DtnTime, node: &mut Node, to: &Eid) {
@@ -1384,8 +1394,9 @@ impl Rpc {
             Message::Cancel(cancel) => self.serve_cancel(now, node, cancel, sender),
             Message::Hello(hello) => {
                 let from = hello.node.node_id();
-                if !self.learn_key(&from, sender, node) {
-                    self.stats.key_mismatches += 1;
+                // A hello with another key than the known one is not answered: the key is
+                // kept as presented, for the operator to accept if the node was reinstalled.
+                if !self.learn_key(now, node, &from, sender, KeySource::Hello) {
                     return;
                 }
                 // Its sender does not know our key (that is why it says hello): answer in kind.
@@ -1822,8 +1833,11 @@ impl Rpc {
 
 mod archive;
 mod client;
+mod keys;
 mod persist;
 mod server;
+
+pub use keys::{KeyError, KeySource, KnownKey, MAX_LEARNT_KEYS, PresentedKey};
 
 pub use server::check_params;
 

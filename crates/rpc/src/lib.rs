@@ -25,7 +25,10 @@
 //!
 //! Every message is sealed ([`seal`]): signed by its sender, replies encrypted to the caller, and
 //! calls encrypted to their server when its key is known (pinned or learnt from a signed message).
-//! Forged, tampered or misdirected messages are dropped and counted ([`RpcStats::forged`]).
+//! Forged, tampered or misdirected messages are dropped and counted ([`RpcStats::forged`]), and
+//! so is a message that names a node whose key is known but is signed by another key
+//! ([`RpcStats::key_mismatches`]; the operator sees the key it presented in [`Rpc::keys`] and
+//! accepts a reinstalled node's new key with [`Rpc::accept_key`]).
 //! Files (file parameters, file results, outputs above the inline limit) go on the data channel:
 //! bundles of their own, named by BLAKE3 hash and verified on arrival.
 //!
@@ -43,8 +46,9 @@ pub mod require;
 
 pub use config::{ProcedureSpec, RpcConfig, Timers};
 pub use engine::{
-    CallError, CallRef, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, Outcome, Param,
-    RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, Target, TimelineRef, Via, check_params,
+    CallError, CallRef, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, KeyError,
+    KeySource, KnownKey, MAX_LEARNT_KEYS, Outcome, Param, PresentedKey, RPC_DEMUX, Reply, Rpc,
+    RpcEvent, RpcStats, Target, TimelineRef, Via, check_params,
 };
 pub use record::RecordError;
 

@@ -911,3 +911,408 @@ fn a_served_call_answered_at_once_takes_its_timer_with_it() {
     // server would otherwise hold one stale timer per call of the last `ack_delay_ms`).
     assert_eq!(rpc.poll_timeout(), Some(sweep));
 }
+
+// ----- keys: a node id is only as good as the key that signs for it -----
+
+/// The executions `rpc` asks for, drained.
+fn jobs(rpc: &mut Rpc) -> Vec<rpc::Job> {
+    std::iter::from_fn(|| rpc.poll_event())
+        .filter_map(|e| match e {
+            RpcEvent::Execute(job) => Some(job),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `message` signed by `by` and encrypted to the node whose identity's secret is `[to; 32]`
+/// (2: `dtn://server/`, 1: `dtn://client/`).
+fn sealed_by(by: &Identity, to: u8, message: &Message, entropy: u8) -> Vec<u8> {
+    let to = Identity::from_secret([to; 32]).public();
+    by.seal(&message.encode().unwrap(), Some(&to), [entropy; 32])
+        .unwrap()
+}
+
+/// The server of `server()`, running many `echo`s at once.
+fn busy_server() -> (Node, Rpc) {
+    server_with(|c| c.procedures[0].max_concurrent = 16)
+}
+
+#[test]
+fn a_call_in_the_name_of_a_known_caller_signed_by_another_key_is_never_run() {
+    let (mut node, mut rpc) = busy_server();
+    let genuine = Identity::from_secret([1; 32]);
+    let impostor = Identity::from_secret([3; 32]);
+    // The genuine caller's first call teaches its key.
+    deliver(&mut node, &mut rpc, sealed_by(&genuine, 2, &call(1), 1), 1);
+    let ran = jobs(&mut rpc);
+    assert_eq!(ran.len(), 1);
+    assert_eq!(ran[0].caller, eid("dtn://client/"));
+    let known = rpc.keys();
+    assert_eq!(known.len(), 1);
+    assert_eq!(
+        (&known[0].node, known[0].key, known[0].source.name()),
+        (&eid("dtn://client/"), genuine.public(), "call")
+    );
+    let stored_before = node.store().list().unwrap().len();
+
+    // Another key calls as dtn://client/: a new call, and a copy of the genuine call's id (which
+    // would be a new call of its own, keyed by the impostor's key).
+    deliver(&mut node, &mut rpc, sealed_by(&impostor, 2, &call(2), 2), 2);
+    deliver(&mut node, &mut rpc, sealed_by(&impostor, 2, &call(1), 3), 3);
+    let events: Vec<RpcEvent> = std::iter::from_fn(|| rpc.poll_event()).collect();
+    assert!(
+        !events.iter().any(|e| matches!(e, RpcEvent::Execute(_))),
+        "a call in another node's name ran: {events:?}"
+    );
+    assert_eq!(rpc.stats().key_mismatches, 2);
+    assert_eq!(rpc.stats().calls_rejected, 0, "nothing is answered");
+    assert_eq!(
+        node.store().list().unwrap().len(),
+        stored_before,
+        "nothing is sent to the impersonated node or the impostor"
+    );
+    // The operator is told once, and sees the presented key next to the known one.
+    let told: Vec<&RpcEvent> = events
+        .iter()
+        .filter(|e| matches!(e, RpcEvent::KeyMismatch { .. }))
+        .collect();
+    assert_eq!(
+        told,
+        [&RpcEvent::KeyMismatch {
+            node: eid("dtn://client/"),
+            known: genuine.public(),
+            presented: impostor.public(),
+            message: "call",
+        }]
+    );
+    let presented = rpc.keys()[0].presented.unwrap();
+    assert_eq!((presented.key, presented.messages), (impostor.public(), 2));
+
+    // Nor can a caller give itself a longer id of the node: `FERRY_CALLER` is a node id.
+    let mut longer = call(4);
+    if let Message::Call(c) = &mut longer {
+        c.caller = eid("dtn://client/admin");
+    }
+    deliver(&mut node, &mut rpc, sealed_by(&impostor, 2, &longer, 4), 4);
+    assert_eq!(executions(&mut rpc), 0, "a caller that is no node id ran");
+
+    // A cancel in the genuine caller's name is a mismatch too (and cancels nothing).
+    let cancel = Message::Cancel(wire::rpc::Cancel {
+        id: CallId([1; 16]),
+        caller: eid("dtn://client/"),
+    });
+    deliver(&mut node, &mut rpc, sealed_by(&impostor, 2, &cancel, 5), 5);
+    assert_eq!(rpc.stats().key_mismatches, 3);
+    assert!(
+        !std::iter::from_fn(|| rpc.poll_event()).any(|e| matches!(e, RpcEvent::Abort { .. })),
+        "the genuine call was stopped"
+    );
+
+    // The genuine caller still calls.
+    deliver(&mut node, &mut rpc, sealed_by(&genuine, 2, &call(5), 6), 6);
+    assert_eq!(executions(&mut rpc), 1);
+}
+
+#[test]
+fn a_hello_with_another_key_is_not_answered_and_its_key_is_shown() {
+    let (mut node, mut rpc) = server();
+    let genuine = Identity::from_secret([1; 32]);
+    let hello = |from: &Identity, entropy| {
+        let m = Message::Hello(wire::rpc::Hello {
+            node: eid("dtn://client/"),
+        });
+        from.seal(&m.encode().unwrap(), None, [entropy; 32])
+            .unwrap()
+    };
+    deliver(&mut node, &mut rpc, hello(&genuine, 1), 1);
+    assert_eq!(rpc.keys()[0].source.name(), "hello");
+    let stored = node.store().list().unwrap().len();
+    let reinstalled = Identity::from_secret([3; 32]);
+    deliver(&mut node, &mut rpc, hello(&reinstalled, 2), 2);
+    assert_eq!(rpc.key_of(&eid("dtn://client/")), Some(genuine.public()));
+    assert_eq!(rpc.stats().key_mismatches, 1);
+    assert_eq!(node.store().list().unwrap().len(), stored, "answered");
+    assert_eq!(
+        rpc.presented_key(&eid("dtn://client/")).map(|p| p.key),
+        Some(reinstalled.public())
+    );
+}
+
+#[test]
+fn a_reinstalled_callers_key_runs_once_the_operator_accepts_it_and_the_acceptance_is_kept() {
+    let (mut node, mut rpc) = busy_server();
+    let old = Identity::from_secret([1; 32]);
+    let new = Identity::from_secret([3; 32]);
+    deliver(&mut node, &mut rpc, sealed_by(&old, 2, &call(1), 1), 1);
+    assert_eq!(executions(&mut rpc), 1);
+    deliver(&mut node, &mut rpc, sealed_by(&new, 2, &call(2), 2), 2);
+    assert_eq!(executions(&mut rpc), 0);
+
+    // Accepting what was presented: the reinstalled node's copy of its call now runs.
+    let client = eid("dtn://client/");
+    let accepted = rpc
+        .accept_key(NOW + 1, &mut node, &eid("dtn://client/inbox"), None)
+        .unwrap();
+    assert_eq!(
+        (&accepted.node, accepted.key, accepted.source.name()),
+        (&client, new.public(), "accepted")
+    );
+    assert_eq!(rpc.presented_key(&client), None);
+    deliver(&mut node, &mut rpc, sealed_by(&new, 2, &call(2), 3), 3);
+    assert_eq!(executions(&mut rpc), 1);
+    // And the old key is the impostor now.
+    deliver(&mut node, &mut rpc, sealed_by(&old, 2, &call(3), 4), 4);
+    assert_eq!(executions(&mut rpc), 0);
+    assert_eq!(
+        rpc.presented_key(&client).map(|p| p.key),
+        Some(old.public())
+    );
+
+    // What cannot be changed is refused.
+    assert!(matches!(
+        rpc.accept_key(NOW, &mut node, &eid("dtn://server/"), Some(new.public())),
+        Err(rpc::KeyError::OwnNode(_))
+    ));
+    assert!(matches!(
+        rpc.accept_key(NOW, &mut node, &eid("dtn://nobody/"), None),
+        Err(rpc::KeyError::NothingPresented(_))
+    ));
+    assert!(matches!(
+        rpc.forget_key(NOW, &mut node, &eid("dtn://nobody/")),
+        Err(rpc::KeyError::Unknown(_))
+    ));
+
+    // The accepted key outlives the engine, with how it came.
+    drop(rpc);
+    let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
+    echo.max_concurrent = 16;
+    let config = RpcConfig {
+        procedures: vec![echo],
+        ..RpcConfig::default()
+    };
+    let mut rpc = Rpc::new(
+        config,
+        Identity::from_secret([2; 32]),
+        [9; 32],
+        &mut node,
+        NOW + 2,
+    );
+    let known = rpc.keys();
+    assert_eq!(
+        (known[0].key, known[0].source.name(), known[0].since),
+        (new.public(), "accepted", Some(NOW + 1))
+    );
+
+    // Forgetting it: the next caller's key is learnt again on first use.
+    assert_eq!(
+        rpc.forget_key(NOW + 3, &mut node, &client),
+        Ok(new.public())
+    );
+    assert!(rpc.keys().is_empty());
+    deliver(&mut node, &mut rpc, sealed_by(&old, 2, &call(6), 5), 5);
+    assert_eq!(executions(&mut rpc), 1);
+    assert_eq!(rpc.key_of(&client), Some(old.public()));
+}
+
+/// A client of `dtn://server/` that learnt the server's key (`[2; 32]`) from its hello and made
+/// a call to it by dtn.
+fn client_that_knows_the_server() -> (Node, Rpc, CallId) {
+    let mut node = client_node();
+    let mut rpc = Rpc::new(
+        RpcConfig::default(),
+        Identity::from_secret([1; 32]),
+        [8; 32],
+        &mut node,
+        NOW,
+    );
+    let hello = Message::Hello(wire::rpc::Hello {
+        node: eid("dtn://server/"),
+    });
+    let sealed = Identity::from_secret([2; 32])
+        .seal(&hello.encode().unwrap(), None, [1; 32])
+        .unwrap();
+    deliver_to_client(&mut node, &mut rpc, NOW, "~rpc", Bytes::from(sealed));
+    assert!(rpc.key_of(&eid("dtn://server/")).is_some());
+    let mut request =
+        rpc::CallRequest::new(rpc::Target::Node(eid("dtn://server/")), "echo", vec![]);
+    request.transport = Transport::Dtn;
+    let id = rpc.call(NOW, &mut node, request).unwrap();
+    (node, rpc, id)
+}
+
+fn result_from(server: &Identity, id: CallId, entropy: u8) -> Bytes {
+    let result = Message::Result(CallResult {
+        id,
+        server: eid("dtn://server/"),
+        value: Bytes::from_static(b"ok"),
+        files: vec![],
+        run_ms: 1,
+    });
+    Bytes::from(sealed_by(server, 1, &result, entropy))
+}
+
+fn timeline(rpc: &Rpc, id: &CallId) -> Vec<String> {
+    rpc.call_view(id)
+        .unwrap()
+        .timeline
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+#[test]
+fn a_reply_signed_by_another_key_is_ignored_with_a_line_once_and_accepting_the_key_lets_it_in() {
+    let (mut node, mut rpc, id) = client_that_knows_the_server();
+    let reinstalled = Identity::from_secret([5; 32]);
+    for i in 0..3 {
+        let reply = result_from(&reinstalled, id, i);
+        deliver_to_client(&mut node, &mut rpc, NOW + 10 + u64::from(i), "~rpc", reply);
+    }
+    let view = rpc.call_view(&id).unwrap();
+    assert_eq!(view.state, rpc::CallState::Waiting);
+    assert!(view.replies.is_empty());
+    assert_eq!(rpc.stats().key_mismatches, 3);
+    let lines: Vec<String> = timeline(&rpc, &id)
+        .into_iter()
+        .filter(|t| t.contains("signed by key"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line per call, not per copy: {lines:?}");
+    let known = Identity::from_secret([2; 32]).public();
+    assert_eq!(
+        lines[0],
+        format!(
+            "a reply from dtn://server/ was signed by key {}, not the key known for it ({known}), \
+             and was ignored; if dtn://server/ was reinstalled, accept its new key with \
+             `ferry keys accept dtn://server/`",
+            reinstalled.public()
+        )
+    );
+
+    // The operator accepts the presented key: the call goes again, sealed for it, and the next
+    // copy of the reply is taken.
+    let before = node.store().list().unwrap().len();
+    rpc.accept_key(NOW + 20, &mut node, &eid("dtn://server/"), None)
+        .unwrap();
+    assert_eq!(node.store().list().unwrap().len(), before + 1, "sent again");
+    assert!(
+        timeline(&rpc, &id).iter().any(|t| t
+            == "the key of dtn://server/ was accepted by the operator: the call is \
+                           encrypted for it and sent again by dtn"),
+        "{:?}",
+        timeline(&rpc, &id)
+    );
+    let reply = result_from(&reinstalled, id, 9);
+    deliver_to_client(&mut node, &mut rpc, NOW + 30, "~rpc", reply);
+    assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Succeeded);
+}
+
+#[test]
+fn a_forgotten_server_key_is_learnt_again_from_the_next_reply() {
+    let (mut node, mut rpc, id) = client_that_knows_the_server();
+    let reinstalled = Identity::from_secret([5; 32]);
+    let reply = result_from(&reinstalled, id, 1);
+    deliver_to_client(&mut node, &mut rpc, NOW + 10, "~rpc", reply.clone());
+    assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Waiting);
+    rpc.forget_key(NOW + 20, &mut node, &eid("dtn://server/"))
+        .unwrap();
+    deliver_to_client(&mut node, &mut rpc, NOW + 30, "~rpc", reply);
+    assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Succeeded);
+    let known = rpc.keys();
+    assert_eq!(
+        (known[0].key, known[0].source.name()),
+        (reinstalled.public(), "reply")
+    );
+}
+
+#[test]
+fn presented_keys_are_kept_for_a_bounded_number_of_nodes_the_oldest_going_first() {
+    let (mut node, mut rpc) = server();
+    let hello = |name: &str, from: &Identity, entropy: u8| {
+        let m = Message::Hello(wire::rpc::Hello {
+            node: eid(&format!("dtn://{name}/")),
+        });
+        from.seal(&m.encode().unwrap(), None, [entropy; 32])
+            .unwrap()
+    };
+    let genuine = Identity::from_secret([1; 32]);
+    let other = Identity::from_secret([3; 32]);
+    const NODES: u64 = 300;
+    for i in 0..NODES {
+        deliver(&mut node, &mut rpc, hello(&format!("n{i}"), &genuine, 1), i);
+    }
+    for i in 0..NODES {
+        let event = Event::Delivered(Delivery {
+            id: BundleId {
+                source: eid("dtn://x/~rpc"),
+                creation: CreationTimestamp {
+                    time: NOW,
+                    sequence: 1000 + i,
+                },
+                fragment: None,
+            },
+            destination: eid("dtn://server/~rpc"),
+            class: Class::Dtn,
+            created: NOW,
+            expiry: NOW + 60_000,
+            payload: Bytes::from(hello(&format!("n{i}"), &other, 2)),
+        });
+        rpc.handle_node_event(NOW + i, &mut node, &event);
+    }
+    let shown = rpc.keys().iter().filter(|k| k.presented.is_some()).count();
+    assert!(shown < NODES as usize, "unbounded: {shown}");
+    assert_eq!(rpc.stats().presented_keys_dropped, NODES - shown as u64);
+    assert!(
+        rpc.presented_key(&eid(&format!("dtn://n{}/", NODES - 1)))
+            .is_some()
+    );
+    assert!(
+        rpc.presented_key(&eid("dtn://n0/")).is_none(),
+        "the oldest went first"
+    );
+}
+
+#[test]
+fn a_flood_of_new_node_ids_fills_the_learnt_keys_to_their_bound_and_never_displaces_a_known_one() {
+    let (mut node, mut rpc) = server();
+    let genuine = Identity::from_secret([1; 32]);
+    let flooder = Identity::from_secret([3; 32]);
+    let hello = |name: &str, from: &Identity| {
+        let m = Message::Hello(wire::rpc::Hello {
+            node: eid(&format!("dtn://{name}/")),
+        });
+        Bytes::from(from.seal(&m.encode().unwrap(), None, [1; 32]).unwrap())
+    };
+    let deliver_hello = |node: &mut Node, rpc: &mut Rpc, payload: Bytes, seq: u64| {
+        let event = Event::Delivered(Delivery {
+            id: BundleId {
+                source: eid("dtn://x/~rpc"),
+                creation: CreationTimestamp {
+                    time: NOW,
+                    sequence: seq,
+                },
+                fragment: None,
+            },
+            destination: eid("dtn://server/~rpc"),
+            class: Class::Dtn,
+            created: NOW,
+            expiry: NOW + 60_000,
+            payload,
+        });
+        rpc.handle_node_event(NOW, node, &event);
+    };
+    deliver_hello(&mut node, &mut rpc, hello("client", &genuine), 0);
+    let flood = rpc::MAX_LEARNT_KEYS as u64 + 10;
+    for i in 1..=flood {
+        deliver_hello(&mut node, &mut rpc, hello(&format!("f{i}"), &flooder), i);
+    }
+    assert_eq!(rpc.keys().len(), rpc::MAX_LEARNT_KEYS);
+    assert_eq!(rpc.stats().keys_not_learnt, 11);
+    // The known node keeps its key: its impostor is still refused.
+    assert_eq!(rpc.key_of(&eid("dtn://client/")), Some(genuine.public()));
+    deliver(&mut node, &mut rpc, sealed_by(&flooder, 2, &call(1), 1), 1);
+    assert_eq!(executions(&mut rpc), 0);
+    // The operator can still accept a key.
+    rpc.accept_key(NOW, &mut node, &eid("dtn://later/"), Some(genuine.public()))
+        .unwrap();
+    assert_eq!(rpc.key_of(&eid("dtn://later/")), Some(genuine.public()));
+}

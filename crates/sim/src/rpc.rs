@@ -219,7 +219,7 @@ impl RpcApp {
                         self.aborted += 1;
                     }
                 }
-                RpcEvent::CallChanged(_) => {}
+                RpcEvent::CallChanged(_) | RpcEvent::KeyMismatch { .. } => {}
                 RpcEvent::CallFinished(id) => {
                     // From the store if the call has left the engine's memory already.
                     let Some(view) = self.engine_mut(now, i, node).call_record(node, &id) else {

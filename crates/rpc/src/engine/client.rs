@@ -523,8 +523,12 @@ impl Rpc {
             self.stats.key_mismatches += 1;
             return;
         }
-        if !self.learn_key(&server, sender, node) {
-            self.stats.key_mismatches += 1;
+        if !keys::is_node_id(&server) {
+            self.stats.forged += 1;
+            return;
+        }
+        if !self.learn_key(now, node, &server, sender, KeySource::Reply) {
+            self.note_key_mismatch(now, node, id, &server, sender);
             return;
         }
         let Some(c) = self.calls.get_mut(&id) else {
@@ -602,6 +606,42 @@ impl Rpc {
         }
         self.save_call(node, id);
         self.arm_call(id);
+    }
+
+    /// A reply to call `id` from `server` was signed by `presented`, not the key known for
+    /// `server`, and ignored: the call's timeline says so once per server (however many copies
+    /// come), with what the user can do about it.
+    fn note_key_mismatch(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        id: CallId,
+        server: &Eid,
+        presented: PublicKey,
+    ) {
+        let Some(c) = self.calls.get(&id) else {
+            return;
+        };
+        if c.state != CallState::Waiting {
+            return;
+        }
+        let head = format!("a reply from {server} was signed by key {presented}");
+        if c.timeline.iter().any(|(_, text)| text.starts_with(&head)) {
+            return;
+        }
+        let known = self
+            .key_of(server)
+            .map_or_else(String::new, |k| format!(" ({k})"));
+        self.note(
+            now,
+            id,
+            format!(
+                "{head}, not the key known for it{known}, and was ignored; if {server} was \
+                 reinstalled, accept its new key with `ferry keys accept {server}`"
+            ),
+        );
+        self.events.push_back(RpcEvent::CallChanged(id));
+        self.save_call(node, id);
     }
 
     pub(super) fn client_files_arrived(&mut self, now: DtnTime, node: &mut Node, id: CallId) {

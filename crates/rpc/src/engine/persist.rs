@@ -317,10 +317,9 @@ impl Rpc {
             let id = std::str::from_utf8(&k)
                 .ok()
                 .and_then(|s| s.parse::<Eid>().ok());
-            let key: Option<[u8; 32]> = v.as_ref().try_into().ok();
-            match (id, key) {
-                (Some(id), Some(key)) => {
-                    self.keys.insert(id, PublicKey(key));
+            match (id, keys::Learnt::decode(&v)) {
+                (Some(id), Some(learnt)) => {
+                    self.keys.insert(id, learnt);
                 }
                 _ => self.stats.damaged_records += 1,
             }

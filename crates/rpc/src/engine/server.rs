@@ -168,6 +168,19 @@ impl Rpc {
             // Our own broadcast came back around.
             return;
         }
+        // The caller is a node: what a procedure sees in `FERRY_CALLER` and what keys are
+        // known for. (`dtn://x/y` would otherwise be a caller of its own, with a key of its own.)
+        if !keys::is_node_id(&call.caller) {
+            self.stats.forged += 1;
+            return;
+        }
+        // A call signed by another key than the one known for the node it names as its caller
+        // is not served, not even from the cache: the procedure would see that node's id as its
+        // caller. Dropped without a reply (see `keys.rs` for why), counted and kept for the
+        // operator.
+        if !self.learn_key(now, node, &call.caller, caller_key, KeySource::Call) {
+            return;
+        }
         let key = ServeKey::new(caller_key, call.id);
         // A copy of a call answered long ago: its record may have left memory.
         self.bring_back_serving(node, &key, call.deadline);
@@ -186,7 +199,6 @@ impl Rpc {
             }
             return;
         }
-        self.learn_key(&call.caller, caller_key, node);
         let mut call = call;
         // `running` is the engine's own fact, set in place (a copy of the facts per call cost
         // a dozen allocations).
@@ -780,6 +792,11 @@ impl Rpc {
         cancel: Cancel,
         sender: PublicKey,
     ) {
+        // Calls are keyed by their caller's key, so another key cancels nothing; one that
+        // claims a known caller is still a mismatch to show.
+        if !self.check_key(now, &cancel.caller.node_id(), sender, "cancel") {
+            return;
+        }
         let key = ServeKey::new(sender, cancel.id);
         let Some(s) = self.serving.get(&key) else {
             return;
@@ -799,7 +816,6 @@ impl Rpc {
             s.state = ServeState::Skipped;
             s.unsent = false;
         }
-        let _ = now;
         self.save_serving(node, &key);
     }
 
@@ -818,6 +834,10 @@ impl Rpc {
             && !trusted.contains(&sender)
         {
             self.stats.untrusted_notices += 1;
+            return;
+        }
+        // A notice in the name of a server whose key is known must be signed by it.
+        if !self.check_key(now, &notice.server.node_id(), sender, "notice") {
             return;
         }
         let entry = self
