@@ -140,6 +140,20 @@ pub(crate) fn count_hop(bundle: &mut Bundle) -> bool {
     true
 }
 
+/// Whether the node processes extension blocks of `block_type` (RFC 9171 §5.6 step 4 applies to
+/// every other type). Previous node, bundle age and hop count are parsed by `wire` and never reach
+/// this question; Ferry's class (193) and spray copies (194) blocks are read and maintained here.
+///
+/// Bundle Protocol Security blocks (RFC 9172: BIB, type 11; BCB, type 12) are deliberately *not*
+/// processed: Ferry verifies and decrypts nothing of BPSec, so claiming to process them would
+/// deliver a BCB's ciphertext or a BIB's unverified target as if a security acceptor had checked
+/// them. They are unsupported blocks like any other: their own flags decide, so a security
+/// source that needs them honoured asks for deletion, and one that does not (flags clear) has
+/// them carried on byte for byte to a node that can verify them.
+pub(crate) fn processes_block(block_type: u64) -> bool {
+    matches!(block_type, BLOCK_FERRY_CLASS | BLOCK_FERRY_COPIES)
+}
+
 /// Whether the endpoint is the broadcast endpoint.
 /// Whether `eid` is a broadcast endpoint (`dtn://~all/…`), which every node may deliver.
 pub fn is_broadcast(eid: &Eid) -> bool {

@@ -165,6 +165,9 @@ pub enum DropReason {
     StoreError,
     /// Delivered elsewhere: the purge set said so.
     Purged,
+    /// An extension block the node cannot process asked for the bundle's deletion
+    /// (RFC 9171 §5.6 step 4).
+    BlockUnsupported,
 }
 
 impl DropReason {
@@ -179,6 +182,7 @@ impl DropReason {
                 StatusReason::DepletedStorage
             }
             DropReason::Purged => StatusReason::NoInformation,
+            DropReason::BlockUnsupported => StatusReason::BlockUnsupported,
         }
     }
 }

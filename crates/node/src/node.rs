@@ -923,7 +923,25 @@ impl Node {
 
     // ----- receiving -----
 
-    fn accept(&mut self, now: DtnTime, from: Option<&Eid>, link: Option<LinkId>, bundle: Bundle) {
+    fn accept(
+        &mut self,
+        now: DtnTime,
+        from: Option<&Eid>,
+        link: Option<LinkId>,
+        mut bundle: Bundle,
+    ) {
+        // RFC 9171 §5.6 step 4, before anything else reads the bundle: blocks this node cannot
+        // process (see `classes::processes_block`) are dealt with as their flags ask. A discarded
+        // block is gone from what is stored, delivered and forwarded; an unflagged one is carried
+        // on as it came.
+        let unsupported = bundle.apply_unsupported_block_rules(classes::processes_block);
+        if unsupported.delete_bundle {
+            if unsupported.report {
+                self.report_block_unsupported(now, &bundle);
+            }
+            self.drop_received(now, &bundle, DropReason::BlockUnsupported);
+            return;
+        }
         let id = bundle.id();
         let key = bundle_key(&id);
         let expiry = expiry_of(&bundle, now);
@@ -950,6 +968,10 @@ impl Node {
                 }
                 self.mark_seen(now, key, expiry.min(now + REAL_TIME_LIFETIME_MS));
             }
+            // After duplicate suppression: a flooded copy asks for no second report.
+            if unsupported.report {
+                self.report_block_unsupported(now, &bundle);
+            }
             if dest_node == self.me {
                 self.receive_local_real_time(now, from, class, bundle);
             } else {
@@ -968,6 +990,9 @@ impl Node {
         if self.held.contains_key(&id) || self.purged.contains_key(&adu_key) {
             self.stats.duplicates += 1;
             return;
+        }
+        if unsupported.report {
+            self.report_block_unsupported(now, &bundle);
         }
         if bundle.primary.is_admin_record() && dest_node == self.me {
             self.receive_admin(now, &bundle);
@@ -1925,6 +1950,23 @@ impl Node {
         );
     }
 
+    /// A reception report with reason "Block unsupported", asked for by a block's "transmit
+    /// status report if block can't be processed" flag rather than by the bundle's own flags
+    /// (RFC 9171 §5.6 step 4). `Bundle::validate` refused that flag in administrative records and
+    /// anonymous bundles (§4.2.4).
+    fn report_block_unsupported(&mut self, now: DtnTime, bundle: &Bundle) {
+        let expiry = expiry_of(bundle, now);
+        self.send_report(
+            now,
+            &bundle.id(),
+            &bundle.primary.report_to.clone(),
+            bundle.primary.flags,
+            ReportKind::AskedByBlock,
+            StatusReason::BlockUnsupported,
+            expiry,
+        );
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn send_report(
         &mut self,
@@ -1932,21 +1974,24 @@ impl Node {
         id: &BundleId,
         report_to: &Eid,
         flags: BundleFlags,
-        kind: Report,
+        kind: impl Into<ReportKind>,
         reason: StatusReason,
         expiry: DtnTime,
     ) {
-        let wanted = match kind {
-            Report::Received => BundleFlags::REPORT_RECEPTION,
-            Report::Forwarded => BundleFlags::REPORT_FORWARDING,
-            Report::Delivered => BundleFlags::REPORT_DELIVERY,
-            Report::Deleted => BundleFlags::REPORT_DELETION,
+        let (kind, wanted) = match kind.into() {
+            ReportKind::AskedByBundle(kind) => {
+                let wanted = match kind {
+                    Report::Received => BundleFlags::REPORT_RECEPTION,
+                    Report::Forwarded => BundleFlags::REPORT_FORWARDING,
+                    Report::Delivered => BundleFlags::REPORT_DELIVERY,
+                    Report::Deleted => BundleFlags::REPORT_DELETION,
+                };
+                (kind, flags.contains(wanted))
+            }
+            ReportKind::AskedByBlock => (Report::Received, true),
         };
         // RFC 9171 §6.1: no reports about administrative records, and none to nobody.
-        if !flags.contains(wanted)
-            || flags.contains(BundleFlags::ADMIN_RECORD)
-            || report_to.is_null()
-        {
+        if !wanted || flags.contains(BundleFlags::ADMIN_RECORD) || report_to.is_null() {
             return;
         }
         let time = flags
@@ -2060,6 +2105,20 @@ enum Report {
     Forwarded,
     Delivered,
     Deleted,
+}
+
+/// Who asked for a status report: the bundle's status report request flags (for one kind), or an
+/// extension block the node could not process (always a reception report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReportKind {
+    AskedByBundle(Report),
+    AskedByBlock,
+}
+
+impl From<Report> for ReportKind {
+    fn from(kind: Report) -> Self {
+        ReportKind::AskedByBundle(kind)
+    }
 }
 
 /// The control endpoint of a neighbour: `dtn://<node>/~ferry`.

@@ -1050,3 +1050,162 @@ fn a_real_time_duplicate_is_dropped_until_its_entry_expires_or_is_pushed_out() {
         "the earliest entry was not pushed out"
     );
 }
+
+// ----- RFC 9171 §5.6 step 4: extension blocks the node cannot process -----
+
+/// A bundle from node 0's `app` to `to`, as another implementation might make it, with
+/// extension blocks of the given types and flags (each block's content: its type as text).
+fn bundle_with_blocks(now: u64, to: Eid, flags: u64, blocks: &[(u64, u64)]) -> Bundle {
+    let mut primary = wire::PrimaryBlock::new(
+        to,
+        app(0),
+        wire::CreationTimestamp {
+            time: now,
+            sequence: 7,
+        },
+        60_000,
+    );
+    primary.report_to = app(0);
+    primary.flags = BundleFlags(flags);
+    let mut bundle = Bundle::new(primary, payload(500));
+    for &(block_type, block_flags) in blocks {
+        let data = wire::ExtensionData::Unknown {
+            block_type,
+            data: Bytes::from(format!("block {block_type}")),
+        };
+        let mut block = wire::ExtensionBlock::new(bundle.next_block_number(), data);
+        block.flags = wire::BlockFlags(block_flags);
+        bundle.extensions.push(block);
+    }
+    bundle
+}
+
+fn status_reports(net: &Net, i: usize) -> Vec<wire::StatusReport> {
+    net.events[i]
+        .iter()
+        .filter_map(|e| match e {
+            Event::StatusReport { report, .. } => Some(report.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_unprocessable_block_flagged_delete_drops_the_bundle_with_block_unsupported() {
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    let bundle = bundle_with_blocks(
+        net.now,
+        app(1),
+        BundleFlags::REPORT_DELETION,
+        &[(
+            200,
+            wire::BlockFlags::DELETE_BUNDLE_IF_UNPROCESSABLE
+                | wire::BlockFlags::REPORT_IF_UNPROCESSABLE,
+        )],
+    );
+    let id = bundle.id();
+    net.nodes[1].handle_bundle_bytes(net.now, LinkId(0), bundle.encode().to_bytes());
+    net.settle();
+    assert!(net.deliveries(1).is_empty(), "deleted, not delivered");
+    assert!(net.events[1].contains(&Event::Dropped {
+        id: id.clone(),
+        reason: DropReason::BlockUnsupported
+    }));
+    assert_eq!(net.nodes[1].held_bundles().count(), 0);
+    // The block asked for a reception report, the bundle for a deletion report: both say why.
+    let reports = status_reports(&net, 0);
+    assert!(
+        reports.iter().any(|r| r.received.is_some()
+            && r.reason == StatusReason::BlockUnsupported
+            && r.source == id.source),
+        "{reports:?}"
+    );
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.deleted.is_some() && r.reason == StatusReason::BlockUnsupported),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn an_unprocessable_block_flagged_report_sends_a_reception_report_and_the_bundle_goes_on() {
+    let mut net = Net::new(2, |_| {});
+    net.link(0, 1, None);
+    // The bundle itself asks for no report at all: the block does.
+    let bundle = bundle_with_blocks(
+        net.now,
+        app(1),
+        0,
+        &[(200, wire::BlockFlags::REPORT_IF_UNPROCESSABLE)],
+    );
+    let id = bundle.id();
+    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle.clone());
+    net.settle();
+    assert_eq!(net.deliveries(1).len(), 1);
+    let reports = status_reports(&net, 0);
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(reports[0].received.is_some());
+    assert_eq!(reports[0].reason, StatusReason::BlockUnsupported);
+    assert_eq!(reports[0].creation, id.creation);
+    // A second copy is a duplicate and asks for nothing more.
+    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle);
+    net.settle();
+    assert_eq!(status_reports(&net, 0).len(), 1);
+}
+
+#[test]
+fn an_unprocessable_block_flagged_discard_is_removed_and_an_unflagged_one_forwarded_as_it_came() {
+    let mut net = Net::new(3, |_| {});
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    net.hold_transfers = true;
+    // 200 asks to be discarded; 201 and a BPSec BCB (12, which Ferry does not process) ask for
+    // nothing and must reach the next node untouched.
+    let mut bundle = bundle_with_blocks(
+        net.now,
+        app(2),
+        0,
+        &[
+            (200, wire::BlockFlags::DISCARD_IF_UNPROCESSABLE),
+            (201, 0),
+            (12, wire::BlockFlags::REPLICATE_IN_EVERY_FRAGMENT),
+        ],
+    );
+    bundle.extensions[1].crc_type = wire::CrcType::Crc32c;
+    let original = bundle.encode().to_bytes();
+    // Block 201 as encoded: [201, 3, flags 0, CRC-32C, "block 201", its CRC], 21 bytes.
+    let block_201 = &original[original
+        .windows(6)
+        .position(|w| w == [0x86, 0x18, 201, 3, 0, 2])
+        .expect("block 201 in the original")..][..21];
+    assert_eq!(&block_201[6..16], b"\x49block 201");
+    net.nodes[1].handle_bundle_bytes(net.now, LinkId(0), original.clone());
+    net.settle();
+    let (from, to, forwarded) = net.pending.back().cloned().expect("forwarded to node 2");
+    assert_eq!((from, to), (1, 2));
+    assert_eq!(forwarded.id(), bundle.id());
+    let types: Vec<u64> = forwarded
+        .extensions
+        .iter()
+        .map(|b| b.data.block_type())
+        .collect();
+    assert!(!types.contains(&200), "discarded: {types:?}");
+    assert!(types.contains(&12), "{types:?}");
+    assert_eq!(
+        forwarded.extension(201),
+        bundle.extension(201),
+        "kept as it was"
+    );
+    let encoded = forwarded.encode().to_bytes();
+    assert!(
+        encoded.windows(block_201.len()).any(|w| w == block_201),
+        "block 201 forwarded byte for byte"
+    );
+    while !net.pending.is_empty() {
+        net.complete_next();
+    }
+    assert_eq!(net.deliveries(2).len(), 1);
+    assert_eq!(net.deliveries(2)[0].payload, payload(500));
+}
