@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 use bytes::Bytes;
-use store::{BundleMeta, Retention, Store, StoreError, StoredBundle};
+use store::{BundleMeta, Retention, RpcTable, Store, StoreError, StoredBundle};
 use wire::{
     AdminRecord, Beacon, Bundle, BundleFlags, BundleId, Capabilities, ClaEndpoint, Control,
     CreationTimestamp, DtnTime, Eid, PrimaryBlock, Reassembly, StatusAssertion, StatusReason,
@@ -272,7 +272,9 @@ pub struct Node {
     known: BTreeMap<Eid, BTreeSet<u64>>,
     /// Payload bytes (a prefix) of a held bundle that a neighbour already holds as a fragment.
     partial: BTreeMap<(BundleId, Eid), u64>,
-    /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide.
+    /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide, and until
+    /// when each holds. Kept in the store too (`RpcTable::Purged`), written with what added the
+    /// entry, so that a bundle delivered here is still refused after a restart.
     purged: BTreeMap<u64, DtnTime>,
     purge_expiries: BTreeSet<(DtnTime, u64)>,
     /// Real-time bundles seen, for duplicate suppression, and broadcast dtn bundles delivered here.
@@ -293,7 +295,8 @@ pub struct Node {
 
 impl Node {
     /// A node with this configuration and store. Bundles already in the store (a restart) are
-    /// indexed and will be forwarded; `now` is the current DTN time.
+    /// indexed and will be forwarded, and the purge set is read back (entries past their time
+    /// are removed from the store); `now` is the current DTN time.
     pub fn new(config: NodeConfig, store: Box<dyn Store + Send>, now: DtnTime) -> Self {
         let me = config.node_id.node_id();
         let mut node = Self {
@@ -329,7 +332,31 @@ impl Node {
             config,
         };
         node.reindex();
+        node.reload_purged(now);
         node
+    }
+
+    /// Reads the purge set back from the store (after a restart).
+    fn reload_purged(&mut self, now: DtnTime) {
+        let Ok(rows) = self.store.rpc_scan(RpcTable::Purged) else {
+            return;
+        };
+        for (k, v) in rows {
+            let entry = <[u8; 8]>::try_from(k.as_ref())
+                .ok()
+                .zip(<[u8; 8]>::try_from(v.as_ref()).ok())
+                .map(|(k, v)| (u64::from_be_bytes(k), u64::from_be_bytes(v)));
+            match entry {
+                Some((key, until)) if until > now => {
+                    self.purged.insert(key, until);
+                    self.purge_expiries.insert((until, key));
+                }
+                // Expired while the node was down, or not a row this node writes.
+                _ => {
+                    let _ = self.store.rpc_remove(RpcTable::Purged, &k);
+                }
+            }
+        }
     }
 
     /// Rebuilds the in-memory index from the store (after a restart).
@@ -661,6 +688,7 @@ impl Node {
             }
             self.purge_expiries.pop_first();
             self.purged.remove(&key);
+            let _ = self.store.rpc_remove(RpcTable::Purged, &key.to_be_bytes());
         }
         while let Some(&Reverse((t, key))) = self.seen_expiries.peek() {
             if t > now {
@@ -1132,15 +1160,16 @@ impl Node {
     /// A dtn-class bundle for an endpoint of this node: deliver it, reassembling fragments first.
     fn receive_for_me(&mut self, now: DtnTime, id: BundleId, expiry: DtnTime, bundle: Bundle) {
         let adu = adu_key(&id);
-        self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
         if bundle.primary.fragment.is_none() {
+            // In the store's batch with the delivery: the shell makes both durable before it
+            // acknowledges the bundle, so no restart forgets that it was delivered.
+            self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
             self.deliver(now, &bundle);
             self.report(now, &bundle, Report::Delivered, StatusReason::NoInformation);
             return;
         }
         // The purge set names whole bundles; fragments of one that is still incomplete must keep
         // flowing, so the purge entry is only added on completion.
-        self.remove_purge(adu);
         // Pieces wait in the store (they survive a restart, count against the quota and appear in
         // our summary vector, so neighbours stop sending them) until the bundle is whole.
         if self
@@ -2066,17 +2095,20 @@ impl Node {
         }
     }
 
+    /// Adds or renews a purge entry, in memory and in the store (a failed write fails the
+    /// shell's next commit, so nothing that depends on it is acknowledged).
     fn add_purge(&mut self, key: u64, until: DtnTime) {
-        if let Some(old) = self.purged.insert(key, until) {
-            self.purge_expiries.remove(&(old, key));
+        match self.purged.insert(key, until) {
+            Some(old) if old == until => return,
+            Some(old) => {
+                self.purge_expiries.remove(&(old, key));
+            }
+            None => {}
         }
         self.purge_expiries.insert((until, key));
-    }
-
-    fn remove_purge(&mut self, key: u64) {
-        if let Some(old) = self.purged.remove(&key) {
-            self.purge_expiries.remove(&(old, key));
-        }
+        let _ = self
+            .store
+            .rpc_put(RpcTable::Purged, &key.to_be_bytes(), &until.to_be_bytes());
     }
 
     /// xorshift64: deterministic from the configured seed.

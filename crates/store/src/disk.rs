@@ -51,6 +51,16 @@
 //! the database is opened until it is dropped: a second process (or a second open in this one)
 //! gets an error instead of racing the recovery scan.
 //!
+//! **Schema versions.** The database's `user_version` is [`SCHEMA_VERSION`]; an older store is
+//! migrated at open, in the same transaction that checks the version, and a newer one is
+//! refused untouched ("has schema version N; this build knows M"). So a build never works on
+//! tables it does not know: version 2 (RPC value files) keeps a version-1 build from deleting
+//! them as orphans, version 3 split the one `rpc` table into one per [`RpcTable`], and version 4
+//! added `rpc_purged` (the node's purge set), which a version-3 build would neither load nor
+//! scan for value files; a version-3 build refuses a version-4 store rather than run without
+//! the purge set and deliver again what was delivered. Opening a version-3 store creates the
+//! table, empty.
+//!
 //! **Checkpoints off the writer's thread.** The writing connection never checkpoints by itself
 //! (`wal_autocheckpoint=0`): a checkpoint of a 32 MiB WAL copies its pages into the database and
 //! syncs both, about 100 ms that held every commit (and the daemon's loop that makes them) each
@@ -116,7 +126,9 @@ const RESERVE_BYTES: usize = 256 * 1024;
 /// them, from opening a store that has them. Version 3 split the one `rpc` table, keyed by
 /// (table name, key), into a table per [`RpcTable`] keyed by key alone: every lookup and insert
 /// compared the name's text at each step of the B-tree, a fifth of an RPC record's write.
-const SCHEMA_VERSION: i64 = 3;
+/// Version 4 added [`RpcTable::Purged`] (`rpc_purged`); see "Schema versions" in the module
+/// documentation.
+const SCHEMA_VERSION: i64 = 4;
 
 /// The file the store holds locked while it is open (see "Single writer").
 pub const LOCK_FILE: &str = "lock";
@@ -194,6 +206,7 @@ macro_rules! rpc_sql {
             RpcTable::InboxPayload => concat!($before, "rpc_inbox_payload", $after),
             RpcTable::Files => concat!($before, "rpc_files", $after),
             RpcTable::Keys => concat!($before, "rpc_keys", $after),
+            RpcTable::Purged => concat!($before, "rpc_purged", $after),
         }
     };
 }
@@ -1709,7 +1722,8 @@ fn configure(conn: &Connection, dir: &Path) -> Result<()> {
     }
     // Version 0 is a new database: SCHEMA creates the current tables. Versions 1 and 2 have the
     // tables already (SCHEMA leaves them as they are) and one `rpc` table for all RPC tables,
-    // which version 1 has without the file columns.
+    // which version 1 has without the file columns. Version 3 lacks `rpc_purged`, which
+    // `create_rpc_tables` adds beside the tables it has.
     let migrated = conn
         .execute_batch(SCHEMA)
         .and_then(|()| match version {
@@ -2038,6 +2052,120 @@ mod tests {
             .query_row("SELECT count(*) FROM rpc", [], |row| row.get(0))
             .expect("old table");
         assert_eq!(rows, 5);
+    }
+
+    fn user_version(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "user_version", |row| row.get(0))
+            .expect("version")
+    }
+
+    /// A purge entry as the node writes it: the whole-bundle key, then until when it holds.
+    fn purge_row(key: u64, until: u64) -> ([u8; 8], [u8; 8]) {
+        (key.to_be_bytes(), until.to_be_bytes())
+    }
+
+    #[test]
+    fn the_purge_table_round_trips_in_both_stores_and_across_reopening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut disk, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+        let mut memory = crate::MemoryStore::new(u64::MAX);
+        let table = RpcTable::Purged;
+        let rows = [
+            purge_row(7, 900),
+            purge_row(3, 1_000),
+            purge_row(u64::MAX, 5),
+        ];
+        for s in [&mut disk as &mut dyn Store, &mut memory] {
+            for (k, v) in &rows {
+                s.rpc_put(table, k, v).expect("put");
+            }
+            s.rpc_put(table, &rows[0].0, &1_200u64.to_be_bytes())
+                .expect("replace");
+            assert!(s.rpc_remove(table, &rows[1].0).expect("remove"));
+            s.flush().expect("flush");
+        }
+        let expected = vec![
+            (
+                Bytes::copy_from_slice(&7u64.to_be_bytes()),
+                Bytes::copy_from_slice(&1_200u64.to_be_bytes()),
+            ),
+            (
+                Bytes::copy_from_slice(&rows[2].0),
+                Bytes::copy_from_slice(&rows[2].1),
+            ),
+        ];
+        assert_eq!(memory.rpc_scan(table).expect("scan"), expected);
+        assert_eq!(disk.rpc_scan(table).expect("scan"), expected);
+        // Nothing leaks into the other tables.
+        for other in RpcTable::ALL.into_iter().filter(|&t| t != table) {
+            assert!(disk.rpc_scan(other).expect("scan").is_empty(), "{other:?}");
+        }
+        drop(disk);
+        let (disk, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(recovery, Recovery::default());
+        assert_eq!(disk.rpc_scan(table).expect("scan"), expected);
+    }
+
+    #[test]
+    fn a_version_3_store_keeps_its_rows_and_gains_the_purge_table() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join(DB_FILE);
+        {
+            // A store as a version-3 build leaves it: every table but rpc_purged.
+            let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("create");
+            store
+                .rpc_put(RpcTable::Keys, b"dtn://a/", b"key")
+                .expect("put");
+            store.flush().expect("flush");
+            store
+                .conn
+                .execute_batch(
+                    "DROP TABLE rpc_purged;
+                     PRAGMA user_version = 3;",
+                )
+                .expect("make it version 3");
+        }
+        {
+            let conn = Connection::open(&db).expect("by hand");
+            assert_eq!(user_version(&conn), 3);
+        }
+        let (mut store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("migrate");
+        assert_eq!(recovery, Recovery::default());
+        assert_eq!(user_version(&store.conn), SCHEMA_VERSION);
+        assert_eq!(
+            store.rpc_get(RpcTable::Keys, b"dtn://a/").expect("get"),
+            Some(Bytes::from_static(b"key"))
+        );
+        assert!(store.rpc_scan(RpcTable::Purged).expect("scan").is_empty());
+        let (k, v) = purge_row(42, 77);
+        store.rpc_put(RpcTable::Purged, &k, &v).expect("put");
+        store.flush().expect("flush");
+        drop(store);
+        let (store, _) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(
+            store.rpc_scan(RpcTable::Purged).expect("scan"),
+            vec![(Bytes::copy_from_slice(&k), Bytes::copy_from_slice(&v))]
+        );
+    }
+
+    #[test]
+    fn a_store_of_a_newer_schema_is_refused_untouched() {
+        // As a version-3 build refuses a version-4 store (without its purge set it would deliver
+        // again what it delivered).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join(DB_FILE);
+        drop(DiskStore::open(dir.path(), u64::MAX).expect("create"));
+        {
+            let conn = Connection::open(&db).expect("by hand");
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+                .expect("a later build's version");
+        }
+        let Err(e) = DiskStore::open(dir.path(), u64::MAX) else {
+            panic!("a store of a newer schema was opened");
+        };
+        assert!(e.to_string().contains("this build knows"), "{e}");
+        let conn = Connection::open(&db).expect("by hand");
+        assert_eq!(user_version(&conn), SCHEMA_VERSION + 1);
     }
 
     #[test]

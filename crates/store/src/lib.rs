@@ -160,7 +160,8 @@ pub struct Usage {
     pub quota: u64,
 }
 
-/// Key/value tables for durable state beside the bundles (the RPC layer's, the daemon's inboxes).
+/// Key/value tables for durable state beside the bundles (the RPC layer's, the daemon's inboxes,
+/// the node's purge set).
 /// Keys and values are opaque to the store; they commit in the same flush as bundles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RpcTable {
@@ -179,11 +180,15 @@ pub enum RpcTable {
     Files,
     /// Public keys the RPC layer learnt or was given for other nodes, keyed by node id.
     Keys,
+    /// The node's purge set: whole bundles delivered (here or, as neighbours said, elsewhere),
+    /// so that a copy offered again after a restart is refused. Key: the bundle's whole-bundle
+    /// key, 8 bytes big-endian; value: until when the entry holds, 8 bytes big-endian.
+    Purged,
 }
 
 impl RpcTable {
     /// Every table, in a fixed order.
-    pub const ALL: [RpcTable; 7] = [
+    pub const ALL: [RpcTable; 8] = [
         RpcTable::Dedup,
         RpcTable::Pending,
         RpcTable::Outbox,
@@ -191,6 +196,7 @@ impl RpcTable {
         RpcTable::InboxPayload,
         RpcTable::Files,
         RpcTable::Keys,
+        RpcTable::Purged,
     ];
 
     /// A stable name, used by persistent stores.
@@ -203,6 +209,7 @@ impl RpcTable {
             Self::InboxPayload => "inbox_payload",
             Self::Files => "files",
             Self::Keys => "keys",
+            Self::Purged => "purged",
         }
     }
 }
