@@ -27,7 +27,10 @@
 //! [`STDERR_TAIL`] bytes of stderr; and, after an exit with status 0, the regular files under
 //! `out/`, recursively, named by their path relative to `out/` (`a.png`, `sub/b.txt`), sorted by
 //! that name. Symbolic links and other special files there are skipped. Output files count
-//! toward the same `max_output` as stdout: more is `OutputTooLarge` (and no files).
+//! toward the same `max_output` as stdout: more is `OutputTooLarge` (and no files). So is more
+//! than [`wire::rpc::MAX_RESULT_FILES`] files ([`OutcomeKind::TooManyFiles`]: a result naming
+//! them could not be sent), or more than [`MAX_OUTPUT_ENTRIES`] entries of any kind under `out/`;
+//! the walk stops there, before reading any file.
 //!
 //! The daemon is an I/O shell: this module reads the monotonic clock for `run_ms`.
 
@@ -55,6 +58,11 @@ pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long, after the process group was killed, reading stdout and stderr may take to reach
 /// their ends (only a process that left the group can hold them open).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Most entries (files, directories, links, anything) looked at under `out/` before the output
+/// is judged too large: a procedure that leaves a million empty directories costs the walk no
+/// more than this.
+pub const MAX_OUTPUT_ENTRIES: usize = 4096;
 
 /// One parameter's value, as the procedure is given it.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,6 +162,9 @@ pub enum OutcomeKind {
     /// Its stdout (or stdout and output files together) exceeded `max_output`; it was killed if
     /// it was still running.
     OutputTooLarge,
+    /// It exited 0 but left more under `out/` than a result can name (the reason says what);
+    /// no file was read.
+    TooManyFiles(String),
     /// It was cancelled and killed.
     Cancelled,
     /// A parameter cannot be passed (text with a NUL byte, a template index out of range); nothing
@@ -585,8 +596,11 @@ async fn execute(
         let budget = max_output.saturating_sub(outcome.stdout.len() as u64);
         let out_dir = dir.join("out");
         match tokio::task::spawn_blocking(move || collect_files(&out_dir, budget)).await {
-            Ok(Ok(Some(files))) => outcome.files = files,
-            Ok(Ok(None)) => outcome.kind = OutcomeKind::OutputTooLarge,
+            Ok(Ok(Collected::Files(files))) => outcome.files = files,
+            Ok(Ok(Collected::OverBudget)) => outcome.kind = OutcomeKind::OutputTooLarge,
+            Ok(Ok(Collected::TooMany(reason))) => {
+                outcome.kind = OutcomeKind::TooManyFiles(reason);
+            }
             Ok(Err(e)) => outcome.kind = OutcomeKind::OutputUnreadable(e),
             Err(e) => outcome.kind = OutcomeKind::OutputUnreadable(e.to_string()),
         }
@@ -664,18 +678,39 @@ async fn read_tail(mut pipe: impl AsyncRead + Unpin, tail: &mut Vec<u8>, keep: u
     }
 }
 
-/// The regular files under `out`, recursively, by relative path (`/`-separated), sorted; `None`
-/// when together they hold more than `budget` bytes.
-fn collect_files(out: &Path, budget: u64) -> Result<Option<Vec<(String, Bytes)>>, String> {
+/// What `out/` held.
+enum Collected {
+    /// The regular files, by relative path (`/`-separated), sorted, with their contents.
+    Files(Vec<(String, Bytes)>),
+    /// Together they hold more than the budget.
+    OverBudget,
+    /// More files or entries than a result can carry; the reason says which.
+    TooMany(String),
+}
+
+/// The regular files under `out`, recursively; none is read unless all fit the bounds.
+fn collect_files(out: &Path, budget: u64) -> Result<Collected, String> {
     let mut found = Vec::new();
-    walk(out, "", 0, &mut found)?;
+    let mut entries = 0;
+    let complete = walk(out, "", 0, &mut found, &mut entries)?;
+    if found.len() > wire::rpc::MAX_RESULT_FILES {
+        return Ok(Collected::TooMany(format!(
+            "more than {} files in its output directory, which one result cannot name",
+            wire::rpc::MAX_RESULT_FILES
+        )));
+    }
+    if !complete {
+        return Ok(Collected::TooMany(format!(
+            "more than {MAX_OUTPUT_ENTRIES} entries under its output directory"
+        )));
+    }
     found.sort();
     let mut files = Vec::with_capacity(found.len());
     let mut total = 0u64;
     for (name, path, len) in found {
         total = total.saturating_add(len);
         if total > budget {
-            return Ok(None);
+            return Ok(Collected::OverBudget);
         }
         let content =
             std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
@@ -683,23 +718,30 @@ fn collect_files(out: &Path, budget: u64) -> Result<Option<Vec<(String, Bytes)>>
         if content.len() as u64 != len {
             total = total - len + content.len() as u64;
             if total > budget {
-                return Ok(None);
+                return Ok(Collected::OverBudget);
             }
         }
         files.push((name, Bytes::from(content)));
     }
-    Ok(Some(files))
+    Ok(Collected::Files(files))
 }
 
+/// Lists `dir` into `found`, counting every entry in `seen`; false (at once) when `seen` passes
+/// [`MAX_OUTPUT_ENTRIES`] or `found` passes [`wire::rpc::MAX_RESULT_FILES`].
 fn walk(
     dir: &Path,
     prefix: &str,
     depth: usize,
     found: &mut Vec<(String, PathBuf, u64)>,
-) -> Result<(), String> {
+    seen: &mut usize,
+) -> Result<bool, String> {
     const MAX_DEPTH: usize = 16;
     let entries = std::fs::read_dir(dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
     for entry in entries {
+        *seen += 1;
+        if *seen > MAX_OUTPUT_ENTRIES || found.len() > wire::rpc::MAX_RESULT_FILES {
+            return Ok(false);
+        }
         let entry = entry.map_err(|e| format!("listing {}: {e}", dir.display()))?;
         let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
         let path = entry.path();
@@ -709,12 +751,14 @@ fn walk(
         if meta.is_file() {
             found.push((name, path, meta.len()));
         } else if meta.is_dir() && depth < MAX_DEPTH {
-            walk(&path, &format!("{name}/"), depth + 1, found)?;
+            if !walk(&path, &format!("{name}/"), depth + 1, found, seen)? {
+                return Ok(false);
+            }
         } else {
             tracing::debug!("output {} skipped: not a regular file", path.display());
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -402,6 +402,11 @@ pub fn engine_outcome(outcome: exec::Outcome) -> rpc::Outcome {
             "its output passed the procedure's max_output".into(),
             None,
         ),
+        exec::OutcomeKind::TooManyFiles(reason) => (
+            RejectCode::OutputTooLarge,
+            format!("it left {reason}"),
+            None,
+        ),
         exec::OutcomeKind::Cancelled => (RejectCode::Cancelled, "cancelled".into(), None),
         exec::OutcomeKind::BadArgument(reason) => (RejectCode::BadArguments, reason, None),
         exec::OutcomeKind::SpawnFailed(reason) => (

@@ -412,6 +412,45 @@ async fn too_much_output_is_cut_off_and_killed() {
 }
 
 #[tokio::test]
+async fn more_files_than_a_result_can_name_are_output_too_large_and_never_read() {
+    let root = TempDir::new("exec");
+    // 20 000 empty files: a result naming them would be ~900 KB, over the 8 KiB control limit.
+    let script = r#"cd "$FERRY_OUTPUT_DIR" && seq 1 20000 | xargs touch"#;
+    let outcome = run(job(&root, sh(script, 0), vec![])).await;
+    let limit = format!("more than {} files", wire::rpc::MAX_RESULT_FILES);
+    assert!(
+        matches!(&outcome.kind, OutcomeKind::TooManyFiles(r) if r.contains(&limit)),
+        "{:?}",
+        outcome.kind
+    );
+    assert!(outcome.files.is_empty());
+    let rpc::Outcome::Failure { code, detail, .. } = daemon::rpc_shell::engine_outcome(outcome)
+    else {
+        panic!("too many files is a failure");
+    };
+    assert_eq!(code, wire::rpc::RejectCode::OutputTooLarge);
+    assert!(detail.contains(&limit), "{detail}");
+
+    // The walk is bounded by entries of any kind too: directories are not free.
+    let script = r#"cd "$FERRY_OUTPUT_DIR" && seq 1 5000 | xargs mkdir"#;
+    let outcome = run(job(&root, sh(script, 0), vec![])).await;
+    assert!(
+        matches!(&outcome.kind, OutcomeKind::TooManyFiles(r) if r.contains("4096 entries")),
+        "{:?}",
+        outcome.kind
+    );
+
+    // As many files as a result can name still come back.
+    let script = format!(
+        r#"cd "$FERRY_OUTPUT_DIR" && seq 1 {} | xargs touch"#,
+        wire::rpc::MAX_RESULT_FILES
+    );
+    let outcome = run(job(&root, sh(&script, 0), vec![])).await;
+    assert_eq!(outcome.kind, OutcomeKind::Exited(0));
+    assert_eq!(outcome.files.len(), wire::rpc::MAX_RESULT_FILES);
+}
+
+#[tokio::test]
 async fn failure_reports_exit_status_and_the_end_of_stderr() {
     let root = TempDir::new("exec");
     let script = r#"i=0; while [ $i -lt 1000 ]; do echo "line $i" >&2; i=$((i+1)); done; echo partial; exit 3"#;

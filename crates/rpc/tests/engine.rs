@@ -1316,3 +1316,55 @@ fn a_flood_of_new_node_ids_fills_the_learnt_keys_to_their_bound_and_never_displa
         .unwrap();
     assert_eq!(rpc.key_of(&eid("dtn://later/")), Some(genuine.public()));
 }
+
+#[test]
+fn a_result_naming_more_files_than_a_message_holds_is_output_too_large_and_keeps_no_file() {
+    let (mut node, mut rpc) = server();
+    let client = Identity::from_secret([1; 32]);
+    let sealed = client
+        .seal(&call(1).encode().unwrap(), Some(&rpc.public_key()), [1; 32])
+        .unwrap();
+    deliver(&mut node, &mut rpc, sealed, 1);
+    let job = std::iter::from_fn(|| rpc.poll_event())
+        .find_map(|e| match e {
+            RpcEvent::Execute(job) => Some(job),
+            _ => None,
+        })
+        .expect("the call runs");
+    // 200 files (fewer than MAX_RESULT_FILES) with names long enough that the refs alone take
+    // ~14 KB: over the control limit.
+    let files: Vec<(String, Bytes)> = (0..200)
+        .map(|i| (format!("{i:036}.txt"), Bytes::from(format!("file {i}"))))
+        .collect();
+    let before = node.store().list().unwrap();
+    rpc.finished(
+        NOW + 1,
+        &mut node,
+        job.id,
+        rpc::Outcome::Success {
+            value: Bytes::from_static(b"done"),
+            files,
+            run_ms: 5,
+        },
+    );
+    assert_eq!(rows(&node, store::RpcTable::Files), 0, "no file kept");
+    let after = node.store().list().unwrap();
+    let replies: Vec<_> = after
+        .iter()
+        .filter(|m| !before.iter().any(|b| b.id == m.id))
+        .collect();
+    assert_eq!(replies.len(), 1, "the reply alone, no file bundle");
+    let reply = node.store().get(&replies[0].id).unwrap().unwrap();
+    let opened = client.open(&reply.bundle.payload.data).unwrap();
+    match Message::decode(&Bytes::from(opened.body)).unwrap() {
+        Message::Reject(r) => {
+            assert_eq!(r.code, wire::rpc::RejectCode::OutputTooLarge);
+            assert!(
+                r.detail.contains("200 files") && r.detail.contains("8192-byte"),
+                "{}",
+                r.detail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -65,6 +65,15 @@ pub const MAX_CONTROL_LEN: usize = 8 * 1024;
 /// Largest stderr tail a reject carries.
 pub const MAX_STDERR_TAIL: usize = 2 * 1024;
 
+/// The fewest bytes a [`FileRef`] takes in a message: its array head, the 32-byte hash with its
+/// head, a size below 24 and an empty name.
+pub const MIN_FILE_REF_LEN: usize = 1 + 2 + 32 + 1 + 1;
+
+/// More files than this can never be named in one RESULT (it would exceed [`MAX_CONTROL_LEN`]
+/// whatever their names and sizes): a server need not read further to know the answer is
+/// `OutputTooLarge`.
+pub const MAX_RESULT_FILES: usize = MAX_CONTROL_LEN / MIN_FILE_REF_LEN;
+
 /// A call's identity: 128 random bits chosen by the caller. Shown as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallId(pub [u8; 16]);
@@ -551,6 +560,12 @@ impl Message {
     /// Encodes the message (deterministic CBOR); refuses one over [`MAX_CONTROL_LEN`].
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         codec::encode(self)
+    }
+
+    /// How many bytes [`Message::encode`] would write, without writing them (it refuses a
+    /// message whose length is over [`MAX_CONTROL_LEN`]).
+    pub fn encoded_len(&self) -> usize {
+        codec::message_len(self)
     }
 
     /// Encodes `Message::Call(call)` from a borrowed call (the engine writes its records with

@@ -349,39 +349,62 @@ impl Rpc {
                     .iter()
                     .map(|(h, _, c)| (*h, c.len() as u64))
                     .collect();
-                match self.fit_new_files(now, node, &sizes) {
-                    Ok(()) => {
-                        let mut refs = Vec::new();
-                        for (hash, name, content) in hashed {
-                            self.keep_file(node, hash, &content, deadline);
-                            refs.push(FileRef {
-                                hash,
-                                size: content.len() as u64,
-                                name,
-                            });
-                            if !local {
-                                file_bundles.push(self.seal_file(content, Some(key.caller)));
-                            }
-                        }
-                        Message::Result(CallResult {
-                            id: key.id,
-                            server: self.me.clone(),
-                            value,
-                            files: refs,
-                            run_ms,
+                let result = CallResult {
+                    id: key.id,
+                    server: self.me.clone(),
+                    value,
+                    files: hashed
+                        .iter()
+                        .map(|(hash, name, content)| FileRef {
+                            hash: *hash,
+                            size: content.len() as u64,
+                            name: name.clone(),
                         })
-                    }
-                    Err((needed, budget)) => Message::Reject(Reject {
+                        .collect(),
+                    run_ms,
+                };
+                let files = result.files.len();
+                let result = Message::Result(result);
+                // The result names every file; a message over the control limit cannot be
+                // sent, and that is the procedure's output being too large, not a fault of
+                // ours. Checked before any file is kept, so a refused result costs no budget.
+                let len = result.encoded_len();
+                if len > wire::rpc::MAX_CONTROL_LEN {
+                    Message::Reject(Reject {
                         id: key.id,
                         server: self.me.clone(),
                         code: RejectCode::OutputTooLarge,
                         detail: format!(
-                            "the procedure's result files ({needed} bytes) do not fit this \
-                             server's RPC file budget of {budget} bytes"
+                            "the result names {files} files, a {len}-byte message over the \
+                             {}-byte control limit: return fewer files (an archive of them)",
+                            wire::rpc::MAX_CONTROL_LEN
                         ),
                         exit_status: None,
                         stderr_tail: Bytes::new(),
-                    }),
+                    })
+                } else {
+                    match self.fit_new_files(now, node, &sizes) {
+                        Ok(()) => {
+                            for (hash, _, content) in hashed {
+                                self.keep_file(node, hash, &content, deadline);
+                                if !local {
+                                    file_bundles.push(self.seal_file(content, Some(key.caller)));
+                                }
+                            }
+                            result
+                        }
+                        Err((needed, budget)) => Message::Reject(Reject {
+                            id: key.id,
+                            server: self.me.clone(),
+                            code: RejectCode::OutputTooLarge,
+                            detail: format!(
+                                "the procedure's result files ({needed} bytes) do not fit this \
+                             server's RPC file budget of {budget} bytes"
+                            ),
+                            exit_status: None,
+                            stderr_tail: Bytes::new(),
+                        }),
+                    }
                 }
             }
             Outcome::Failure {
