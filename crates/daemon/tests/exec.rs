@@ -49,6 +49,7 @@ fn job(root: &TempDir, (program, args): (PathBuf, Vec<ArgTemplate>), params: Vec
         work_root: root.path().to_owned(),
         call_id: CALL_ID.into(),
         caller: CALLER.into(),
+        record: None,
     }
 }
 

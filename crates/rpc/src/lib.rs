@@ -44,7 +44,7 @@ pub mod require;
 pub use config::{ProcedureSpec, RpcConfig, Timers};
 pub use engine::{
     CallError, CallRef, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, Outcome, Param,
-    RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, Target, TimelineRef, Via, check_params,
+    PriorRun, RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, Target, TimelineRef, Via, check_params,
 };
 pub use record::RecordError;
 
