@@ -77,6 +77,9 @@
 //! timeout = "30s"                   # default 60s; the process group is killed after it
 //! max_output = "1MiB"               # stdout plus output files, default 1 MiB
 //! max_concurrent = 2                # executions at once, default 1
+//! idempotent = true                 # running it twice does no harm: an execution a crash cut
+//!                                   # off runs again after the restart instead of being
+//!                                   # answered `result_lost`. Default false
 //! allow = ["3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"]
 //!                                   # callers' Ed25519 public keys (64 hex digits); default:
 //!                                   # anyone; [] is no one
@@ -285,6 +288,7 @@ struct ProcedureFile {
     timeout: Option<String>,
     max_output: Option<String>,
     max_concurrent: Option<i64>,
+    idempotent: Option<bool>,
     allow: Option<Vec<String>>,
     require: Option<String>,
     description: Option<String>,
@@ -376,6 +380,9 @@ pub struct ProcedureConfig {
     pub max_output: u64,
     /// Most executions at once (default 1, never 0).
     pub max_concurrent: u32,
+    /// Whether an execution a crash or restart cut off may run again (default false: its
+    /// caller is answered `result_lost`).
+    pub idempotent: bool,
     /// Callers' Ed25519 public keys allowed to call it; `None` allows anyone, an empty list no
     /// one.
     pub allow: Option<Vec<[u8; 32]>>,
@@ -750,6 +757,7 @@ fn procedure_config(
         args,
         timeout,
         max_concurrent,
+        idempotent: p.idempotent.unwrap_or(false),
         allow,
         require: p.require,
         description: p.description,
@@ -928,6 +936,7 @@ mod tests {
         assert_eq!(echo.timeout, Duration::from_secs(30));
         assert_eq!(echo.max_output, 1024 * 1024);
         assert_eq!(echo.max_concurrent, 2);
+        assert!(echo.idempotent);
         let key = echo.allow.as_ref().unwrap()[0];
         assert_eq!((key[0], key[31]), (0x3b, 0x29));
         assert_eq!(echo.require.as_deref(), Some("has(gps)"));
@@ -965,6 +974,7 @@ mod tests {
         assert_eq!(p.timeout, Duration::from_secs(60));
         assert_eq!(p.max_output, 1024 * 1024);
         assert_eq!(p.max_concurrent, 1);
+        assert!(!p.idempotent);
         assert_eq!(
             (&p.allow, &p.require, &p.description),
             (&None, &None, &None)

@@ -94,6 +94,11 @@ const COMMIT_DELAY: Duration = Duration::from_millis(10);
 /// `null` calls a sync every commit (each 10 ms) had been ≈7 % of the calls/s (four alternated
 /// pairs, 28.0-32.0 against 28.8-33.6 k/s; 230 syncs for 40 000 calls against 26).
 const SYNC_DELAY: Duration = Duration::from_millis(100);
+
+/// How long a graceful stop that answered running executions keeps the sessions open after the
+/// answers left the loop: a session's task must have started sending them before it is told to
+/// close, or it drops them unsent.
+const STOP_GRACE: Duration = Duration::from_millis(200);
 /// The demux of the echo service (`ferry ping`).
 pub const ECHO_SERVICE: &str = "echo";
 
@@ -264,6 +269,10 @@ pub(crate) struct Daemon {
     /// What committed batches promised, oldest first, waiting for the sync that makes them
     /// durable.
     awaiting_sync: std::collections::VecDeque<Promised>,
+    /// Records of executions whose answers a commit holds (the commit's number), removed once
+    /// a sync made it durable. They promise nobody anything, so they ask for no sync of their
+    /// own; a failed sync leaves them for the next start to clean up.
+    records_after_sync: std::collections::VecDeque<(u64, Vec<std::path::PathBuf>)>,
     /// Makes the store's commits durable on a blocking thread; `None` if commits are as durable
     /// as they get (a memory store).
     syncer: Option<store::Syncer>,
@@ -449,6 +458,7 @@ impl Daemon {
             delivered_since_commit: false,
             held_for_commit: Vec::new(),
             awaiting_sync: Default::default(),
+            records_after_sync: Default::default(),
             commit_due: None,
             sync_due: None,
             syncer,
@@ -480,7 +490,10 @@ impl Daemon {
         loop {
             let deadline = self.next_deadline();
             tokio::select! {
-                _ = &mut shutdown => break,
+                _ = &mut shutdown => {
+                    self.stop_executions(&mut inputs, &mut synced).await;
+                    break;
+                }
                 Some((commits, result)) = synced.recv() => self.on_synced(commits, result),
                 Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
                 Some((stream, remote)) = inputs.accepted.recv() => {
@@ -547,6 +560,48 @@ impl Daemon {
             return false;
         }
         true
+    }
+
+    /// A graceful stop, before the sessions close: running executions are killed and their
+    /// callers answered `server_stopped` at once (not left waiting for their deadlines). The
+    /// answers' real-time messages leave now; the loop waits (at most 2 s) for the sync that
+    /// releases the store-carry-forward ones, and then [`STOP_GRACE`] more, handling session
+    /// events, because a session that is closed drops the bundles it has not started sending.
+    async fn stop_executions(
+        &mut self,
+        inputs: &mut Inputs,
+        synced: &mut mpsc::UnboundedReceiver<(u64, Result<(), String>)>,
+    ) {
+        let now = self.now();
+        let stopped = self.rpc.engine.stop_executions(now, &mut self.node);
+        if stopped == 0 {
+            return;
+        }
+        tracing::info!("stopping: {stopped} running executions stopped and answered");
+        self.pump();
+        let until = tokio::time::Instant::now() + Duration::from_secs(2);
+        let mut grace = None;
+        loop {
+            let end = match grace {
+                Some(end) => end,
+                None if self.awaiting_sync.is_empty() => {
+                    let end = (tokio::time::Instant::now() + STOP_GRACE).min(until);
+                    grace = Some(end);
+                    end
+                }
+                None => until,
+            };
+            tokio::select! {
+                Some((commits, result)) = synced.recv() => self.on_synced(commits, result),
+                Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
+                _ = tokio::time::sleep_until(end) => {
+                    if grace.is_some() || end == until {
+                        break;
+                    }
+                }
+            }
+            self.pump();
+        }
     }
 
     async fn shut_down(&mut self, inputs: &mut Inputs) {
@@ -1252,6 +1307,7 @@ impl Daemon {
         // does (long polls and `call_for_outcome` are answered before the commit): waking them
         // promises nothing, so it needs no sync.
         let calls_changed = std::mem::take(&mut self.rpc.calls_changed);
+        let records = self.rpc.take_records_done();
         let committed = commit_off_the_workers(self.node.store_mut());
         if calls_changed {
             self.call_changes.send_modify(|n| *n += 1);
@@ -1260,6 +1316,9 @@ impl Daemon {
             Ok(committed) => {
                 if committed {
                     self.commits += 1;
+                }
+                if !records.is_empty() {
+                    self.records_after_sync.push_back((self.commits, records));
                 }
                 if self.syncer.is_none() {
                     self.synced = self.commits;
@@ -1362,6 +1421,21 @@ impl Daemon {
 
     /// Keeps (or, given the error, fails) what the commits up to `commits` promised.
     fn release_promises(&mut self, commits: u64, error: Option<&str>) {
+        let mut durable = Vec::new();
+        while self
+            .records_after_sync
+            .front()
+            .is_some_and(|(c, _)| *c <= commits)
+        {
+            if let Some((_, mut records)) = self.records_after_sync.pop_front()
+                && error.is_none()
+            {
+                durable.append(&mut records);
+            }
+        }
+        if !durable.is_empty() {
+            tokio::task::spawn_blocking(move || crate::exec::remove_records(&durable));
+        }
         while self
             .awaiting_sync
             .front()

@@ -32,6 +32,15 @@
 //! them could not be sent), or more than [`MAX_OUTPUT_ENTRIES`] entries of any kind under `out/`;
 //! the walk stops there, before reading any file.
 //!
+//! **Across crashes**: with [`Job::record`] set, a small durable record of the execution is
+//! written (and synced) before the process is spawned, its process group id added once it
+//! runs, and how it ended once it is reaped. A daemon that was killed leaves these behind, and
+//! the next start reads them with [`recover_records`] before anything else runs: processes that
+//! still run for one of them (found by their `FERRY_CALL_ID` and `FERRY_CALLER`, so a reused
+//! process id is never mistaken for one) are killed with their groups, and what is known of each
+//! run is returned, so the caller can be told the truth: no record means the procedure never
+//! started. The record goes once the execution's answer is durable in the store.
+//!
 //! The daemon is an I/O shell: this module reads the monotonic clock for `run_ms`.
 
 use std::collections::BTreeSet;
@@ -133,6 +142,8 @@ pub struct Job {
     pub call_id: String,
     /// Who called (`FERRY_CALLER`).
     pub caller: String,
+    /// Where the execution's durable record is kept (see the module doc); `None` keeps none.
+    pub record: Option<PathBuf>,
 }
 
 /// How an execution ended, and what it produced.
@@ -209,13 +220,23 @@ pub async fn run(job: Job, cancel: oneshot::Receiver<()>) -> Outcome {
         work_root,
         call_id,
         caller,
+        record,
     } = job;
     if let Err(reason) = check_arguments(&args, &params, &call_id, &caller) {
         return Outcome::failed(OutcomeKind::BadArgument(reason));
     }
     let prepared = {
-        let call_id = call_id.clone();
-        tokio::task::spawn_blocking(move || prepare(&work_root, &call_id, &params, &args)).await
+        let (call_id, caller, record) = (call_id.clone(), caller.clone(), record.clone());
+        tokio::task::spawn_blocking(move || {
+            let prepared = prepare(&work_root, &call_id, &params, &args)?;
+            // Last, right before the spawn: a record is what says the procedure may have run.
+            if let Some(record) = &record {
+                write_record(record, &call_id, &caller)
+                    .map_err(|e| format!("recording the execution in {}: {e}", record.display()))?;
+            }
+            Ok(prepared)
+        })
+        .await
     };
     let (dir, argv) = match prepared {
         Ok(Ok(p)) => p,
@@ -223,7 +244,15 @@ pub async fn run(job: Job, cancel: oneshot::Receiver<()>) -> Outcome {
         Err(e) => return Outcome::failed(OutcomeKind::SpawnFailed(format!("preparing: {e}"))),
     };
     let outcome = execute(
-        &program, &argv, &dir.0, timeout, max_output, &call_id, &caller, cancel,
+        &program,
+        &argv,
+        &dir.0,
+        timeout,
+        max_output,
+        &call_id,
+        &caller,
+        cancel,
+        record.as_deref(),
     )
     .await;
     // Removing a large tree is blocking work.
@@ -484,6 +513,7 @@ async fn execute(
     call_id: &str,
     caller: &str,
     cancel: oneshot::Receiver<()>,
+    record: Option<&Path>,
 ) -> Outcome {
     let mut command = Command::new(program);
     command
@@ -518,6 +548,10 @@ async fn execute(
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw),
     );
+    if let (Some(record), Some(pgid)) = (record, group.0) {
+        // Not synced: it only helps a restart say more; the processes are found without it.
+        append_record(record, &format!("pgid {pgid}"));
+    }
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
 
@@ -577,6 +611,16 @@ async fn execute(
         (end, status, overflow)
     };
     let run_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if let Some(record) = record {
+        let how = match (&end, &status) {
+            (End::Exited, Ok(status)) => format!("{status}"),
+            (End::Exited, Err(e)) => format!("an unknown status ({e})"),
+            (End::TimedOut, _) => "killed at its timeout".into(),
+            (End::Cancelled, _) => "killed when it was cancelled".into(),
+            (End::TooLarge, _) => "killed for too much output".into(),
+        };
+        append_record(record, &format!("ended {how} after {run_ms} ms"));
+    }
     let kind = match (end, status) {
         (End::TooLarge, _) => OutcomeKind::OutputTooLarge,
         (End::TimedOut, _) => OutcomeKind::TimedOut,
@@ -759,6 +803,195 @@ fn walk(
         }
     }
     Ok(true)
+}
+
+// ----- durable records of executions -----
+
+const RECORD_HEADER: &str = "ferry-execution v1";
+
+/// Writes an execution's record (the call and caller that identify its processes) and syncs it
+/// and its directory: once this returns, a crash cannot lose the fact that it may have run.
+fn write_record(path: &Path, call_id: &str, caller: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(format!("{RECORD_HEADER}\ncall {call_id}\ncaller {caller}\n").as_bytes())?;
+    file.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Adds a line to an execution's record; a failure only costs detail after a crash.
+fn append_record(path: &Path, line: &str) {
+    use std::io::Write as _;
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!("adding to the execution record {}: {e}", path.display());
+    }
+}
+
+/// Removes execution records whose answers are durable now.
+pub fn remove_records(paths: &[PathBuf]) {
+    for path in paths {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("removing the execution record {}: {e}", path.display()),
+        }
+    }
+}
+
+/// How long [`recover_records`] waits for killed processes to be gone.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// What a previous run of the daemon left of its executions in `dir` (see the module doc): for
+/// each record, by file name, what is known of the run for its caller. Processes still running
+/// for a record are killed first, with their process groups, and waited for (up to 5 s): no
+/// execution outlives its daemon past the next start, nor runs in a working directory the start
+/// is about to delete. Records that cannot be read are removed and logged.
+///
+/// Blocking; call it at start, before any execution and before the working directories go.
+pub fn recover_records(dir: &Path) -> io::Result<std::collections::BTreeMap<String, String>> {
+    let mut found = std::collections::BTreeMap::new();
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+        r => r?,
+    };
+    for entry in entries {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut lines = text.lines();
+        let (Some(RECORD_HEADER), Some(call), Some(caller)) = (
+            lines.next(),
+            lines.next().and_then(|l| l.strip_prefix("call ")),
+            lines.next().and_then(|l| l.strip_prefix("caller ")),
+        ) else {
+            tracing::warn!(
+                "removing the unreadable execution record {}",
+                path.display()
+            );
+            remove_records(&[path]);
+            continue;
+        };
+        let mut pgid = None;
+        let mut ended = None;
+        for line in lines {
+            if let Some(n) = line.strip_prefix("pgid ") {
+                pgid = n.parse::<i32>().ok();
+            } else if let Some(how) = line.strip_prefix("ended ") {
+                ended = Some(how.to_owned());
+            }
+        }
+        let killed = kill_leftovers(call, caller, pgid);
+        let detail = match (killed, ended, pgid) {
+            (Leftovers::Survived(n), _, _) => {
+                tracing::error!(
+                    "{n} processes of call {call} for {caller} survived SIGKILL for {} s",
+                    KILL_WAIT.as_secs()
+                );
+                format!(
+                    "it was still running when the server restarted, and {n} of its processes could not be killed"
+                )
+            }
+            (Leftovers::Killed(n), _, _) => {
+                tracing::warn!(
+                    "killed {n} processes left running by call {call} for {caller} when the \
+                     previous run of this node ended"
+                );
+                "it was still running when the server restarted, and was killed then".into()
+            }
+            (Leftovers::None, Some(how), _) => {
+                format!("it ran to its end ({how}) before the server crashed")
+            }
+            (Leftovers::None, None, Some(_)) => {
+                "it was running when the server crashed, and ended while the server was down".into()
+            }
+            (Leftovers::None, None, None) => "it was being started when the server crashed".into(),
+        };
+        found.insert(name, detail);
+    }
+    Ok(found)
+}
+
+/// What [`kill_leftovers`] found.
+enum Leftovers {
+    None,
+    Killed(usize),
+    Survived(usize),
+}
+
+/// Kills every process whose environment names this call and caller (and the group `pgid`,
+/// if one of them leads it or belongs to it), and waits for them to be gone.
+fn kill_leftovers(call: &str, caller: &str, pgid: Option<i32>) -> Leftovers {
+    let call_var = format!("FERRY_CALL_ID={call}");
+    let caller_var = format!("FERRY_CALLER={caller}");
+    let started = Instant::now();
+    let mut killed = 0;
+    loop {
+        let alive = processes_with_env(&call_var, &caller_var);
+        if alive.is_empty() {
+            return if killed == 0 {
+                Leftovers::None
+            } else {
+                Leftovers::Killed(killed)
+            };
+        }
+        if started.elapsed() > KILL_WAIT {
+            return Leftovers::Survived(alive.len());
+        }
+        killed = killed.max(alive.len());
+        for &(pid, group) in &alive {
+            // The recorded group is ours only if one of the call's processes is in it (a group
+            // id is reused once its last member is gone).
+            if Some(group) == pgid {
+                let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+            }
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The processes (pid, process group) whose environment holds both `NAME=value` entries. Linux's
+/// `/proc`; a process this user may not inspect, or a zombie (whose environment reads empty),
+/// is not one of them.
+fn processes_with_env(a: &str, b: &str) -> Vec<(i32, i32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let holds = |env: &[u8], var: &str| env.split(|&c| c == 0).any(|e| e == var.as_bytes());
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !(holds(&env, a) && holds(&env, b)) {
+            continue;
+        }
+        // stat: "pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses.
+        let group = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = &stat[stat.rfind(')')? + 1..];
+                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+            });
+        if let Some(group) = group {
+            found.push((pid, group));
+        }
+    }
+    found
 }
 
 #[cfg(test)]

@@ -33,6 +33,11 @@ pub const NULL_PROCEDURE: &str = "null";
 /// The name of the identity file in the data directory.
 pub const IDENTITY_FILE: &str = "identity";
 
+/// The directory of the durable records of executions in the data directory (see
+/// [`crate::exec`]): one file per execution that may have started and whose answer is not
+/// durable yet.
+pub const EXECUTIONS_DIR: &str = "executions";
+
 /// An execution's outcome on its way back to the event loop.
 pub type Finished = (JobId, rpc::Outcome);
 
@@ -42,8 +47,18 @@ pub struct RpcShell {
     pub engine: Rpc,
     procedures: BTreeMap<String, ProcedureConfig>,
     work_root: PathBuf,
-    /// Cancel switches of running executions.
-    running: BTreeMap<JobId, oneshot::Sender<()>>,
+    /// Where executions' records are kept.
+    records: PathBuf,
+    /// What the previous run of this node left of its executions (record file name → what is
+    /// known of the run), until the engine's resumed jobs have claimed theirs; the rest are
+    /// stale (their answers were durable) and removed after the first drain.
+    prior: Option<BTreeMap<String, String>>,
+    /// Records of executions whose outcomes the engine has: removed once that is durable.
+    records_done: Vec<PathBuf>,
+    /// Cancel switches and records of running executions.
+    running: BTreeMap<JobId, (oneshot::Sender<()>, PathBuf)>,
+    /// Records of executions the engine aborted, until their processes are gone.
+    stopping: BTreeMap<JobId, PathBuf>,
     /// Executions the engine asked for, started only after the store sync that makes their
     /// calls' records durable: a crash can then never forget a call whose program already ran
     /// (which would run it again when a copy of the call comes back).
@@ -78,6 +93,19 @@ impl RpcShell {
                 identity_path.display()
             );
         }
+        // Before the engine resumes anything: what the previous run left running is killed,
+        // and what is known of each of its executions is at hand when the engine asks.
+        let records = data_dir.join(EXECUTIONS_DIR);
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&records)
+                .with_context(|| format!("creating {}", records.display()))?;
+        }
+        let prior = exec::recover_records(&records)
+            .with_context(|| format!("reading the execution records in {}", records.display()))?;
         let engine_config = engine_config(config)?;
         let mut seed = [0u8; 32];
         getrandom::getrandom(&mut seed)
@@ -96,7 +124,11 @@ impl RpcShell {
                 .map(|p| (p.name.clone(), p.clone()))
                 .collect(),
             work_root: config.rpc.work_dir(data_dir),
+            records,
+            prior: Some(prior),
+            records_done: Vec::new(),
             running: BTreeMap::new(),
+            stopping: BTreeMap::new(),
             to_start: Vec::new(),
             finished: tx,
             calls_changed: false,
@@ -131,13 +163,21 @@ impl RpcShell {
                     };
                     self.engine.finished(now, node, job.id, done);
                 }
+                RpcEvent::Execute(job) if job.resumed => self.resume(now, node, job),
                 RpcEvent::Execute(job) => self.execute(job),
                 RpcEvent::Abort { job, reason } => {
-                    if let Some(cancel) = self.running.remove(&job) {
+                    let waiting = self.to_start.len();
+                    self.to_start.retain(|(id, ..)| *id != job);
+                    if let Some((cancel, record)) = self.running.remove(&job) {
                         tracing::info!("stopping execution {}: {reason}", job.0);
                         let _ = cancel.send(());
+                        // One that never started has no record. One that did keeps its
+                        // record until its processes are gone (`finished`), so that a crash
+                        // meanwhile still finds and kills them at the next start.
+                        if self.to_start.len() == waiting {
+                            self.stopping.insert(job, record);
+                        }
                     }
-                    self.to_start.retain(|(id, ..)| *id != job);
                 }
                 RpcEvent::CallChanged(id) | RpcEvent::CallFinished(id) => {
                     self.calls_changed = true;
@@ -176,13 +216,62 @@ impl RpcShell {
         for e in self.engine.take_errors() {
             tracing::error!("rpc: {e}");
         }
+        // The engine asked about every execution the restart cut off when it loaded: records
+        // it did not ask about belong to calls whose answers were durable before the crash.
+        if let Some(stale) = self.prior.take() {
+            let stale: Vec<PathBuf> = stale.into_keys().map(|n| self.records.join(n)).collect();
+            exec::remove_records(&stale);
+        }
         any
     }
 
     /// An execution ended: the engine gets its outcome.
     pub fn finished(&mut self, now: DtnTime, node: &mut Node, job: JobId, outcome: rpc::Outcome) {
-        self.running.remove(&job);
+        if let Some((_, record)) = self.running.remove(&job) {
+            self.records_done.push(record);
+        }
+        if let Some(record) = self.stopping.remove(&job) {
+            self.records_done.push(record);
+        }
         self.engine.finished(now, node, job, outcome);
+    }
+
+    /// Records of executions whose outcome the engine has now: the event loop removes them
+    /// once the commit that holds the answers is durable (before that, a crash would find the
+    /// call running and no record, and run it again).
+    pub fn take_records_done(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.records_done)
+    }
+
+    /// The record file of a job's execution: one per call and caller.
+    fn record_path(&self, job: &rpc::Job) -> PathBuf {
+        self.records
+            .join(format!("{}-{}", job.call, job.caller_key))
+    }
+
+    /// A job whose execution the restart cut off: what the previous run's record says decides,
+    /// with the engine's [`rpc::Rpc::resume`], whether it runs (never started, or idempotent)
+    /// or its caller learns that it ran and its result was lost.
+    fn resume(&mut self, now: DtnTime, node: &mut Node, job: rpc::Job) {
+        let record = self.record_path(&job);
+        let name = record.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let prior = match self.prior.as_mut().and_then(|p| p.remove(name)) {
+            Some(detail) => rpc::PriorRun::Started { detail },
+            None => rpc::PriorRun::NeverStarted,
+        };
+        tracing::info!(
+            "call {} of {} ({}) was cut off by the restart: {prior:?}",
+            job.call,
+            job.caller,
+            job.procedure
+        );
+        match self.engine.resume(&job, prior) {
+            None => self.execute(job),
+            Some(outcome) => {
+                self.records_done.push(record);
+                self.engine.finished(now, node, job.id, outcome);
+            }
+        }
     }
 
     fn execute(&mut self, job: rpc::Job) {
@@ -214,6 +303,7 @@ impl RpcShell {
             work_root: self.work_root.clone(),
             call_id: job.call.to_string(),
             caller: job.caller.to_string(),
+            record: Some(self.record_path(&job)),
         };
         tracing::info!(
             "running {} for {} (call {})",
@@ -222,7 +312,8 @@ impl RpcShell {
             job.call
         );
         let (cancel, cancelled) = oneshot::channel();
-        self.running.insert(id, cancel);
+        let record = self.record_path(&job);
+        self.running.insert(id, (cancel, record));
         self.to_start.push((id, exec_job, cancelled));
     }
 
@@ -315,6 +406,7 @@ fn engine_config(config: &Config) -> anyhow::Result<rpc::RpcConfig> {
         let mut spec = rpc::ProcedureSpec::new(&p.name, p.params.clone());
         spec.require = parse(&format!("procedure {:?}: require", p.name), &p.require)?;
         spec.max_concurrent = p.max_concurrent;
+        spec.idempotent = p.idempotent;
         spec.allow = p
             .allow
             .as_ref()

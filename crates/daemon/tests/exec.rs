@@ -49,6 +49,7 @@ fn job(root: &TempDir, (program, args): (PathBuf, Vec<ArgTemplate>), params: Vec
         work_root: root.path().to_owned(),
         call_id: CALL_ID.into(),
         caller: CALLER.into(),
+        record: None,
     }
 }
 
@@ -655,4 +656,104 @@ where
         out.push(h.await.unwrap());
     }
     out
+}
+
+#[test]
+fn records_left_by_a_killed_daemon_say_what_ran_and_their_leftover_processes_are_killed() {
+    use std::os::unix::process::CommandExt as _;
+    let root = TempDir::new("records");
+    let dir = root.path().join("executions");
+    assert!(
+        exec::recover_records(&dir).unwrap().is_empty(),
+        "no directory, nothing ran"
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    // A procedure's process group as a killed daemon leaves it: a shell and its child, with
+    // the call's environment; and a process of another call, which must be left alone.
+    let spawn = |call: &str| {
+        std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 30; true"])
+            .env_clear()
+            .env("FERRY_CALL_ID", call)
+            .env("FERRY_CALLER", CALLER)
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    // Not CALL_ID: the other tests' procedures, running meanwhile, carry that one.
+    let call = "5ec0000000000000000000000000dead";
+    let mut left = spawn(call);
+    let mut other = spawn("ffffffffffffffffffffffffffffffff");
+    let record = |name: &str, call: &str, extra: &str| {
+        std::fs::write(
+            dir.join(name),
+            format!("ferry-execution v1\ncall {call}\ncaller {CALLER}\n{extra}"),
+        )
+        .unwrap();
+    };
+    record("running", call, &format!("pgid {}\n", left.id()));
+    record(
+        "ended",
+        "0000000000000000000000000000000a",
+        "pgid 1\nended exit status: 0 after 5 ms\n",
+    );
+    record("gone", "0000000000000000000000000000000b", "pgid 1\n");
+    record("starting", "0000000000000000000000000000000c", "");
+    std::fs::write(dir.join("garbage"), "not a record").unwrap();
+    // Its child (`sleep`) exists once the shell ran it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while group_members(left.id() as i32).len() < 2 {
+        assert!(Instant::now() < deadline, "the shell never started sleep");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let found = exec::recover_records(&dir).unwrap();
+    let status = left.wait().unwrap();
+    assert!(status.code().is_none(), "killed, not ended: {status:?}");
+    assert!(
+        group_members(left.id() as i32).is_empty(),
+        "the whole group is gone"
+    );
+    assert!(
+        other.try_wait().unwrap().is_none(),
+        "another call's process was killed"
+    );
+    other.kill().unwrap();
+    other.wait().unwrap();
+    let detail = |name: &str| found.get(name).map(String::as_str).unwrap_or("");
+    assert!(detail("running").contains("still running") && detail("running").contains("killed"));
+    assert!(detail("ended").contains("ran to its end (exit status: 0 after 5 ms)"));
+    assert!(detail("gone").contains("ended while the server was down"));
+    assert!(detail("starting").contains("being started"));
+    assert_eq!(found.len(), 4, "{found:?}");
+    assert!(
+        !dir.join("garbage").exists(),
+        "an unreadable record is removed"
+    );
+}
+
+#[tokio::test]
+async fn an_execution_with_a_record_writes_it_before_it_runs_and_says_how_it_ended() {
+    let root = TempDir::new("record");
+    let record = root.path().join("record");
+    let script = format!(r#"cat "{}"; exit 3"#, record.display());
+    let mut j = job(&root, sh(&script, 0), vec![]);
+    j.work_root = root.path().join("work");
+    j.record = Some(record.clone());
+    let outcome = run(j).await;
+    assert_eq!(outcome.kind, OutcomeKind::Exited(3));
+    // The procedure saw its record already written (and synced) before it ran.
+    let seen = text(&outcome);
+    assert!(
+        seen.starts_with(&format!(
+            "ferry-execution v1\ncall {CALL_ID}\ncaller {CALLER}\n"
+        )),
+        "{seen}"
+    );
+    let written = std::fs::read_to_string(&record).unwrap();
+    assert!(written.contains("\npgid "), "{written}");
+    assert!(
+        written.contains("\nended exit status: 3 after "),
+        "{written}"
+    );
 }

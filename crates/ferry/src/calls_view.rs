@@ -15,6 +15,8 @@ const RAN_AND_FAILED: &[&str] = &[
     "timed_out",
     "output_too_large",
     "internal",
+    "result_lost",
+    "server_stopped",
 ];
 
 /// Milliseconds since the call was made as `+12.345s`.

@@ -56,6 +56,9 @@ pub struct ProcedureSpec {
     pub require: Requirement,
     /// At most this many executions at once; more calls are refused (predicate failed).
     pub max_concurrent: u32,
+    /// Running it twice does no harm: an execution a crash or restart cut off is run again
+    /// (still one result per call) instead of being answered `result_lost`.
+    pub idempotent: bool,
 }
 
 impl ProcedureSpec {
@@ -67,6 +70,7 @@ impl ProcedureSpec {
             allow: None,
             require: Requirement::always(),
             max_concurrent: 1,
+            idempotent: false,
         }
     }
 }

@@ -186,6 +186,25 @@ pub struct Job {
     pub files: Vec<(FileRef, Bytes)>,
     /// The call's deadline.
     pub deadline: DtnTime,
+    /// The call's execution was cut off by a restart of this node (its record said it was
+    /// running): the shell must find out whether the procedure had started, and ask
+    /// [`Rpc::resume`] whether to run it or how to answer instead. A shell that cannot know
+    /// must treat it as started.
+    pub resumed: bool,
+}
+
+/// What the shell knows of an execution a restart cut off (see [`Job::resumed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorRun {
+    /// The procedure's process never started (the shell's durable record of executions says so):
+    /// running it now runs it once.
+    NeverStarted,
+    /// It started, or may have. `detail` says what the shell knows of how it ended ("it ran to
+    /// its end (exit status 0)", "it was still running and was killed at restart").
+    Started {
+        /// For the caller.
+        detail: String,
+    },
 }
 
 /// How an execution ended, as the shell reports it.
@@ -510,6 +529,13 @@ pub struct RpcStats {
     pub files_refused: u64,
     /// Durable records that did not parse at start (skipped).
     pub damaged_records: u64,
+    /// Executions a restart cut off that had started: answered `result_lost`, or run again
+    /// (idempotent procedures, counted in `reruns` too).
+    pub interrupted: u64,
+    /// Executions of idempotent procedures run again after a restart cut them off.
+    pub reruns: u64,
+    /// Executions stopped, and their callers answered `server_stopped`, by a graceful stop.
+    pub stopped: u64,
 }
 
 // ----- internal state -----

@@ -1097,6 +1097,9 @@ fn a_reinstalled_callers_key_runs_once_the_operator_accepts_it_and_the_acceptanc
         &mut node,
         NOW + 2,
     );
+    // The two calls the dropped engine started never finished, and this test's shell kept no
+    // record that their executions began: the restarted engine runs them now.
+    assert_eq!(executions(&mut rpc), 2);
     let known = rpc.keys();
     assert_eq!(
         (known[0].key, known[0].source.name(), known[0].since),
@@ -1367,4 +1370,147 @@ fn a_result_naming_more_files_than_a_message_holds_is_output_too_large_and_keeps
         }
         other => panic!("{other:?}"),
     }
+}
+
+// ----- executions a restart cut off, and a graceful stop -----
+
+/// A server engine on `node`'s store, `echo` declared idempotent or not.
+fn restarted_server(node: Node, idempotent: bool) -> (Node, Rpc) {
+    let mut node = Node::new(
+        NodeConfig::new(eid("dtn://server/")),
+        node.into_store(),
+        NOW + 10,
+    );
+    let mut config = RpcConfig::default();
+    let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
+    echo.idempotent = idempotent;
+    config.procedures.push(echo);
+    let rpc = Rpc::new(
+        config,
+        Identity::from_secret([2; 32]),
+        [9; 32],
+        &mut node,
+        NOW + 10,
+    );
+    (node, rpc)
+}
+
+/// The only reply to the client in `node`'s store, opened.
+fn stored_reply(node: &Node, client: &Identity) -> Message {
+    let list = node.store().list().unwrap();
+    let replies: Vec<Message> = list
+        .iter()
+        .filter_map(|m| {
+            let b = node.store().get(&m.id).unwrap()?;
+            let opened = client.open(&b.bundle.payload.data).ok()?;
+            Message::decode(&Bytes::from(opened.body)).ok()
+        })
+        .collect();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    replies.into_iter().next().unwrap()
+}
+
+#[test]
+fn an_execution_a_restart_cut_off_is_asked_about_run_if_it_never_started_or_answered_result_lost() {
+    let client = Identity::from_secret([1; 32]);
+    let running_server = || {
+        let (mut node, mut rpc) = server();
+        let sealed = client
+            .seal(&call(1).encode().unwrap(), Some(&rpc.public_key()), [1; 32])
+            .unwrap();
+        deliver(&mut node, &mut rpc, sealed, 1);
+        let first = jobs(&mut rpc);
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].resumed);
+        // The process dies with the engine: no outcome is ever reported.
+        drop(rpc);
+        node
+    };
+
+    // The shell's record says it never started: it runs now, once, as if nothing happened.
+    let (mut node, mut rpc) = restarted_server(running_server(), false);
+    let resumed = jobs(&mut rpc);
+    assert_eq!(resumed.len(), 1, "asked about, not answered");
+    assert!(resumed[0].resumed);
+    assert_eq!(rpc.running(), 1, "it counts as running meanwhile");
+    assert_eq!(rpc.resume(&resumed[0], rpc::PriorRun::NeverStarted), None);
+    rpc.finished(
+        NOW + 20,
+        &mut node,
+        resumed[0].id,
+        rpc::Outcome::Success {
+            value: Bytes::from_static(b"hello"),
+            files: vec![],
+            run_ms: 1,
+        },
+    );
+    assert!(matches!(stored_reply(&node, &client), Message::Result(_)));
+
+    // It started: it is not run again, and its caller learns that it ran.
+    let (mut node, mut rpc) = restarted_server(running_server(), false);
+    let resumed = jobs(&mut rpc);
+    let prior = rpc::PriorRun::Started {
+        detail: "it ran to its end (exit status: 0) before the server crashed".into(),
+    };
+    let outcome = rpc.resume(&resumed[0], prior.clone()).expect("answered");
+    rpc.finished(NOW + 20, &mut node, resumed[0].id, outcome);
+    match stored_reply(&node, &client) {
+        Message::Reject(r) => {
+            assert_eq!(r.code, wire::rpc::RejectCode::ResultLost);
+            assert!(
+                r.detail.contains("the procedure ran")
+                    && r.detail.contains("exit status: 0")
+                    && r.detail.contains("not run again"),
+                "{}",
+                r.detail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rpc.stats().interrupted, 1);
+
+    // An idempotent procedure runs again.
+    let (_node, mut rpc) = restarted_server(running_server(), true);
+    let resumed = jobs(&mut rpc);
+    assert_eq!(rpc.resume(&resumed[0], prior), None);
+    assert_eq!(rpc.stats().reruns, 1);
+}
+
+#[test]
+fn a_graceful_stop_aborts_running_executions_and_answers_server_stopped() {
+    let (mut node, mut rpc) = server();
+    let client = Identity::from_secret([1; 32]);
+    let sealed = client
+        .seal(&call(1).encode().unwrap(), Some(&rpc.public_key()), [1; 32])
+        .unwrap();
+    deliver(&mut node, &mut rpc, sealed, 1);
+    let job = jobs(&mut rpc).remove(0);
+    assert_eq!(rpc.stop_executions(NOW + 5, &mut node), 1);
+    let aborted: Vec<rpc::JobId> = std::iter::from_fn(|| rpc.poll_event())
+        .filter_map(|e| match e {
+            RpcEvent::Abort { job, .. } => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(aborted, [job.id]);
+    assert_eq!(rpc.running(), 0);
+    match stored_reply(&node, &client) {
+        Message::Reject(r) => assert_eq!(r.code, wire::rpc::RejectCode::ServerStopped),
+        other => panic!("{other:?}"),
+    }
+    // The killed execution's late outcome changes nothing; a restart finds nothing to resume.
+    rpc.finished(
+        NOW + 6,
+        &mut node,
+        job.id,
+        rpc::Outcome::Success {
+            value: Bytes::from_static(b"late"),
+            files: vec![],
+            run_ms: 1,
+        },
+    );
+    assert_eq!(rpc.stop_executions(NOW + 7, &mut node), 0);
+    drop(rpc);
+    let (_node, mut rpc) = restarted_server(node, false);
+    assert!(jobs(&mut rpc).is_empty());
 }

@@ -213,6 +213,22 @@ impl RpcApp {
                 break;
             };
             match event {
+                RpcEvent::Execute(job) if job.resumed => {
+                    // A simulated execution dies with its server's process: it ran if it was
+                    // ever started.
+                    let prior = if self.executions.contains_key(&(i, job.call)) {
+                        rpc::PriorRun::Started {
+                            detail: "it was running when the server restarted".into(),
+                        }
+                    } else {
+                        rpc::PriorRun::NeverStarted
+                    };
+                    let engine = self.engine_mut(now, i, node);
+                    match engine.resume(&job, prior) {
+                        Some(outcome) => engine.finished(now, node, job.id, outcome),
+                        None => self.execute(now, i, node, job),
+                    }
+                }
                 RpcEvent::Execute(job) => self.execute(now, i, node, job),
                 RpcEvent::Abort { job, .. } => {
                     if self.jobs.remove(&(i, job)).is_some() {

@@ -376,12 +376,53 @@ fn a_server_restarted_while_running_reports_it_and_never_runs_it_again() {
     assert_eq!(view.state, CallState::Failed, "{:#?}", view.timeline);
     match &view.replies[0].message {
         Message::Reject(r) => {
-            assert_eq!(r.code, wire::rpc::RejectCode::Internal);
-            assert!(r.detail.contains("restarted"), "{}", r.detail);
+            // It ran: the caller is told its result was lost, not that it never ran.
+            assert_eq!(r.code, wire::rpc::RejectCode::ResultLost);
+            assert!(
+                r.detail.contains("the procedure ran") && r.detail.contains("restarted"),
+                "{}",
+                r.detail
+            );
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(app.max_executions(), 1);
+}
+
+#[test]
+fn an_idempotent_procedure_cut_off_by_a_restart_runs_again_and_answers_once() {
+    let sim = run(
+        14,
+        Topology::Chained { nodes: 2 },
+        120_000,
+        |app| {
+            let mut p = procedure(
+                "slow",
+                &[ParamType::Text],
+                Behaviour::Echo { run_ms: 30_000 },
+            );
+            p.spec.idempotent = true;
+            app.offer(1, p);
+            let mut r = slow_request(Target::Node(node_id(1)), 100);
+            r.transport = Transport::Dtn;
+            app.script(1, r);
+        },
+        |sim| {
+            sim.schedule_action(5_000, 0, 1);
+            sim.schedule_restart(15_000, 1);
+        },
+    );
+    let app = sim.app();
+    let view = app.outcome(1).expect("finished");
+    assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
+    assert_eq!(view.replies.len(), 1, "one result");
+    // Run again from the restart (15 s) for its 30 s: the result cannot be the first run's.
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + 45_000);
+    assert_eq!(
+        app.max_executions(),
+        2,
+        "the cut-off run and the one after the restart"
+    );
 }
 
 #[test]

@@ -22,7 +22,8 @@
 //! transport = 0 auto / 1 datagram / 2 stream / 3 dtn
 //! code      = 1 not offered / 2 bad arguments / 3 predicate failed / 4 not allowed /
 //!             5 execution failed / 6 timed out / 7 output too large / 8 expired / 9 cancelled /
-//!             10 internal / any other unsigned integer (kept as `RejectCode::Other`)
+//!             10 internal / 11 result lost / 12 server stopped / any other unsigned integer
+//!             (kept as `RejectCode::Other`)
 //! ```
 //!
 //! The encoding is deterministic CBOR (RFC 8949 §4.2.1): definite-length arrays and strings,
@@ -251,9 +252,16 @@ pub enum RejectCode {
     Expired,
     /// 9: the caller cancelled the call.
     Cancelled,
-    /// 10: the server failed for a reason of its own (detail says which), e.g. it restarted
-    /// while the procedure ran; the call did not complete and will not be run again.
+    /// 10: the server failed for a reason of its own (detail says which); the call did not
+    /// complete and will not be run again.
     Internal,
+    /// 11: the procedure ran (to its end, or until the server's crash or restart stopped it),
+    /// but its result was lost when the server crashed; it will not be run again, so whatever
+    /// it does may have been done (detail says what the server knows of the run).
+    ResultLost,
+    /// 12: the server was stopped while the procedure ran; the procedure was killed and will
+    /// not be run again (a call that reaches the server again is answered from its record).
+    ServerStopped,
     /// Any other code, kept so that a newer peer's reply is still understood as a rejection.
     Other(u64),
 }
@@ -459,8 +467,8 @@ impl std::str::FromStr for Transport {
 }
 
 impl RejectCode {
-    /// The codes this crate names, in the order of their numbers (1 to 10).
-    pub const KNOWN: [RejectCode; 10] = [
+    /// The codes this crate names, in the order of their numbers (1 to 12).
+    pub const KNOWN: [RejectCode; 12] = [
         RejectCode::NotOffered,
         RejectCode::BadArguments,
         RejectCode::PredicateFailed,
@@ -471,6 +479,8 @@ impl RejectCode {
         RejectCode::Expired,
         RejectCode::Cancelled,
         RejectCode::Internal,
+        RejectCode::ResultLost,
+        RejectCode::ServerStopped,
     ];
 
     /// The number on the wire (stable).
@@ -486,11 +496,13 @@ impl RejectCode {
             RejectCode::Expired => 8,
             RejectCode::Cancelled => 9,
             RejectCode::Internal => 10,
+            RejectCode::ResultLost => 11,
+            RejectCode::ServerStopped => 12,
             RejectCode::Other(n) => n,
         }
     }
 
-    /// The code a number stands for: a named one for 1 to 10, else [`RejectCode::Other`]. So
+    /// The code a number stands for: a named one for 1 to 12, else [`RejectCode::Other`]. So
     /// `Other(3)` is sent as 3 and comes back as [`RejectCode::PredicateFailed`]:
     /// `from_number(code.number())` is the canonical form of a code.
     pub fn from_number(n: u64) -> RejectCode {
@@ -514,6 +526,8 @@ impl RejectCode {
             RejectCode::Expired => "expired",
             RejectCode::Cancelled => "cancelled",
             RejectCode::Internal => "internal",
+            RejectCode::ResultLost => "result_lost",
+            RejectCode::ServerStopped => "server_stopped",
             RejectCode::Other(_) => "other",
         }
     }

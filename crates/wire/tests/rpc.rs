@@ -1111,6 +1111,8 @@ fn reject_codes_have_stable_numbers_and_names() {
         (RejectCode::Expired, 8, "expired"),
         (RejectCode::Cancelled, 9, "cancelled"),
         (RejectCode::Internal, 10, "internal"),
+        (RejectCode::ResultLost, 11, "result_lost"),
+        (RejectCode::ServerStopped, 12, "server_stopped"),
     ];
     assert_eq!(RejectCode::KNOWN.len(), expected.len());
     for ((code, number, name), known) in expected.into_iter().zip(RejectCode::KNOWN) {
@@ -1120,7 +1122,7 @@ fn reject_codes_have_stable_numbers_and_names() {
         assert_eq!(code.name(), name);
         assert_eq!(code.to_string(), name);
     }
-    for n in [0, 11, 300, u64::MAX] {
+    for n in [0, 13, 300, u64::MAX] {
         assert_eq!(RejectCode::from_number(n), RejectCode::Other(n));
         assert_eq!(RejectCode::Other(n).number(), n);
         assert_eq!(RejectCode::Other(n).name(), "other");
@@ -1135,7 +1137,7 @@ fn reject_codes_have_stable_numbers_and_names() {
 
 #[test]
 fn unknown_reject_codes_survive_the_wire() {
-    for n in [0, 11, 255, u64::MAX] {
+    for n in [0, 13, 255, u64::MAX] {
         let m = Message::Reject(Reject {
             id: id(),
             server: Eid::ipn(7, 0),

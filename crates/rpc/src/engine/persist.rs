@@ -379,17 +379,30 @@ impl Rpc {
             }
         });
         for key in interrupted {
-            // At most once: a call whose execution a restart cut off is not run again.
+            // At most once: a call whose execution a restart cut off goes to the shell as a
+            // resumed job, which finds out whether the procedure had started (and asks
+            // `resume` what to do). Without its parameter files it cannot be resumed at all.
             if let Some(s) = self.serving.get_mut(&key) {
                 s.state = ServeState::WaitingFiles;
+                s.start_at = None;
             }
-            self.answer_reject(
-                now,
-                node,
-                key,
-                RejectCode::Internal,
-                "the server restarted while the procedure ran; it was not run again".into(),
-            );
+            self.try_start_as(now, node, key, true);
+            if self
+                .serving
+                .get(&key)
+                .is_some_and(|s| s.state == ServeState::WaitingFiles)
+            {
+                self.answer_reject(
+                    now,
+                    node,
+                    key,
+                    RejectCode::Internal,
+                    "the server restarted while the procedure may have run, and its parameter \
+                     files are gone; it was not run again"
+                        .into(),
+                );
+            }
+            self.arm_serving(key);
         }
         for key in to_resend {
             self.send_reply(now, node, key);

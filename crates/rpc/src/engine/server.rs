@@ -237,6 +237,17 @@ impl Rpc {
 
     /// Starts a call whose files are all here.
     pub(super) fn try_start(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+        self.try_start_as(now, node, key, false);
+    }
+
+    /// [`Rpc::try_start`], the job marked `resumed` when a restart cut off its execution.
+    pub(super) fn try_start_as(
+        &mut self,
+        now: DtnTime,
+        node: &mut Node,
+        key: ServeKey,
+        resumed: bool,
+    ) {
         let Some(s) = self.serving.get(&key) else {
             return;
         };
@@ -304,8 +315,73 @@ impl Rpc {
             params: s.call.params.clone(),
             files,
             deadline: s.call.deadline,
+            resumed,
         }));
         self.save_serving(node, &key);
+    }
+
+    /// What to do with a job whose execution a restart cut off ([`Job::resumed`]), given what
+    /// the shell found of it: `None` runs it (it never started, or its procedure is declared
+    /// idempotent); otherwise the shell reports this outcome with [`Rpc::finished`] without
+    /// running anything: the procedure ran, and its caller learns that its result was lost
+    /// (`ResultLost`), not that it never ran.
+    pub fn resume(&mut self, job: &Job, prior: PriorRun) -> Option<Outcome> {
+        let PriorRun::Started { detail } = prior else {
+            return None;
+        };
+        self.stats.interrupted += 1;
+        let idempotent = self
+            .config
+            .procedures
+            .iter()
+            .any(|p| p.name == job.procedure && p.idempotent);
+        if idempotent {
+            self.stats.reruns += 1;
+            return None;
+        }
+        Some(Outcome::Failure {
+            code: RejectCode::ResultLost,
+            detail: format!(
+                "the procedure ran, but the server crashed before its result was kept: {detail}; \
+                 it was not run again"
+            ),
+            exit_status: None,
+            stderr_tail: Bytes::new(),
+        })
+    }
+
+    /// A graceful stop: every execution running now is aborted and its caller answered
+    /// `ServerStopped` at once, rather than left waiting for its deadline. Calls still waiting
+    /// for their parameter files stay as they are (durable, they go on after the next start).
+    /// Returns how many were stopped.
+    pub fn stop_executions(&mut self, now: DtnTime, node: &mut Node) -> usize {
+        let running: Vec<(ServeKey, JobId)> = self
+            .unfinished
+            .iter()
+            .filter_map(|key| match self.serving.get(key)?.state {
+                ServeState::Running(job) => Some((*key, job)),
+                _ => None,
+            })
+            .collect();
+        for &(key, job) in &running {
+            self.jobs.remove(&job);
+            self.events.push_back(RpcEvent::Abort {
+                job,
+                reason: "the server is stopping",
+            });
+            self.stats.stopped += 1;
+            self.answer_reject(
+                now,
+                node,
+                key,
+                RejectCode::ServerStopped,
+                "the server was stopped while the procedure ran; it was killed and will not be \
+                 run again"
+                    .into(),
+            );
+        }
+        self.finish_input(now, node);
+        running.len()
     }
 
     /// Reports how an execution ended. An execution that was aborted (or is unknown) is ignored.
