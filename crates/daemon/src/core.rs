@@ -852,6 +852,7 @@ impl Daemon {
                 reason,
                 unfinished,
                 partial,
+                ..
             } => {
                 for u in unfinished {
                     let Some(f) = self.flights.get(&u.tag) else {
