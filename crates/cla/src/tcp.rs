@@ -12,6 +12,11 @@
 //! the session down (it stops reading, so TCP flow control reaches the peer) instead of letting
 //! events pile up. Commands use an unbounded channel so the owner never blocks on a session.
 //!
+//! With a [`TlsContext`] ([`spawn_session_with_tls`]) and a session that negotiates TLS, the
+//! task writes our contact header, then runs the TLS handshake on the connection (the bytes the
+//! session left unread after the peer's contact header go first, see [`crate::tls`]), tells the
+//! session, and runs the rest of the session over the TLS stream in the same way.
+//!
 //! A bundle sent before the session is up waits in the task and is queued when it comes up. A
 //! send the session turns down for good (larger than the peer's transfer MRU, or a peer that
 //! accepts no data) is answered at once with [`TcpclEvent::Refused`]; a send that arrives while
@@ -25,20 +30,21 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use wire::EncodedBundle;
 
 use crate::tcpcl::{
-    PeerInfo, Role, SessTermReason, Session, SessionConfig, SessionError, SessionEvent,
+    PeerInfo, Role, SessTermReason, Session, SessionConfig, SessionError, SessionEvent, TlsFailure,
     XferRefuseReason,
 };
+use crate::tls::TlsContext;
 
 /// Bytes read from the socket at a time, at most.
 const READ_CHUNK: usize = 64 * 1024;
@@ -118,6 +124,9 @@ pub enum TcpclEvent {
         unfinished: Vec<Unfinished>,
         /// The prefix received of an incoming bundle that was cut, for reactive fragmentation.
         partial: Option<Bytes>,
+        /// Set when the session ended for a reason of TLS (a failed handshake, a node id its
+        /// certificate does not name, a peer without TLS where it is required).
+        tls_failure: Option<TlsFailure>,
     },
 }
 
@@ -223,8 +232,22 @@ pub fn spawn_session(
     link: u64,
     events: mpsc::Sender<(u64, TcpclEvent)>,
 ) -> SessionHandle {
+    spawn_session_with_tls(stream, role, config, None, link, events)
+}
+
+/// [`spawn_session`] for a session that may run TLS: when `config.tls` offers it and the peer
+/// does too, the handshake uses `tls` (a session that negotiates TLS without a context ends
+/// with a handshake failure).
+pub fn spawn_session_with_tls(
+    stream: TcpStream,
+    role: Role,
+    config: SessionConfig,
+    tls: Option<Arc<TlsContext>>,
+    link: u64,
+    events: mpsc::Sender<(u64, TcpclEvent)>,
+) -> SessionHandle {
     let (commands, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(stream, role, config, link, events, rx));
+    tokio::spawn(run(stream, role, config, tls, link, events, rx));
     SessionHandle { commands }
 }
 
@@ -315,6 +338,8 @@ impl Driver {
     fn translate(&mut self) {
         while let Some(event) = self.session.poll_event() {
             let out = match event {
+                // The task loop sees `is_starting_tls` and runs the handshake.
+                SessionEvent::StartTls => continue,
                 SessionEvent::Established(peer) => {
                     self.outbox.push_back(TcpclEvent::Up {
                         peer,
@@ -366,6 +391,7 @@ impl Driver {
                     reason,
                     unfinished,
                     partial,
+                    tls_failure,
                     ..
                 } => {
                     let mut list: Vec<Unfinished> = unfinished
@@ -386,6 +412,7 @@ impl Driver {
                         reason,
                         unfinished: list,
                         partial: partial.map(|(_, bytes)| bytes),
+                        tls_failure,
                     });
                     continue;
                 }
@@ -419,6 +446,7 @@ impl Driver {
             reason: "session task ended".into(),
             unfinished: Vec::new(),
             partial: None,
+            tls_failure: None,
         });
         if let TcpclEvent::Down { unfinished, .. } = &mut down {
             unfinished.extend(self.waiting.drain(..).filter_map(|(tag, ..)| {
@@ -437,7 +465,7 @@ impl Driver {
 }
 
 /// One write of as much of `out` as the socket takes (cancel-safe: a single `write_vectored`).
-async fn write_some(wr: &mut OwnedWriteHalf, out: &VecDeque<Bytes>) -> io::Result<usize> {
+async fn write_some<W: AsyncWrite + Unpin>(wr: &mut W, out: &VecDeque<Bytes>) -> io::Result<usize> {
     let slices: Vec<IoSlice<'_>> = out
         .iter()
         .take(MAX_IO_SLICES)
@@ -463,17 +491,37 @@ fn advance(out: &mut VecDeque<Bytes>, mut n: usize) {
 }
 
 /// One read of at most [`READ_CHUNK`] bytes (cancel-safe).
-async fn read_some(rd: &mut OwnedReadHalf, rx: &mut BytesMut) -> io::Result<usize> {
+async fn read_some<R: AsyncRead + Unpin>(rd: &mut R, rx: &mut BytesMut) -> io::Result<usize> {
     if rx.capacity() - rx.len() < MIN_READ_ROOM {
         rx.reserve(READ_CHUNK);
     }
     rd.read_buf(&mut rx.limit(READ_CHUNK)).await
 }
 
+/// The connection's state besides the session: buffers and which directions are open. It
+/// carries over from the TCP stream to the TLS stream.
+struct Io {
+    rx: BytesMut,
+    out: VecDeque<Bytes>,
+    read_open: bool,
+    write_open: bool,
+    commands_open: bool,
+    linger_until: Option<Instant>,
+}
+
+/// Why [`drive`] returned.
+enum Stop {
+    /// The session is over (or nobody listens any more).
+    Ended,
+    /// Both contact headers offered TLS and ours is written: the handshake is next.
+    StartTls,
+}
+
 async fn run(
     stream: TcpStream,
     role: Role,
     config: SessionConfig,
+    tls: Option<Arc<TlsContext>>,
     link: u64,
     events: mpsc::Sender<(u64, TcpclEvent)>,
     mut commands: mpsc::UnboundedReceiver<TcpclCommand>,
@@ -483,7 +531,6 @@ async fn run(
     let remote = stream
         .peer_addr()
         .unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-    let (mut rd, mut wr) = stream.into_split();
     let started = Instant::now();
     let mut d = Driver {
         session: Session::new(role, config, 0),
@@ -499,80 +546,157 @@ async fn run(
         outbox: VecDeque::new(),
         down: None,
     };
-    let mut rx = BytesMut::new();
-    let mut out: VecDeque<Bytes> = VecDeque::new();
-    let mut read_open = true;
-    let mut write_open = true;
-    let mut commands_open = true;
-    let mut linger_until: Option<Instant> = None;
+    let mut io = Io {
+        rx: BytesMut::new(),
+        out: VecDeque::new(),
+        read_open: true,
+        write_open: true,
+        commands_open: true,
+        linger_until: None,
+    };
+    let (mut rd, mut wr) = stream.into_split();
+    if let Stop::Ended = drive(&mut d, &mut io, &mut rd, &mut wr, &mut commands).await {
+        report_end(d, &mut commands).await;
+        return linger(&mut rd, &mut wr, &io).await;
+    }
+    // The handshake starts with what the session left unread after the peer's contact header.
+    let prefix = io.rx.split().freeze();
+    let stream = match (rd.reunite(wr), tls) {
+        (Ok(stream), Some(tls)) => Some((stream, tls)),
+        (Ok(_), None) => {
+            d.session
+                .tls_failed(d.now(), "this side has no TLS certificate configured");
+            None
+        }
+        // Both halves came from one stream a moment ago.
+        (Err(_), _) => {
+            d.session
+                .tls_failed(d.now(), "the connection's halves do not match");
+            None
+        }
+    };
+    let Some((stream, tls)) = stream else {
+        return report_end(d, &mut commands).await;
+    };
+    // The handshake counts against the contact timeout.
+    let deadline = d
+        .session
+        .poll_timeout()
+        .map(|ms| started + Duration::from_millis(ms));
+    let handshake = tls.handshake(role == Role::Active, prefix, stream, remote);
+    let result = match deadline {
+        Some(at) => tokio::time::timeout_at(at, handshake).await.ok(),
+        None => Some(handshake.await),
+    };
+    match result {
+        Some(Ok((stream, peer))) => {
+            d.session.tls_established(d.now(), peer);
+            let (mut rd, mut wr) = tokio::io::split(stream);
+            drive(&mut d, &mut io, &mut rd, &mut wr, &mut commands).await;
+            report_end(d, &mut commands).await;
+            linger(&mut rd, &mut wr, &io).await;
+        }
+        Some(Err(e)) => {
+            tracing::debug!(link, %remote, "TLS handshake: {e}");
+            d.session.tls_failed(d.now(), &e.to_string());
+            report_end(d, &mut commands).await;
+        }
+        None => {
+            d.session.handle_timeout(d.now());
+            d.session.tls_failed(d.now(), "timed out");
+            report_end(d, &mut commands).await;
+        }
+    }
+}
 
+/// Runs the session over one stream until it is over, or until it waits for TLS with nothing
+/// left to write.
+async fn drive<R, W>(
+    d: &mut Driver,
+    io: &mut Io,
+    rd: &mut R,
+    wr: &mut W,
+    commands: &mut mpsc::UnboundedReceiver<TcpclCommand>,
+) -> Stop
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let link = d.link;
     loop {
         d.deliver().await;
         if d.events_gone {
-            break;
+            return Stop::Ended;
         }
         let now = d.now();
-        if out.is_empty() && write_open {
+        if io.out.is_empty() && io.write_open {
             // Everything the session has ready, up to one write's worth: small segments and
             // acknowledgements share a system call instead of taking one each. Only what is
             // already queued is gathered, so nothing waits for company.
             let (mut bytes, mut took) = (0, false);
-            while bytes < WRITE_BATCH && out.len() < MAX_IO_SLICES {
+            while bytes < WRITE_BATCH && io.out.len() < MAX_IO_SLICES {
                 let Some(parts) = d.session.poll_transmit(now) else {
                     break;
                 };
                 took = true;
                 bytes += parts.iter().map(Bytes::len).sum::<usize>();
-                out.extend(parts.into_iter().filter(|b| !b.is_empty()));
+                io.out.extend(parts.into_iter().filter(|b| !b.is_empty()));
             }
             if took {
                 continue;
             }
         }
+        let starting_tls = d.session.is_starting_tls();
+        if starting_tls && io.out.is_empty() {
+            return Stop::StartTls;
+        }
         let terminated = d.session.is_terminated();
-        if terminated && (out.is_empty() || !write_open) {
-            break;
+        if terminated && (io.out.is_empty() || !io.write_open) {
+            return Stop::Ended;
         }
-        if terminated && linger_until.is_none() {
-            linger_until = Some(Instant::now() + LINGER);
+        if terminated && io.linger_until.is_none() {
+            io.linger_until = Some(Instant::now() + LINGER);
         }
-        let deadline = match (d.session.poll_timeout(), linger_until) {
+        let deadline = match (d.session.poll_timeout(), io.linger_until) {
             (_, Some(at)) => Some(at),
-            (Some(ms), None) => Some(started + Duration::from_millis(ms)),
+            (Some(ms), None) => Some(d.started + Duration::from_millis(ms)),
             (None, None) => None,
         };
-        let can_read =
-            read_open && !terminated && d.session.transmit_backlog() < MAX_CONTROL_BACKLOG;
+        // While TLS starts nothing is read: the handshake takes the connection's next bytes.
+        let can_read = io.read_open
+            && !terminated
+            && !starting_tls
+            && d.session.transmit_backlog() < MAX_CONTROL_BACKLOG;
         tokio::select! {
-            r = read_some(&mut rd, &mut rx), if can_read => {
+            r = read_some(rd, &mut io.rx), if can_read => {
                 let now = d.now();
                 match r {
                     Ok(0) => {
-                        read_open = false;
+                        io.read_open = false;
                         d.session.receive_closed(now);
                     }
-                    Ok(_) => d.session.receive(now, &mut rx),
+                    Ok(_) => d.session.receive(now, &mut io.rx),
                     Err(e) => {
                         tracing::debug!(link, "read: {e}");
-                        read_open = false;
+                        io.read_open = false;
                         d.session.receive_closed(now);
                     }
                 }
             }
-            w = write_some(&mut wr, &out), if write_open && !out.is_empty() => match w {
+            w = write_some(wr, &io.out), if io.write_open && !io.out.is_empty() => match w {
                 Ok(0) => {
-                    write_open = false;
-                    out.clear();
+                    io.write_open = false;
+                    io.out.clear();
                     d.session.abort(d.now(), "the connection accepts no more data");
                 }
-                Ok(n) => advance(&mut out, n),
+                Ok(n) => advance(&mut io.out, n),
                 Err(e) => {
-                    write_open = false;
-                    out.clear();
+                    io.write_open = false;
+                    io.out.clear();
                     d.session.abort(d.now(), &format!("write: {e}"));
                 }
             },
-            c = commands.recv(), if commands_open && !terminated => match c {
+            c = commands.recv(), if io.commands_open && !terminated => match c {
                 Some(command) => {
                     d.command(command);
                     // The commands already waiting too, so their segments can share a write.
@@ -585,20 +709,24 @@ async fn run(
                 }
                 None => {
                     // Every handle is gone: nobody can send or close any more, so close now.
-                    commands_open = false;
+                    io.commands_open = false;
                     let now = d.now();
                     d.session.close(now, SessTermReason::Unknown);
                 }
             },
             () = sleep_until(deadline) => {
-                if linger_until.is_some() {
-                    break;
+                if io.linger_until.is_some() {
+                    return Stop::Ended;
                 }
                 d.session.handle_timeout(d.now());
             }
         }
     }
+}
 
+/// Reports the session's end: what it said last, then `Down` with every tag that did not get
+/// an outcome.
+async fn report_end(mut d: Driver, commands: &mut mpsc::UnboundedReceiver<TcpclCommand>) {
     // Deliver what the session said last (Terminated becomes Down, below).
     d.deliver().await;
     // From here on a send is refused at the handle (it returns false), so every tag the owner
@@ -611,18 +739,24 @@ async fn run(
     }
     if !d.events_gone {
         let down = d.take_down();
-        let _ = d.events.send((link, down)).await;
+        let _ = d.events.send((d.link, down)).await;
     }
-    // Nothing follows Down: the owner's receiver sees the channel close now, not after the
-    // linger below.
-    drop(d);
-    // Close gracefully after reporting: a FIN, then a short wait for the peer's, so that unread
-    // bytes do not turn our close into a reset that could discard our last message (a SESS_TERM
-    // reply) at the peer.
-    if write_open {
+    // Nothing follows Down: the owner's receiver sees the channel close when `d` is dropped
+    // here, not after the linger that follows.
+}
+
+/// Closes gracefully after reporting: a FIN, then a short wait for the peer's, so that unread
+/// bytes do not turn our close into a reset that could discard our last message (a SESS_TERM
+/// reply) at the peer.
+async fn linger<R, W>(rd: &mut R, wr: &mut W, io: &Io)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    if io.write_open {
         let _ = tokio::time::timeout(LINGER, wr.shutdown()).await;
     }
-    if read_open {
+    if io.read_open {
         let mut sink = [0u8; 4096];
         let _ = tokio::time::timeout(LINGER, async {
             while matches!(rd.read(&mut sink).await, Ok(n) if n > 0) {}

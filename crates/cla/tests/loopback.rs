@@ -69,6 +69,7 @@ async fn down(events: &mut Events, link: u64) -> (String, Vec<Unfinished>, Optio
             reason,
             unfinished,
             partial,
+            ..
         } = next(events, link).await
         {
             let after = timeout(LIMIT, events.recv()).await.expect("channel closes");

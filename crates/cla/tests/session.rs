@@ -234,6 +234,7 @@ fn negotiation_takes_the_smaller_keepalive_and_each_sides_mrus() {
             keepalive_interval_s: 7,
             segment_mru: 10_000,
             transfer_mru: 2_000_000,
+            tls: false,
         })
     );
     assert_eq!(
@@ -243,6 +244,7 @@ fn negotiation_takes_the_smaller_keepalive_and_each_sides_mrus() {
             keepalive_interval_s: 7,
             segment_mru: 1 << 20,
             transfer_mru: 4 << 30,
+            tls: false,
         })
     );
     assert!(matches!(p.a.events[0], SessionEvent::Established(_)));
@@ -426,6 +428,7 @@ fn passive_side_waits_for_the_active_contact_header_and_sess_init() {
             keepalive_interval_s: 10,
             segment_mru: 1000,
             transfer_mru: 5000,
+            tls: false,
         })]
     );
 }

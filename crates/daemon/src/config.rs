@@ -21,6 +21,17 @@
 //! max_sessions_per_address = 8      # sessions with one IP address (accepted or discovered)
 //! idle_timeout = "10m"              # a session without keepalives ends after this silence
 //!
+//! [tcpcl.tls]                       # TCPCL over TLS 1.3 (RFC 9174 §4.4); without this table no
+//!                                   # TLS is offered (CAN_TLS unset) and sessions stay plain
+//! cert = "node.pem"                 # PEM chain, this node's certificate first: it must name this
+//!                                   # node's id as a URI subjectAltName (and may name its host
+//!                                   # by DNS name or IP address); relative paths are taken from
+//!                                   # this file's directory
+//! key = "node.key"                  # its PEM private key; refused if others may read the file
+//! ca = "ca.pem"                     # PEM roots: a peer's chain must end in one, and the peer's
+//!                                   # node id must be a URI subjectAltName of its certificate
+//! require = false                   # true: refuse sessions with peers that do not offer TLS
+//!
 //! [udp]
 //! listen = "0.0.0.0:4556"           # one bundle per datagram, for real-time traffic; "" for none
 //! max_bundle = "60KB"
@@ -34,6 +45,8 @@
 //!
 //! [[peers]]                         # static TCPCL peers, reconnected with backoff
 //! address = "10.0.0.2:4556"
+//! tls = "required"                  # "required" | "optional": overrides tcpcl.tls.require for
+//!                                   # sessions this node opens to this peer (needs [tcpcl.tls])
 //!
 //! [api]
 //! listen = "127.0.0.1:4550"         # HTTP/JSON and WebSocket; "" for none. Every request needs
@@ -135,6 +148,11 @@ pub struct Config {
     pub discovery: Discovery,
     /// Static peers.
     pub peers: Vec<SocketAddr>,
+    /// TCPCL over TLS (`[tcpcl.tls]`); `None`: TLS is neither offered nor used.
+    pub tls: Option<TlsConfig>,
+    /// Static peers whose sessions (those this node opens) override `tls.require`
+    /// (`[[peers]] tls`), by address.
+    pub peer_tls: std::collections::BTreeMap<SocketAddr, PeerTls>,
     /// API listen address, if any.
     pub api_listen: Option<SocketAddr>,
     /// Largest payload the API accepts.
@@ -175,6 +193,29 @@ impl Default for SessionLimits {
             idle_timeout: Duration::from_secs(600),
         }
     }
+}
+
+/// `[tcpcl.tls]`: this node's certificate and key, the roots peers must chain to. The files are
+/// read at start (`daemon::start`), where errors name the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// PEM certificate chain, end-entity first; it must name the node id as a URI SAN.
+    pub cert: PathBuf,
+    /// PEM private key of the certificate; a file others may read is refused.
+    pub key: PathBuf,
+    /// PEM roots that peers' certificates must chain to.
+    pub ca: PathBuf,
+    /// Refuse sessions with peers that do not offer TLS.
+    pub require: bool,
+}
+
+/// A static peer's TLS policy (`[[peers]] tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerTls {
+    /// Sessions to it must use TLS.
+    Required,
+    /// Sessions to it use TLS if it offers it, plain TCPCL if not.
+    Optional,
 }
 
 /// Discovery settings.
@@ -225,6 +266,16 @@ struct TcpclFile {
     max_sessions: Option<i64>,
     max_sessions_per_address: Option<i64>,
     idle_timeout: Option<String>,
+    tls: Option<TlsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFile {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+    require: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -248,6 +299,7 @@ struct DiscoveryFile {
 #[serde(deny_unknown_fields)]
 struct PeerFile {
     address: String,
+    tls: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -474,6 +526,38 @@ impl Config {
                 "discovery.period must be at least 100ms".into(),
             ));
         }
+        let tls = file.tcpcl.tls.map(|t| {
+            let path = |p: PathBuf| match base {
+                Some(dir) if p.is_relative() => dir.join(p),
+                _ => p,
+            };
+            TlsConfig {
+                cert: path(t.cert),
+                key: path(t.key),
+                ca: path(t.ca),
+                require: t.require.unwrap_or(false),
+            }
+        });
+        let mut peer_tls = std::collections::BTreeMap::new();
+        for p in &file.peers {
+            let Some(policy) = &p.tls else { continue };
+            let policy = match policy.as_str() {
+                "required" => PeerTls::Required,
+                "optional" => PeerTls::Optional,
+                other => {
+                    return Err(ConfigError(format!(
+                        "peers.tls: {other:?} is neither \"required\" nor \"optional\""
+                    )));
+                }
+            };
+            if tls.is_none() {
+                return Err(ConfigError(format!(
+                    "peers.tls for {}: needs [tcpcl.tls] (cert, key, ca)",
+                    p.address
+                )));
+            }
+            peer_tls.insert(addr("peers.address", &p.address)?, policy);
+        }
         let keepalive = duration("tcpcl.keepalive", file.tcpcl.keepalive, "30s")?;
         if keepalive.as_secs() > u64::from(u16::MAX) {
             return Err(ConfigError(
@@ -508,6 +592,8 @@ impl Config {
                 .iter()
                 .map(|p| addr("peers.address", &p.address))
                 .collect::<Result<_, _>>()?,
+            tls,
+            peer_tls,
             api_listen: optional_addr("api.listen", file.api.listen, DEFAULT_API_ADDR)?,
             api_max_payload: usize::try_from(size(
                 "api.max_payload",
@@ -894,6 +980,37 @@ mod tests {
     }
 
     #[test]
+    fn tls_is_off_unless_configured_and_its_keys_are_checked() {
+        let c = Config::defaults("x");
+        assert!(c.tls.is_none() && c.peer_tls.is_empty());
+        let text = "[tcpcl.tls]\ncert = \"c.pem\"\nkey = \"/k.pem\"\nca = \"ca.pem\"\nrequire = true\n\
+                    [[peers]]\naddress = \"10.0.0.3:4556\"\ntls = \"optional\"\n";
+        let c = Config::from_toml_in(text, "x", Some(Path::new("/etc/ferry"))).unwrap();
+        let tls = c.tls.unwrap();
+        assert_eq!(
+            tls.cert,
+            Path::new("/etc/ferry/c.pem"),
+            "relative to the file"
+        );
+        assert_eq!(tls.key, Path::new("/k.pem"));
+        assert!(tls.require);
+        assert_eq!(
+            c.peer_tls.values().collect::<Vec<_>>(),
+            [&PeerTls::Optional]
+        );
+        let err = |text: &str| Config::from_toml(text, "x").unwrap_err().to_string();
+        assert!(err("[tcpcl.tls]\ncert = \"c\"\nkey = \"k\"\n").contains("ca"));
+        assert!(
+            err("[[peers]]\naddress = \"10.0.0.3:4556\"\ntls = \"required\"\n")
+                .contains("needs [tcpcl.tls]")
+        );
+        assert!(
+            err("[tcpcl.tls]\ncert = \"c\"\nkey = \"k\"\nca = \"a\"\n[[peers]]\naddress = \"10.0.0.3:4556\"\ntls = \"yes\"\n")
+                .contains("peers.tls")
+        );
+    }
+
+    #[test]
     fn the_documented_example_parses() {
         let doc = include_str!("config.rs");
         let example: String = doc
@@ -911,6 +1028,13 @@ mod tests {
         assert_eq!(c.session_limits.transfer_mru, 64 << 20);
         assert_eq!(c.session_limits.idle_timeout, Duration::from_secs(600));
         assert_eq!(c.peers, vec!["10.0.0.2:4556".parse().unwrap()]);
+        let tls = c.tls.as_ref().expect("[tcpcl.tls]");
+        assert_eq!(tls.cert, Path::new("node.pem"));
+        assert!(!tls.require);
+        assert_eq!(
+            c.peer_tls.get(&"10.0.0.2:4556".parse().unwrap()),
+            Some(&PeerTls::Required)
+        );
         assert_eq!(c.data_dir, Some(PathBuf::from("/var/lib/ferry")));
         let rpc = &c.rpc;
         assert_eq!(rpc.accept.as_deref(), Some("running < 4 && battery >= 20"));

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine as _;
 use bytes::Bytes;
 use cla::tcp::{SessionHandle, TcpclEvent};
-use cla::tcpcl::{ReceiveBudget, Role, SessionConfig};
+use cla::tcpcl::{ReceiveBudget, Role, SessionConfig, TlsFailure, TlsPolicy};
+use cla::tls::TlsContext;
 use node::{
     Class, Event, Frame, LinkChange, LinkId, Node, Outgoing, SendError, TransferResult, Transmit,
 };
@@ -234,6 +235,8 @@ pub(crate) struct Daemon {
     pub(crate) started: Instant,
     pub(crate) config: Config,
     pub(crate) session_config: SessionConfig,
+    /// The node's certificate and trusted roots (`[tcpcl.tls]`), for sessions that run TLS.
+    tls: Option<Arc<TlsContext>>,
     pub(crate) listening: Vec<String>,
     pub(crate) tcpcl_port: Option<u16>,
     pub(crate) udp: Option<Arc<UdpSocket>>,
@@ -388,6 +391,15 @@ struct Metrics {
     reactive_fragments_received: u64,
     recovered_dropped: u64,
     refusals: Refusals,
+    /// Sessions established over TLS.
+    tls_sessions: u64,
+    /// Sessions whose TLS handshake failed (untrusted or unfit certificate, protocol error,
+    /// timeout).
+    tls_handshake_failures: u64,
+    /// Sessions ended because the peer's node id is not in its certificate.
+    tls_node_id_mismatches: u64,
+    /// Sessions refused because the peer did not offer TLS where it is required.
+    tls_required_refusals: u64,
 }
 
 impl Daemon {
@@ -405,6 +417,7 @@ impl Daemon {
         deliveries: tokio::sync::watch::Sender<u64>,
         call_changes: tokio::sync::watch::Sender<u64>,
         rpc: RpcShell,
+        tls: Option<Arc<TlsContext>>,
     ) -> Result<Self, store::StoreError> {
         let inboxes = Inboxes::load(node.store())?;
         let now = Instant::now();
@@ -427,6 +440,11 @@ impl Daemon {
             idle_timeout_ms: config.session_limits.idle_timeout.as_millis() as u64,
             // A bundle's last XFER_ACK goes out after the sync that made it durable here.
             confirm_received: true,
+            tls: match &config.tls {
+                None => TlsPolicy::Off,
+                Some(t) if t.require => TlsPolicy::Require,
+                Some(_) => TlsPolicy::Offer,
+            },
             ..SessionConfig::default()
         };
         let announcer = config
@@ -439,6 +457,7 @@ impl Daemon {
             clock,
             started: now,
             session_config,
+            tls,
             listening,
             tcpcl_port,
             udp,
@@ -820,10 +839,21 @@ impl Daemon {
         let _ = stream.set_nodelay(true);
         let link = LinkId(self.next_link);
         self.next_link += 1;
-        let handle = cla::tcp::spawn_session(
+        let mut config = self.session_config.clone();
+        // `[[peers]] tls` overrides the node's policy for the sessions we open to that peer.
+        if let Origin::Static(_) = origin
+            && let Some(policy) = self.config.peer_tls.get(&remote)
+        {
+            config.tls = match policy {
+                crate::config::PeerTls::Required => TlsPolicy::Require,
+                crate::config::PeerTls::Optional => TlsPolicy::Offer,
+            };
+        }
+        let handle = cla::tcp::spawn_session_with_tls(
             stream,
             role,
-            self.session_config.clone(),
+            config,
+            self.tls.clone(),
             link.0,
             self.tcpcl_events.clone(),
         );
@@ -850,7 +880,12 @@ impl Daemon {
     fn on_tcpcl(&mut self, link: LinkId, event: TcpclEvent) {
         let now = self.now();
         match event {
-            TcpclEvent::Up { peer, remote, .. } => self.on_session_up(link, &peer, remote),
+            TcpclEvent::Up { peer, remote, .. } => {
+                if peer.tls {
+                    self.metrics.tls_sessions += 1;
+                }
+                self.on_session_up(link, &peer, remote)
+            }
             TcpclEvent::Incoming {
                 transfer_id,
                 first_data,
@@ -907,7 +942,16 @@ impl Daemon {
                 reason,
                 unfinished,
                 partial,
+                tls_failure,
             } => {
+                match tls_failure {
+                    Some(TlsFailure::Handshake) => self.metrics.tls_handshake_failures += 1,
+                    Some(TlsFailure::NodeIdNotInCertificate) => {
+                        self.metrics.tls_node_id_mismatches += 1
+                    }
+                    Some(TlsFailure::Required) => self.metrics.tls_required_refusals += 1,
+                    None => {}
+                }
                 for u in unfinished {
                     let Some(f) = self.flights.get(&u.tag) else {
                         continue;
@@ -2378,6 +2422,30 @@ impl Daemon {
             "counter",
             "TCPCL sessions ended.",
             m.sessions_closed,
+        );
+        metric(
+            "tcpcl_tls_sessions_total",
+            "counter",
+            "TCPCL sessions established over TLS (the peer's node id authenticated by its certificate).",
+            m.tls_sessions,
+        );
+        metric(
+            "tcpcl_tls_handshake_failures_total",
+            "counter",
+            "TCPCL sessions whose TLS handshake failed (certificate not trusted or not for the address, protocol error, timeout).",
+            m.tls_handshake_failures,
+        );
+        metric(
+            "tcpcl_tls_node_id_mismatches_total",
+            "counter",
+            "TCPCL sessions ended because the peer's node id is not a URI name of its certificate.",
+            m.tls_node_id_mismatches,
+        );
+        metric(
+            "tcpcl_tls_required_refusals_total",
+            "counter",
+            "TCPCL sessions refused because the peer did not offer TLS where it is required.",
+            m.tls_required_refusals,
         );
         metric(
             "tcpcl_refused_duplicates_total",

@@ -36,6 +36,7 @@ pub mod inbox;
 pub mod keys;
 pub mod relay;
 pub mod rpc_shell;
+pub mod tls;
 pub mod udp;
 
 use std::net::SocketAddr;
@@ -88,6 +89,11 @@ impl Running {
 /// directory was the problem.
 pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     raise_open_file_limit();
+    // Certificates first: a mistake there is the operator's to fix before anything runs.
+    let tls = match &config.tls {
+        Some(t) => Some(tls::load(t, &config.node_id)?),
+        None => None,
+    };
     let clock = core::Clock::new();
     let data_dir = match &config.data_dir {
         Some(dir) => dir.clone(),
@@ -267,6 +273,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         control_ends.deliveries,
         control_ends.calls,
         rpc,
+        tls,
     )
     .context("loading the inboxes")?;
     let inputs = core::Inputs {

@@ -8,10 +8,21 @@
 //!
 //! ```text
 //!   Contact ──contact headers──► SessInit ──SESS_INIT both ways──► Established ──► Terminated
-//!                                                                    │ SESS_TERM ▲
-//!                                                                    └─ ending ──┘ (transfers in
-//!                                                                                   progress finish)
+//!      │                            ▲                                │ SESS_TERM ▲
+//!      └─ both CAN_TLS ─► StartTls ─┘ tls_established                └─ ending ──┘ (transfers in
+//!         (owner runs TLS)                                                          progress finish)
 //! ```
+//!
+//! TLS (RFC 9174 §4.4): with [`SessionConfig::tls`] other than [`TlsPolicy::Off`] our contact
+//! header sets CAN_TLS. When both headers do, the session pauses after the exchange: it emits
+//! [`SessionEvent::StartTls`], writes nothing more and consumes no more input (the bytes after
+//! the peer's contact header are the TLS handshake and stay in the receive buffer for the owner).
+//! The owner runs the handshake and calls [`Session::tls_established`] with the names of the
+//! peer's validated certificate (or [`Session::tls_failed`]); SESS_INIT then goes over TLS, and
+//! the peer's node id must be one of the certificate's URI names (§4.4.3) or the session ends
+//! with SESS_TERM "Contact Failure". With [`TlsPolicy::Require`] a peer whose header lacks
+//! CAN_TLS is refused the same way. The session never sees a certificate or a key: validating
+//! the chain is the owner's (the adapter's rustls).
 //!
 //! The active side (which opened the connection) sends its contact header at once and its
 //! SESS_INIT once the passive side's contact header arrived; the passive side answers each only
@@ -75,6 +86,42 @@ pub struct SessionConfig {
     /// as the bundle having arrived and may delete its copy, so a receiver that crashed between
     /// the acknowledgement and its store's commit would lose the bundle. Off by default.
     pub confirm_received: bool,
+    /// Whether we offer TLS (CAN_TLS in our contact header) and whether we insist on it. The
+    /// owner must be able to run a handshake when this is not [`TlsPolicy::Off`].
+    pub tls: TlsPolicy,
+}
+
+/// Whether a session offers TLS (RFC 9174 §4.3, §4.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TlsPolicy {
+    /// CAN_TLS is not set: no TLS, whatever the peer offers (a peer that requires it refuses).
+    #[default]
+    Off,
+    /// CAN_TLS is set: TLS if the peer sets it too, plain TCPCL with a peer that does not.
+    Offer,
+    /// CAN_TLS is set and a peer that does not set it is refused (SESS_TERM "Contact Failure").
+    Require,
+}
+
+/// What the owner learnt of the peer from the TLS handshake: the names of its certificate,
+/// which the owner validated against its trust anchors.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TlsPeer {
+    /// The URI subjectAltNames of the peer's end-entity certificate (RFC 9174 §4.4.1 NODE-ID).
+    /// The peer's SESS_INIT node id must be one of them.
+    pub node_ids: Vec<String>,
+}
+
+/// Why a session ended for a reason of TLS, for the owner's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TlsFailure {
+    /// The handshake failed (a certificate not signed by a trusted root, no certificate, a
+    /// protocol error, the contact timeout).
+    Handshake,
+    /// The peer's node id is not a URI name of its certificate (RFC 9174 §4.4.3).
+    NodeIdNotInCertificate,
+    /// This side requires TLS and the peer did not offer it.
+    Required,
 }
 
 impl Default for SessionConfig {
@@ -90,6 +137,7 @@ impl Default for SessionConfig {
             idle_timeout_ms: 600_000,
             ignore_peer_transfer_mru: false,
             confirm_received: false,
+            tls: TlsPolicy::Off,
         }
     }
 }
@@ -114,11 +162,20 @@ pub struct PeerInfo {
     pub segment_mru: u64,
     /// The largest bundle the peer accepts.
     pub transfer_mru: u64,
+    /// Whether the session runs over TLS, which also means `node_id` is one of the names of the
+    /// peer's validated certificate.
+    pub tls: bool,
 }
 
 /// What a [`Session`] reports, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionEvent {
+    /// Both contact headers set CAN_TLS: the owner writes what [`Session::poll_transmit`] still
+    /// gives (our contact header), runs the TLS handshake on the connection (client when
+    /// [`Role::Active`], server when passive) starting with the bytes left in the receive
+    /// buffer, then calls [`Session::tls_established`] or [`Session::tls_failed`]. Until then
+    /// the session takes no input and writes nothing.
+    StartTls,
     /// The session is up; bundles can be sent.
     Established(PeerInfo),
     /// The first data of an incoming transfer arrived and more is to come; the owner may
@@ -180,6 +237,8 @@ pub enum SessionEvent {
         /// The prefix received of an incoming transfer that was cut (transfer id, bytes), if any
         /// bytes arrived and the transfer had not been refused.
         partial: Option<(u64, Bytes)>,
+        /// Set when the session ended for a reason of TLS.
+        tls_failure: Option<TlsFailure>,
     },
 }
 

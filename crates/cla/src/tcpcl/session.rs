@@ -11,14 +11,20 @@ use wire::tcpcl::{
 
 use super::incoming::{Incoming, Limits, SegmentOutcome};
 use super::outgoing::{AckOutcome, Outgoing};
-use super::{PeerInfo, Role, SessionConfig, SessionError, SessionEvent, sess_term_text};
+use super::{
+    PeerInfo, Role, SessionConfig, SessionError, SessionEvent, TlsFailure, TlsPeer, TlsPolicy,
+    sess_term_text,
+};
 
 /// Where the session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Waiting for the peer's contact header.
     Contact,
-    /// Contact headers exchanged; waiting for the peer's SESS_INIT.
+    /// Both contact headers set CAN_TLS: the owner runs the TLS handshake; no input is taken.
+    StartTls,
+    /// Contact headers exchanged (and TLS up, if it was negotiated); waiting for the peer's
+    /// SESS_INIT.
     SessInit,
     /// Negotiated; transfers may flow (see `Session::ending` for an orderly close under way).
     Established,
@@ -58,6 +64,10 @@ pub struct Session {
     /// Final acknowledgements of received bundles the owner has not confirmed yet (with
     /// [`SessionConfig::confirm_received`]), by transfer id.
     held_acks: std::collections::BTreeMap<u64, wire::tcpcl::XferAck>,
+    /// The names of the peer's certificate, once TLS is up.
+    tls_peer: Option<TlsPeer>,
+    /// Why the session failed, when it was for a reason of TLS (for `Terminated`).
+    tls_failure: Option<TlsFailure>,
     created_ms: u64,
     last_sent_ms: u64,
     last_received_ms: u64,
@@ -99,6 +109,8 @@ impl Session {
             outgoing: Outgoing::default(),
             incoming: Incoming::default(),
             held_acks: Default::default(),
+            tls_peer: None,
+            tls_failure: None,
             created_ms: now_ms,
             last_sent_ms: now_ms,
             last_received_ms: now_ms,
@@ -113,7 +125,8 @@ impl Session {
 
     /// Consumes every complete frame at the front of `rx` (bytes the socket produced). A partial
     /// frame stays in `rx` for the next call. Never panics; once the session is over, `rx` is
-    /// cleared.
+    /// cleared. After [`SessionEvent::StartTls`] nothing more is consumed: the bytes that
+    /// followed the peer's contact header (its TLS handshake) stay in `rx` for the owner.
     pub fn receive(&mut self, now_ms: u64, rx: &mut BytesMut) {
         if !rx.is_empty() {
             // Any byte counts as life: a large segment arriving slowly is not idleness.
@@ -123,6 +136,9 @@ impl Session {
         loop {
             if self.phase == Phase::Terminated {
                 rx.clear();
+                return;
+            }
+            if self.phase == Phase::StartTls {
                 return;
             }
             if self.phase == Phase::Contact {
@@ -172,6 +188,33 @@ impl Session {
         self.terminate(format!("connection failed: {reason}"), true);
     }
 
+    /// The TLS handshake that [`SessionEvent::StartTls`] asked for succeeded; `peer` holds the
+    /// names of the peer's certificate, which the owner validated. The session goes on over TLS
+    /// (the active side's SESS_INIT is queued now). Does nothing unless the session waits for
+    /// TLS.
+    pub fn tls_established(&mut self, _now_ms: u64, peer: TlsPeer) {
+        if self.phase != Phase::StartTls {
+            return;
+        }
+        self.tls_peer = Some(peer);
+        self.phase = Phase::SessInit;
+        if self.role == Role::Active {
+            self.push_sess_init();
+        }
+    }
+
+    /// The TLS handshake failed: the session ends without a SESS_TERM (the connection is in no
+    /// state to carry one). Does nothing unless the session waits for TLS.
+    pub fn tls_failed(&mut self, _now_ms: u64, reason: &str) {
+        if self.phase != Phase::StartTls {
+            return;
+        }
+        self.control.clear();
+        self.control_bytes = 0;
+        self.tls_failure = Some(TlsFailure::Handshake);
+        self.terminate(format!("TLS handshake failed: {reason}"), false);
+    }
+
     // ----- output -----
 
     /// The next message to write, as buffers for one vectored write, in order: control messages
@@ -206,7 +249,7 @@ impl Session {
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
             Phase::Terminated => None,
-            Phase::Contact | Phase::SessInit => Some(self.contact_deadline()),
+            Phase::Contact | Phase::StartTls | Phase::SessInit => Some(self.contact_deadline()),
             Phase::Established => {
                 let mut next = self.ending_deadline();
                 if let Some(limit) = self.idle_limit_ms() {
@@ -232,6 +275,15 @@ impl Session {
     pub fn handle_timeout(&mut self, now_ms: u64) {
         match self.phase {
             Phase::Terminated => {}
+            Phase::StartTls => {
+                if now_ms >= self.contact_deadline() {
+                    // Half a handshake on the wire: no SESS_TERM can follow.
+                    self.control.clear();
+                    self.control_bytes = 0;
+                    self.tls_failure = Some(TlsFailure::Handshake);
+                    self.fail(None, "contact timeout during the TLS handshake".into());
+                }
+            }
             Phase::Contact | Phase::SessInit => {
                 if now_ms >= self.contact_deadline() {
                     // A SESS_TERM only once contact headers were exchanged (RFC 9174 §6.1).
@@ -280,7 +332,9 @@ impl Session {
     /// order (RFC 9174 §5.2.1 only requires them to be unique).
     pub fn send(&mut self, bundle: EncodedBundle, urgent: bool) -> Result<u64, SessionError> {
         match self.phase {
-            Phase::Contact | Phase::SessInit => return Err(SessionError::NotEstablished),
+            Phase::Contact | Phase::StartTls | Phase::SessInit => {
+                return Err(SessionError::NotEstablished);
+            }
             Phase::Terminated => return Err(SessionError::Closing),
             Phase::Established if self.ending.is_some() => return Err(SessionError::Closing),
             Phase::Established => {}
@@ -341,7 +395,7 @@ impl Session {
     fn close_with(&mut self, reason: SessTermReason, text: &str) {
         match self.phase {
             Phase::Terminated => {}
-            Phase::Contact => self.fail(None, text.into()),
+            Phase::Contact | Phase::StartTls => self.fail(None, text.into()),
             Phase::SessInit => self.fail(Some(reason), text.into()),
             Phase::Established => {
                 if self.ending.is_none() {
@@ -363,6 +417,11 @@ impl Session {
     /// What the peer announced, once its SESS_INIT arrived.
     pub fn peer(&self) -> Option<&PeerInfo> {
         self.peer.as_ref()
+    }
+
+    /// Whether the session waits for the owner's TLS handshake ([`SessionEvent::StartTls`]).
+    pub fn is_starting_tls(&self) -> bool {
+        self.phase == Phase::StartTls
     }
 
     /// Whether bundles can be sent: negotiated and not closing.
@@ -431,9 +490,9 @@ impl Session {
     }
 
     fn push_contact_header(&mut self) {
+        let can_tls = self.config.tls != TlsPolicy::Off;
         self.push_control(Bytes::copy_from_slice(
-            // We never offer TLS (CAN_TLS = 0), so none is used whatever the peer offers.
-            &ContactHeader::new(false).to_bytes(),
+            &ContactHeader::new(can_tls).to_bytes(),
         ));
     }
 
@@ -488,6 +547,7 @@ impl Session {
             by_peer,
             unfinished,
             partial,
+            tls_failure: self.tls_failure,
         });
     }
 
@@ -533,14 +593,27 @@ impl Session {
     }
 
     fn on_contact_header(&mut self, header: ContactHeader) {
-        if header.can_tls() {
-            // RFC 9174 §4.3: TLS is used only if both sides set CAN_TLS; we never do.
-            tracing::debug!("peer offers TLS; continuing without (we do not offer it)");
-        }
         if self.role == Role::Passive {
             self.push_contact_header();
         }
         self.phase = Phase::SessInit;
+        // RFC 9174 §4.3: TLS is used exactly when both contact headers set CAN_TLS.
+        match (self.config.tls, header.can_tls()) {
+            (TlsPolicy::Off, _) | (TlsPolicy::Offer, false) => {}
+            (TlsPolicy::Offer | TlsPolicy::Require, true) => {
+                self.phase = Phase::StartTls;
+                self.events.push_back(SessionEvent::StartTls);
+                return;
+            }
+            (TlsPolicy::Require, false) => {
+                // §4.4.4: a policy that requires TLS ends the session with "Contact Failure".
+                self.tls_failure = Some(TlsFailure::Required);
+                return self.fail(
+                    Some(SessTermReason::ContactFailure),
+                    "the peer does not offer TLS, which this node requires".into(),
+                );
+            }
+        }
         if self.role == Role::Active {
             self.push_sess_init();
         }
@@ -584,7 +657,7 @@ impl Session {
                 other => self.violation(format!("{:?} before SESS_INIT", other.message_type())),
             },
             Phase::Established => self.on_established_message(now_ms, message),
-            Phase::Contact | Phase::Terminated => {}
+            Phase::Contact | Phase::StartTls | Phase::Terminated => {}
         }
     }
 
@@ -602,6 +675,20 @@ impl Session {
                 format!("unsupported critical session extension {}", item.item_type),
             );
         }
+        // RFC 9174 §4.4.3: over TLS the node id is authenticated by the peer's certificate.
+        if let Some(tls) = &self.tls_peer
+            && !tls.node_ids.contains(&init.node_id)
+        {
+            self.tls_failure = Some(TlsFailure::NodeIdNotInCertificate);
+            let names = tls.node_ids.join(", ");
+            return self.fail(
+                Some(SessTermReason::ContactFailure),
+                format!(
+                    "node id {} not in the peer's certificate (its URI names: [{names}])",
+                    init.node_id
+                ),
+            );
+        }
         if self.role == Role::Passive && !self.push_sess_init() {
             return;
         }
@@ -612,6 +699,7 @@ impl Session {
                 .min(self.config.keepalive_interval_s),
             segment_mru: init.segment_mru,
             transfer_mru: init.transfer_mru,
+            tls: self.tls_peer.is_some(),
         };
         self.phase = Phase::Established;
         self.peer = Some(peer.clone());
