@@ -21,6 +21,7 @@ use bytes::Bytes;
 use cla::tcp::{SessionHandle, TcpclEvent};
 use cla::tcpcl::{ReceiveBudget, Role, SessionConfig, TlsFailure, TlsPolicy};
 use cla::tls::TlsContext;
+use host::{Pipeline, PipelineConfig, Promises};
 use node::{
     Class, Event, Frame, LinkChange, LinkId, Node, Outgoing, SendError, TransferResult, Transmit,
 };
@@ -86,14 +87,13 @@ const TRAFFIC_INPUTS: usize = 16;
 /// alternated pairs against 29.2 at 32 (CPU per call ~52 against ~57 µs: fewer, fuller bundles),
 /// better in five of the seven; 48 was no better than 32, 128 uneven (23.8-35.1 k/s).
 const TRAFFIC_EVENTS: usize = 64;
-/// How long changes that promise nothing to anyone may wait for a commit (see
-/// [`Daemon::may_wait_to_commit`]).
+/// How long changes that promise nothing to anyone may wait for a commit
+/// ([`PipelineConfig::commit_delay`]).
 const COMMIT_DELAY: Duration = Duration::from_millis(10);
-/// How long a commit that promised nothing may wait for its sync (see [`Daemon::sync_when_due`]):
-/// a power cut then loses at most this much of what nobody was told was durable. A process
-/// crash loses none of it (the commit is in the OS's cache already). Under a steady load of
-/// `null` calls a sync every commit (each 10 ms) had been ≈7 % of the calls/s (four alternated
-/// pairs, 28.0-32.0 against 28.8-33.6 k/s; 230 syncs for 40 000 calls against 26).
+/// How long a commit that promised nothing may wait for its sync
+/// ([`PipelineConfig::sync_delay`]): a power cut then loses at most this much of what nobody was
+/// told was durable. Under a steady load of `null` calls, a sync per commit cost about 7 % of
+/// the calls/s (docs/performance.md).
 const SYNC_DELAY: Duration = Duration::from_millis(100);
 
 /// How long a graceful stop that answered running executions keeps the sessions open after the
@@ -258,37 +258,12 @@ pub(crate) struct Daemon {
     call_waiters: BTreeMap<wire::rpc::CallId, Vec<CallWaiter>>,
     /// The RPC engine and the executions it started.
     rpc: RpcShell,
-    /// Whether an inbox got a bundle since the last commit.
-    delivered_since_commit: bool,
-    /// Store-carry-forward transmits of a [`Daemon::pump_traffic`], for the next commit.
-    held_for_commit: Vec<Transmit>,
-    /// Answers to sends and calls, released once the next commit is durable (given the store's
-    /// error if it failed: then what they answer was not made durable).
-    replies_when_durable: Vec<WhenDurable>,
-    /// Received bundles whose last XFER_ACK waits until the next commit is durable (link, the
-    /// peer's transfer id). If the commit or its sync fails they stay unconfirmed: the sender
-    /// keeps them.
-    confirms_when_durable: Vec<(LinkId, u64)>,
-    /// What committed batches promised, oldest first, waiting for the sync that makes them
-    /// durable.
-    awaiting_sync: std::collections::VecDeque<Promised>,
-    /// Records of executions whose answers a commit holds (the commit's number), removed once
-    /// a sync made it durable. They promise nobody anything, so they ask for no sync of their
-    /// own; a failed sync leaves them for the next start to clean up.
-    records_after_sync: std::collections::VecDeque<(u64, Vec<std::path::PathBuf>)>,
+    /// What the next commit promises, what committed batches promised until a sync makes
+    /// them durable, and when a commit or a sync is due (see [`host::Pipeline`]).
+    pipeline: Pipeline<Promised>,
     /// Makes the store's commits durable on a blocking thread; `None` if commits are as durable
     /// as they get (a memory store).
     syncer: Option<store::Syncer>,
-    /// Commits made so far, and how many of them are durable.
-    commits: u64,
-    synced: u64,
-    /// Whether a sync is running (it covers commits up to the number it was started with).
-    syncing: bool,
-    /// When changes that wait for a commit without promising anything must be committed.
-    commit_due: Option<Instant>,
-    /// When commits that promised nothing must be synced (the oldest of them plus
-    /// [`SYNC_DELAY`]); `None` if every commit is synced or a sync is running for them.
-    sync_due: Option<Instant>,
     /// Where a finished sync reports (commits it covers, its error); set by `run`.
     sync_done: Option<mpsc::UnboundedSender<(u64, Result<(), String>)>>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
@@ -333,25 +308,38 @@ fn answer_all<T: Clone>(mut replies: Vec<oneshot::Sender<T>>, answer: Option<T>)
 }
 
 /// What one commit promised, released once a sync made it durable (or failed to).
+#[derive(Default)]
 struct Promised {
-    /// The commit's number: a sync started after it covers it.
-    commit: u64,
+    /// Answers to sends and calls (given the store's error if it failed: then what they answer
+    /// was not made durable).
     replies: Vec<WhenDurable>,
-    /// Received bundles to confirm to their senders.
+    /// Received bundles whose last XFER_ACK waits for durability (link, the peer's transfer
+    /// id). If the commit or its sync fails they stay unconfirmed: the sender keeps them.
     confirms: Vec<(LinkId, u64)>,
+    /// Executions whose calls' records must be durable before their programs run: a crash can
+    /// then never forget a call whose program already ran.
     executions: Vec<crate::rpc_shell::PendingExecution>,
     /// Store-carry-forward bundles: a peer may drop its copy once we sent them.
     transmits: Vec<Transmit>,
+    /// Whether an inbox got a bundle (its subscribers are woken).
     delivered: bool,
+    /// Records of executions whose answers the commit holds, removed once it is durable. They
+    /// promise nobody anything, so they ask for no sync of their own; a failed sync leaves
+    /// them for the next start to clean up.
+    records: Vec<std::path::PathBuf>,
 }
 
-impl Promised {
+impl Promises for Promised {
     fn is_empty(&self) -> bool {
-        self.replies.is_empty()
-            && self.confirms.is_empty()
-            && self.executions.is_empty()
-            && self.transmits.is_empty()
-            && !self.delivered
+        !self.waits() && self.records.is_empty()
+    }
+
+    fn waits(&self) -> bool {
+        !self.replies.is_empty()
+            || !self.confirms.is_empty()
+            || !self.executions.is_empty()
+            || !self.transmits.is_empty()
+            || self.delivered
     }
 }
 
@@ -474,20 +462,14 @@ impl Daemon {
             call_changes,
             call_waiters: BTreeMap::new(),
             rpc,
-            delivered_since_commit: false,
-            held_for_commit: Vec::new(),
-            awaiting_sync: Default::default(),
-            records_after_sync: Default::default(),
-            commit_due: None,
-            sync_due: None,
+            pipeline: Pipeline::new(PipelineConfig {
+                commit_delay: COMMIT_DELAY,
+                sync_delay: SYNC_DELAY,
+                has_syncer: syncer.is_some(),
+            }),
             syncer,
-            commits: 0,
-            synced: 0,
-            syncing: false,
             sync_done: None,
             broadcast_round: Default::default(),
-            replies_when_durable: Vec::new(),
-            confirms_when_durable: Vec::new(),
             reports: Default::default(),
             next_link: 1,
             next_tag: 1,
@@ -603,7 +585,7 @@ impl Daemon {
         loop {
             let end = match grace {
                 Some(end) => end,
-                None if self.awaiting_sync.is_empty() => {
+                None if !self.pipeline.has_waiting() => {
                     let end = (tokio::time::Instant::now() + STOP_GRACE).min(until);
                     grace = Some(end);
                     end
@@ -644,8 +626,8 @@ impl Daemon {
         }
         // The flush synced every commit: what they promised is kept (a sync still running on its
         // thread syncs the same log again, harmlessly).
-        let commits = self.commits;
-        self.release_promises(commits, flushed.err().as_deref());
+        let released = self.pipeline.flushed();
+        self.release(released, flushed.err().as_deref());
     }
 
     fn now(&self) -> DtnTime {
@@ -671,12 +653,8 @@ impl Daemon {
         if self.announcer.is_some() {
             next = next.min(self.next_beacon);
         }
-        if let Some(due) = self.commit_due {
-            next = next.min(due);
-        }
-        // A running sync looks again when it ends.
-        if let Some(due) = self.sync_due.filter(|_| !self.syncing) {
-            next = next.min(due);
+        if let Some(t) = self.pipeline.poll_timeout() {
+            next = next.min(self.clock.instant(t));
         }
         next
     }
@@ -932,7 +910,10 @@ impl Daemon {
                 } else {
                     // Whatever the node made of it (kept, delivered, dropped), the sender may
                     // let it go once that decision is durable.
-                    self.confirms_when_durable.push((link, transfer_id));
+                    self.pipeline
+                        .pending_mut()
+                        .confirms
+                        .push((link, transfer_id));
                 }
             }
             TcpclEvent::Progress { .. } => {}
@@ -1264,7 +1245,7 @@ impl Daemon {
     }
 
     /// [`Daemon::pump`] without the commit, for at most [`TRAFFIC_EVENTS`] node events: real-time
-    /// transmits leave, store-carry-forward ones wait in `held_for_commit` for the next
+    /// transmits leave, store-carry-forward ones wait in the pipeline for the next
     /// [`Daemon::pump`]. Whether node events are left for another call.
     fn pump_traffic(&mut self) -> bool {
         self.pump_with(false, TRAFFIC_EVENTS)
@@ -1308,10 +1289,12 @@ impl Daemon {
                     when_durable.push(t);
                 }
             }
-            self.held_for_commit.append(&mut when_durable);
+            self.pipeline
+                .pending_mut()
+                .transmits
+                .append(&mut when_durable);
             if commit {
-                let held = std::mem::take(&mut self.held_for_commit);
-                self.commit(held);
+                self.commit();
             }
             while let Some(t) = self.node.poll_transmit() {
                 busy = true;
@@ -1325,28 +1308,28 @@ impl Daemon {
         events >= budget
     }
 
-    /// Commits the store's batch and keeps what it promised (`transmits` and what the loop
-    /// gathered since the last commit) until a sync makes it durable. A failed commit was rolled
-    /// back: its promises fail at once.
-    fn commit(&mut self, transmits: Vec<Transmit>) {
-        if transmits.is_empty() && self.may_wait_to_commit() {
+    /// Commits the store's batch unless it may wait for company, and starts a sync when one is
+    /// due. What the commit promised (what the loop gathered in the pipeline since the last
+    /// commit) is kept until a sync makes it durable; a failed commit was rolled back, and its
+    /// promises fail at once.
+    fn commit(&mut self) {
+        let now = self.now();
+        let executions = self.rpc.take_executions();
+        self.pipeline.pending_mut().executions.extend(executions);
+        let store = self.node.store();
+        let has_changes = store.has_uncommitted() || self.rpc.engine.has_records_to_write();
+        if self
+            .pipeline
+            .may_defer_commit(now, has_changes, store.commit_waits_for_disk())
+        {
             self.sync_when_due();
             return;
         }
-        self.commit_due = None;
         // The engine's records, written only now: after the round's messages left and its
         // waiters were answered, and once for everything that changed since the last commit (a
         // call made and answered meanwhile is written once; a reply delivered meanwhile never
         // gets an outbox row).
         self.rpc.engine.write_records(&mut self.node);
-        let mut promised = Promised {
-            commit: 0,
-            replies: std::mem::take(&mut self.replies_when_durable),
-            confirms: std::mem::take(&mut self.confirms_when_durable),
-            executions: self.rpc.take_executions(),
-            transmits,
-            delivered: std::mem::take(&mut self.delivered_since_commit),
-        };
         // Call watchers read the calls as the daemon holds them, as every other reader of calls
         // does (long polls and `call_for_outcome` are answered before the commit): waking them
         // promises nothing, so it needs no sync.
@@ -1357,85 +1340,33 @@ impl Daemon {
             self.call_changes.send_modify(|n| *n += 1);
         }
         match committed {
-            Ok(committed) => {
-                if committed {
-                    self.commits += 1;
-                }
-                if !records.is_empty() {
-                    self.records_after_sync.push_back((self.commits, records));
-                }
-                if self.syncer.is_none() {
-                    self.synced = self.commits;
-                }
-                if !promised.is_empty() {
-                    promised.commit = self.commits;
-                    self.awaiting_sync.push_back(promised);
-                }
-                if self.synced == self.commits {
-                    // Nothing waits for the disk (or these promises needed nothing new on it).
-                    let synced = self.synced;
-                    self.release_promises(synced, None);
-                }
+            Ok(changed) => {
+                self.pipeline.pending_mut().records = records;
+                let released = self.pipeline.committed(changed);
+                self.release(released, None);
                 self.sync_when_due();
             }
             Err(e) => {
                 self.metrics.store_errors += 1;
                 tracing::error!("store commit failed: {e}");
+                let promised = self.pipeline.commit_failed();
                 self.fail(promised, &e.to_string());
             }
         }
     }
 
-    /// Whether the store's open batch may wait up to [`COMMIT_DELAY`] for company: nothing
-    /// gathered since the last commit promises anything (no answer, confirmation, execution,
-    /// delivery or store-carry-forward transmit waits for it; bumps of the call watch may wait).
-    /// Such changes (an RPC reply's outbox row removed, a `call_and_wait` call's record, a
-    /// timer's bookkeeping) then share the next commit and its sync instead of paying for one
-    /// each; a crash meanwhile loses only what nobody was told. A memory store commits at once.
-    fn may_wait_to_commit(&mut self) -> bool {
-        let store = self.node.store();
-        if self.syncer.is_none()
-            || !(store.has_uncommitted() || self.rpc.engine.has_records_to_write())
-            || store.commit_waits_for_disk()
-            || !self.replies_when_durable.is_empty()
-            || !self.confirms_when_durable.is_empty()
-            || self.delivered_since_commit
-            || self.rpc.has_executions()
-        {
-            return false;
-        }
-        let now = Instant::now();
-        now < *self.commit_due.get_or_insert(now + COMMIT_DELAY)
-    }
-
-    /// Starts a sync when one is due: at once if a commit not yet durable promised something,
-    /// else once the oldest commit not yet durable waited [`SYNC_DELAY`] (the timer of
-    /// `sync_due` comes back for it). Under a steady load most commits promise nothing (RPC
-    /// records, outbox rows), and a sync each would cost more than the commits themselves.
+    /// Starts a sync of every commit so far on a blocking thread when the pipeline says one is
+    /// due (at once if a commit not yet durable promised something; else after [`SYNC_DELAY`]:
+    /// under a steady load most commits promise nothing, and a sync each would cost more than
+    /// the commits themselves).
     fn sync_when_due(&mut self) {
-        if self.synced == self.commits {
-            self.sync_due = None;
-            return;
-        }
-        let now = Instant::now();
-        let due = *self.sync_due.get_or_insert(now + SYNC_DELAY);
-        if !self.awaiting_sync.is_empty() || now >= due {
-            self.start_sync();
-        }
-    }
-
-    /// Starts a sync of every commit so far on a blocking thread, unless one is running (its
-    /// end looks again: one sync covers every commit made while the last one ran).
-    fn start_sync(&mut self) {
-        if self.syncing || self.synced == self.commits {
-            return;
-        }
+        let now = self.now();
         let (Some(syncer), Some(done)) = (self.syncer.clone(), self.sync_done.clone()) else {
             return;
         };
-        self.syncing = true;
-        self.sync_due = None;
-        let commits = self.commits;
+        let Some(commits) = self.pipeline.poll_sync(now) else {
+            return;
+        };
         tokio::task::spawn_blocking(move || {
             let result = syncer.sync().map_err(|e| e.to_string());
             let _ = done.send((commits, result));
@@ -1444,50 +1375,20 @@ impl Daemon {
 
     /// A sync of the first `commits` commits ended: their promises are kept, or fail.
     fn on_synced(&mut self, commits: u64, result: Result<(), String>) {
-        self.syncing = false;
         self.metrics.store_syncs += 1;
-        match result {
-            Ok(()) => {
-                self.synced = self.synced.max(commits);
-                self.release_promises(commits, None);
-            }
-            Err(e) => {
-                self.metrics.store_errors += 1;
-                tracing::error!("store sync failed: {e}");
-                // The commits stay in the store, but nothing they promised can be kept: the disk
-                // may not hold them. Later commits get a sync of their own.
-                self.synced = self.synced.max(commits);
-                self.release_promises(commits, Some(&e));
-            }
+        let released = self.pipeline.synced(commits);
+        let error = result.err();
+        if let Some(e) = &error {
+            self.metrics.store_errors += 1;
+            tracing::error!("store sync failed: {e}");
         }
+        self.release(released, error.as_deref());
         self.sync_when_due();
     }
 
-    /// Keeps (or, given the error, fails) what the commits up to `commits` promised.
-    fn release_promises(&mut self, commits: u64, error: Option<&str>) {
-        let mut durable = Vec::new();
-        while self
-            .records_after_sync
-            .front()
-            .is_some_and(|(c, _)| *c <= commits)
-        {
-            if let Some((_, mut records)) = self.records_after_sync.pop_front()
-                && error.is_none()
-            {
-                durable.append(&mut records);
-            }
-        }
-        if !durable.is_empty() {
-            tokio::task::spawn_blocking(move || crate::exec::remove_records(&durable));
-        }
-        while self
-            .awaiting_sync
-            .front()
-            .is_some_and(|p| p.commit <= commits)
-        {
-            let Some(promised) = self.awaiting_sync.pop_front() else {
-                break;
-            };
+    /// Keeps (or, given the error, fails) what released commits promised.
+    fn release(&mut self, released: Vec<Promised>, error: Option<&str>) {
+        for promised in released {
             match error {
                 None => self.keep(promised),
                 Some(e) => self.fail(promised, e),
@@ -1499,6 +1400,10 @@ impl Daemon {
     /// deliveries and changed calls, requests are answered, senders learn we hold their bundles,
     /// and store-carry-forward bundles leave.
     fn keep(&mut self, promised: Promised) {
+        if !promised.records.is_empty() {
+            let records = promised.records;
+            tokio::task::spawn_blocking(move || crate::exec::remove_records(&records));
+        }
         self.rpc.start_executions(promised.executions);
         self.wake_inbox_subscribers(promised.delivered);
         for answer in promised.replies {
@@ -1641,7 +1546,7 @@ impl Daemon {
                 };
                 let (id, destination) = (letter.meta.id.clone(), letter.meta.destination.clone());
                 match self.inboxes.put(self.node.store_mut(), letter) {
-                    Ok(()) => self.delivered_since_commit = true,
+                    Ok(()) => self.pipeline.pending_mut().delivered = true,
                     Err(e) => {
                         self.metrics.store_errors += 1;
                         tracing::error!("cannot keep bundle {id} for {destination}: {e}");
@@ -1740,7 +1645,10 @@ impl Daemon {
             // A send is answered once the pump's commit is durable: accepted means durable.
             Request::Send(req, reply) => {
                 let result = self.api_send_json(req);
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::SendBytes {
                 request,
@@ -1748,7 +1656,10 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.api_send(request, payload);
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::Peek {
                 endpoint,
@@ -1795,7 +1706,10 @@ impl Daemon {
                     Ok(())
                 });
                 // Answered once the removal is durable.
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::Reports { bundle, reply } => {
                 let reports = self
@@ -1812,7 +1726,10 @@ impl Daemon {
             // Like a send, a call is answered once it is durable.
             Request::Call(spec, reply) => {
                 let result = self.api_call(&spec);
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::CallNow { spec, made, done } => {
                 self.make_call_and_wait(&spec, made, CallWaiter::Info(WaitFor::default(), done));
@@ -1860,7 +1777,10 @@ impl Daemon {
                         .map_err(|e| call_error(e, &CallSpec::default()))?;
                     self.call_info(&id, true)
                 });
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::ForgetCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
@@ -1881,7 +1801,10 @@ impl Daemon {
                         ))
                     }
                 });
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::File { hash, reply } => {
                 let result = crate::calls::parse_hash(&hash).and_then(|h| {
@@ -1907,7 +1830,10 @@ impl Daemon {
             }
             Request::AcceptKey { node, key, reply } => {
                 let result = self.accept_key(&node, key.as_deref());
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
             Request::ForgetKey { node, reply } => {
                 let result = crate::keys::parse_key_node(&node).and_then(|id| {
@@ -1917,7 +1843,10 @@ impl Daemon {
                     tracing::info!("rpc: forgot the key {old} of {id} (the operator's request)");
                     Ok(())
                 });
-                self.replies_when_durable.push(when_durable(reply, result));
+                self.pipeline
+                    .pending_mut()
+                    .replies
+                    .push(when_durable(reply, result));
             }
         }
     }
@@ -2505,7 +2434,7 @@ impl Daemon {
             "store_commits_total",
             "counter",
             "Store commits (each a batch of changes, written but not yet synced).",
-            self.commits,
+            self.pipeline.commits(),
         );
         metric(
             "store_syncs_total",
