@@ -118,6 +118,39 @@ impl CallRequest {
     }
 }
 
+/// A store failure the engine met while keeping its durable state. The engine goes on with
+/// what it holds in memory (a failed write is retried with the record's next change; a failed
+/// read keeps what it could not read); the shell takes these with [`Rpc::take_errors`] and logs
+/// and counts them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// Writing to one of the engine's tables failed.
+    #[error("writing the rpc {} table: {source}", table.name())]
+    Write {
+        /// The table.
+        table: RpcTable,
+        /// The store's error.
+        source: store::StoreError,
+    },
+    /// Reading one of the engine's tables failed.
+    #[error("reading the rpc {} table: {source}", table.name())]
+    Read {
+        /// The table.
+        table: RpcTable,
+        /// The store's error.
+        source: store::StoreError,
+    },
+    /// A reply could not be handed to the node: it waits in the outbox and is tried again.
+    #[error("reply to {caller} waits in the outbox: {source}")]
+    ReplyQueued {
+        /// Whom the reply is for.
+        caller: Eid,
+        /// Why the node did not take it.
+        source: SendError,
+    },
+}
+
 /// Why a call could not be made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -757,7 +790,7 @@ pub struct Rpc {
     /// Messages this node sent to itself, processed after the current input.
     local: VecDeque<Bytes>,
     stats: RpcStats,
-    errors: Vec<String>,
+    errors: Vec<StateError>,
     /// Whether the records an input changed wait for [`Rpc::write_records`] (see
     /// [`Rpc::defer_record_writes`]) instead of being written at the input's end.
     defer_writes: bool,
@@ -963,7 +996,7 @@ impl Rpc {
     }
 
     /// Store errors met while keeping state (drained): the shell logs them.
-    pub fn take_errors(&mut self) -> Vec<String> {
+    pub fn take_errors(&mut self) -> Vec<StateError> {
         std::mem::take(&mut self.errors)
     }
 
@@ -1336,8 +1369,11 @@ impl Rpc {
                 .iter()
                 .filter_map(|(_, k, v)| Some((&bytes[k.clone()], &bytes[v.clone()?])))
                 .collect();
-            if let Err(e) = node.store_mut().rpc_put_many(*table, &rows) {
-                self.errors.push(format!("rpc {} table: {e}", table.name()));
+            if let Err(source) = node.store_mut().rpc_put_many(*table, &rows) {
+                self.errors.push(StateError::Write {
+                    table: *table,
+                    source,
+                });
             }
             rest = &rest[run..];
         }
@@ -1365,8 +1401,8 @@ impl Rpc {
             Some(v) => node.store_mut().rpc_put(table, key, v),
             None => node.store_mut().rpc_remove(table, key).map(|_| ()),
         };
-        if let Err(e) = result {
-            self.errors.push(format!("rpc {} table: {e}", table.name()));
+        if let Err(source) = result {
+            self.errors.push(StateError::Write { table, source });
         }
     }
 

@@ -48,7 +48,7 @@ pub use config::{ProcedureSpec, RpcConfig, Timers};
 pub use engine::{
     CallError, CallRef, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, KeyError,
     KeySource, KnownKey, MAX_LEARNT_KEYS, Outcome, Param, PresentedKey, PriorRun, RPC_DEMUX, Reply,
-    Rpc, RpcEvent, RpcStats, Target, TimelineRef, Via, check_params,
+    Rpc, RpcEvent, RpcStats, StateError, Target, TimelineRef, Via, check_params,
 };
 pub use record::RecordError;
 

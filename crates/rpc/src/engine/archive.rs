@@ -162,9 +162,11 @@ impl Rpc {
         let value = match node.store().rpc_get(RpcTable::Dedup, &k) {
             Ok(Some(v)) => v,
             Ok(None) => return,
-            Err(e) => {
-                self.errors
-                    .push(format!("reading the rpc dedup table: {e}"));
+            Err(source) => {
+                self.errors.push(StateError::Read {
+                    table: RpcTable::Dedup,
+                    source,
+                });
                 return;
             }
         };
@@ -231,9 +233,8 @@ impl Rpc {
                 .rpc_range(table, &from, Some(&below[..]), PAGE_ROWS)
             {
                 Ok(rows) => rows,
-                Err(e) => {
-                    self.errors
-                        .push(format!("sweeping the rpc {} table: {e}", table.name()));
+                Err(source) => {
+                    self.errors.push(StateError::Read { table, source });
                     return false;
                 }
             };

@@ -265,9 +265,8 @@ impl Rpc {
     fn scan(&mut self, node: &Node, table: RpcTable) -> Vec<(Bytes, Bytes)> {
         match node.store().rpc_scan(table) {
             Ok(rows) => rows,
-            Err(e) => {
-                self.errors
-                    .push(format!("reading the rpc {} table: {e}", table.name()));
+            Err(source) => {
+                self.errors.push(StateError::Read { table, source });
                 Vec::new()
             }
         }
@@ -289,9 +288,8 @@ impl Rpc {
                 .rpc_range(table, &from, None, archive::PAGE_ROWS)
             {
                 Ok(rows) => rows,
-                Err(e) => {
-                    self.errors
-                        .push(format!("reading the rpc {} table: {e}", table.name()));
+                Err(source) => {
+                    self.errors.push(StateError::Read { table, source });
                     return;
                 }
             };
@@ -328,9 +326,11 @@ impl Rpc {
         // call needs them (a full budget is a gigabyte).
         let files = match node.store().rpc_scan_heads(RpcTable::Files, 8) {
             Ok(rows) => rows,
-            Err(e) => {
-                self.errors
-                    .push(format!("reading the rpc files table: {e}"));
+            Err(source) => {
+                self.errors.push(StateError::Read {
+                    table: RpcTable::Files,
+                    source,
+                });
                 Vec::new()
             }
         };

@@ -691,9 +691,8 @@ impl Rpc {
             deadline,
         ) {
             Ok(()) => self.mark_sent(node, key, None),
-            Err(e) => {
-                self.errors
-                    .push(format!("reply to {caller} waits in the outbox: {e}"));
+            Err(source) => {
+                self.errors.push(StateError::ReplyQueued { caller, source });
                 self.arm(now + self.config.retry_ms.max(1), Timer::Serve(key));
             }
         }
