@@ -1,7 +1,7 @@
 //! Ferry's RPC between two daemons on loopback, beside a gRPC (tonic) echo measured in the same
 //! run.
 //!
-//! `cargo bench -p ferry-daemon --bench rpc` prints one table: rows gRPC echo, Ferry `null` (by
+//! `cargo bench -p ferry-bench --bench rpc` prints one table: rows gRPC echo, Ferry `null` (by
 //! `call_and_wait`, then by `call` + `wait_call`), Ferry `echo` (a process per call); columns
 //! p50/p90/p99 of sequential calls, calls/s with 64 in flight, and Ferry's ratios to gRPC. The
 //! brief's targets are p50 ≤ 2× gRPC and calls/s ≥ gRPC. Sizes come from the environment:
@@ -83,7 +83,7 @@ use daemon::control::{ControlHandle, Request};
 use daemon::{Config, Running};
 use tokio::task::JoinSet;
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../../daemon/tests/common/mod.rs"]
 mod common;
 use common::{TempDir, loopback_config};
 
