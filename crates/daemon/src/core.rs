@@ -231,6 +231,8 @@ pub(crate) struct Inputs {
 /// The loop's state.
 pub(crate) struct Daemon {
     pub(crate) node: Node,
+    /// The API's request bodies: their limits and counters, for the metrics.
+    pub(crate) api_bodies: crate::api_body::Bodies,
     pub(crate) clock: Clock,
     pub(crate) started: Instant,
     pub(crate) config: Config,
@@ -454,6 +456,11 @@ impl Daemon {
         let syncer = node.store().syncer();
         Ok(Self {
             node,
+            // Replaced by the API's own when it listens (`start`).
+            api_bodies: crate::api_body::Bodies::new(
+                config.api_max_payload,
+                config.api_max_uploads,
+            ),
             clock,
             started: now,
             session_config,
@@ -2574,6 +2581,31 @@ impl Daemon {
             "counter",
             "Bundles dropped by the store's recovery scan at start.",
             m.recovered_dropped,
+        );
+        let b = &self.api_bodies;
+        metric(
+            "api_payload_too_large_total",
+            "counter",
+            "API request bodies refused (413) for exceeding their limit (api.max_payload), by declared length or as they streamed in.",
+            b.refused_too_large(),
+        );
+        metric(
+            "api_uploads",
+            "gauge",
+            "API request bodies above 64 KiB being read or held now.",
+            b.uploads_in_progress(),
+        );
+        metric(
+            "api_uploads_limit",
+            "gauge",
+            "The bound on those (api.max_uploads).",
+            b.max_uploads(),
+        );
+        metric(
+            "api_uploads_waited_total",
+            "counter",
+            "API request bodies above 64 KiB that waited because api.max_uploads were being read or held.",
+            b.uploads_waited(),
         );
         let r = self.rpc.engine.stats();
         metric(
