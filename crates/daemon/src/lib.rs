@@ -165,7 +165,9 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         }));
     }
 
-    let (datagram_tx, datagrams) = mpsc::channel(1024);
+    let (datagram_tx, datagrams) = mpsc::channel(udp::QUEUE);
+    // Shared with the loop, which tells it the sessions' addresses and shows its counters.
+    let udp_gate = udp::Gate::new(config.udp_max_bundle, config.udp_max_rate);
     let mut udp_addr = None;
     let udp = match config.udp_listen {
         Some(addr) => {
@@ -175,7 +177,11 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
             let local = socket.local_addr()?;
             udp_addr = Some(local);
             listening.push(format!("udp://{local}"));
-            tasks.push(tokio::spawn(udp::listen(socket.clone(), datagram_tx)));
+            tasks.push(tokio::spawn(udp::listen(
+                socket.clone(),
+                datagram_tx,
+                udp_gate.clone(),
+            )));
             Some(socket)
         }
         None => None,
@@ -274,6 +280,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     )
     .context("loading the inboxes")?;
     daemon.api_bodies = bodies;
+    daemon.udp_gate = udp_gate;
     let inputs = core::Inputs {
         tcpcl,
         accepted,
