@@ -11,8 +11,8 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,139 +24,19 @@ use wire::tcpcl::{
 
 mod common;
 
-use common::free_port;
+use common::{FERRY, Node, TestDir, free_port};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-/// A `ferry node` process, killed when dropped.
-struct Node {
-    child: Child,
-    api: String,
-    tcpcl: u16,
-    udp: u16,
-    log: PathBuf,
+/// A node on loopback with TCPCL, UDP and its API, and `config` appended to its file.
+fn node(dir: &TestDir, name: &str, config: &str) -> Node {
+    Node::build(dir.path(), name).udp().config(config).start()
 }
 
-impl Node {
-    /// Starts `dtn://<name>/` with TCPCL, UDP and the API on 127.0.0.1, and `extra` appended
-    /// to its configuration file (discovery is off unless `extra` turns it on).
-    fn start(dir: &Path, name: &str, extra: &str) -> Self {
-        let tcpcl = free_port();
-        let udp = free_port();
-        let api = format!("127.0.0.1:{}", free_port());
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "node_id = \"dtn://{name}/\"\ndata_dir = {:?}\n{extra}\n",
-                dir.join(name)
-            ),
-        )
-        .unwrap();
-        let log = dir.join(format!("{name}.log"));
-        let mut cmd = Command::new(FERRY);
-        cmd.args(["node", "--config"])
-            .arg(&config)
-            .args(["--udp", &format!("127.0.0.1:{udp}"), "--api", &api])
-            .args(["--tcpcl", &format!("127.0.0.1:{tcpcl}")])
-            .env("XDG_CONFIG_HOME", dir)
-            .env("XDG_RUNTIME_DIR", dir)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        if !extra.contains("[discovery]") {
-            cmd.arg("--no-discovery");
-        }
-        let child = cmd.spawn().expect("starting ferry node");
-        let node = Node {
-            child,
-            api,
-            tcpcl,
-            udp,
-            log,
-        };
-        node.wait_until("its API answers", Duration::from_secs(20), || {
-            node.ferry(&["status"]).status.success()
-        });
-        node
-    }
-
-    fn ferry(&self, args: &[&str]) -> Output {
-        Command::new(FERRY)
-            .args(args)
-            .args(["--api", &self.api])
-            .env("XDG_RUNTIME_DIR", self.log.parent().unwrap())
-            .output()
-            .expect("running ferry")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ferry(args);
-        assert!(
-            out.status.success(),
-            "ferry {}: {}\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr),
-            self.log_text()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn log_text(&self) -> String {
-        format!(
-            "node log:\n{}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        )
-    }
-
-    /// The value of `ferry_<name>` in `/metrics`.
-    fn metric(&self, name: &str) -> u64 {
-        let text = self.ok(&["metrics"]);
-        let wanted = format!("ferry_{name} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&wanted))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-    }
-
-    /// The process's resident and peak resident memory in KiB (VmRSS, VmHWM).
-    fn memory_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok())
-                .unwrap()
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-
-    fn wait_until(&self, what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + limit;
-        while !done() {
-            assert!(
-                Instant::now() < deadline,
-                "not within {limit:?}: {what}\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-hostile-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A node with a session to `target` (a static peer).
+fn friend_of(dir: &TestDir, target: &Node) -> Node {
+    Node::build(dir.path(), "friend")
+        .udp()
+        .peer(target.tcpcl)
+        .start()
 }
 
 /// A TCP connection from `source` (a 127.0.0.x address of the attacker's) to `port`.
@@ -275,13 +155,9 @@ fn attacker(n: u8) -> Ipv4Addr {
 fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
     const SESSIONS: u8 = 6;
     const MIB_EACH: u64 = 40;
-    let dir = temp_dir("memory");
-    let target = Node::start(&dir, "target", "[tcpcl]\nreceive_memory = \"16MiB\"");
-    let friend = Node::start(
-        &dir,
-        "friend",
-        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
-    );
+    let dir = TestDir::new("hostile-memory");
+    let target = node(&dir, "target", "[tcpcl]\nreceive_memory = \"16MiB\"");
+    let friend = friend_of(&dir, &target);
     target.wait_until(
         "the friend's session is up",
         Duration::from_secs(20),
@@ -346,7 +222,7 @@ fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
     );
 
     // Legitimate traffic flows while the attackers' sessions are still open.
-    let file = dir.join("picture.bin");
+    let file = dir.path().join("picture.bin");
     let picture: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
     std::fs::write(&file, &picture).unwrap();
     friend.ok(&[
@@ -355,7 +231,7 @@ fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
         "--file",
         file.to_str().unwrap(),
     ]);
-    let out = dir.join("received.bin");
+    let out = dir.path().join("received.bin");
     target.ok(&[
         "recv",
         "inbox",
@@ -369,7 +245,6 @@ fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
         "the picture arrived intact"
     );
     drop(peers);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 25, defect 5: sessions that declined keepalives never timed out, and 1,000 of them
@@ -379,8 +254,8 @@ fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
 #[test]
 fn a_flood_of_silent_sessions_is_bounded_and_times_out() {
     const TRIES: usize = 60;
-    let dir = temp_dir("sessions");
-    let target = Node::start(
+    let dir = TestDir::new("hostile-sessions");
+    let target = node(
         &dir,
         "target",
         "[tcpcl]\nmax_sessions_per_address = 4\nidle_timeout = \"3s\"",
@@ -406,11 +281,7 @@ fn a_flood_of_silent_sessions_is_bounded_and_times_out() {
     );
     // The API answers, and a peer from another address connects.
     target.ok(&["status"]);
-    let friend = Node::start(
-        &dir,
-        "friend",
-        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
-    );
+    let friend = friend_of(&dir, &target);
     target.wait_until(
         "the friend's session is up",
         Duration::from_secs(20),
@@ -437,7 +308,6 @@ fn a_flood_of_silent_sessions_is_bounded_and_times_out() {
     // The friend, which keeps its session alive, is still there.
     assert!(target.ok(&["peers"]).contains("dtn://friend/"));
     drop(friend);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 25, defect 4: every beacon with a new node id made the node dial the address it named
@@ -449,16 +319,16 @@ fn a_flood_of_silent_sessions_is_bounded_and_times_out() {
 #[test]
 fn beacon_floods_and_forged_beacons_are_not_believed() {
     const IDS: usize = 3_000;
-    let dir = temp_dir("beacons");
+    let dir = TestDir::new("hostile-beacons");
     let discovery_port = free_port();
-    let target = Node::start(
-        &dir,
-        // Smaller than every forged id: without a bound it would dial each at its first beacon.
-        "a-target",
-        &format!(
+    // Smaller than every forged id: without a bound it would dial each at its first beacon.
+    let target = Node::build(dir.path(), "a-target")
+        .udp()
+        .discovery()
+        .config(&format!(
             "[discovery]\nport = {discovery_port}\naddress = \"127.0.0.1\"\ninterfaces = [\"lo\"]\nperiod = \"1s\""
-        ),
-    );
+        ))
+        .start();
     // The forger listens where its beacons say its nodes are, on a port of its own for each of
     // 64 ids at a time, and counts the dials.
     let forger = attacker(7);
@@ -545,11 +415,7 @@ fn beacon_floods_and_forged_beacons_are_not_believed() {
     drop(listeners);
 
     // A friend with a session; a beacon from the forger names it, with the forger's UDP port.
-    let friend = Node::start(
-        &dir,
-        "friend",
-        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
-    );
+    let friend = friend_of(&dir, &target);
     target.wait_until(
         "the friend's session is up",
         Duration::from_secs(20),
@@ -587,7 +453,6 @@ fn beacon_floods_and_forged_beacons_are_not_believed() {
         "a datagram went to the forger's address"
     );
     assert!(target.metric("beacon_redirects_ignored_total") >= 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 25, defects 2 and 7: the API served any web page and, bound to 0.0.0.0 by
@@ -598,12 +463,12 @@ fn beacon_floods_and_forged_beacons_are_not_believed() {
 #[test]
 fn the_api_serves_the_nodes_user_and_no_one_else() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = temp_dir("api");
-    let node = Node::start(&dir, "target", "");
+    let dir = TestDir::new("hostile-api");
+    let node = node(&dir, "target", "");
     assert!(node.ok(&["status"]).contains("dtn://target/"));
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&dir.join("target")), 0o700);
-    assert_eq!(mode(&dir.join("target/api-token")), 0o600);
+    assert_eq!(mode(&node.data_dir()), 0o700);
+    assert_eq!(mode(&node.data_dir().join("api-token")), 0o600);
 
     let wrong = Command::new(FERRY)
         .args(["status", "--api", &node.api])
@@ -616,7 +481,7 @@ fn the_api_serves_the_nodes_user_and_no_one_else() {
 
     // What a web page's fetch or form would send: the right port, a foreign origin or host, no
     // way to read the token.
-    let token = std::fs::read_to_string(dir.join("target/api-token")).unwrap();
+    let token = std::fs::read_to_string(node.data_dir().join("api-token")).unwrap();
     let raw = |headers: &str| {
         let mut conn = TcpStream::connect(&node.api).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -678,14 +543,13 @@ fn the_api_serves_the_nodes_user_and_no_one_else() {
             "dtn://open/",
             "--data-dir",
         ])
-        .arg(dir.join("open"))
-        .env("XDG_CONFIG_HOME", &dir)
+        .arg(dir.path().join("open"))
+        .env("XDG_CONFIG_HOME", dir.path())
         .output()
         .unwrap();
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("api.allow_remote"), "{said}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Datagrams the kernel dropped for want of room in the receive buffer of the UDP socket of
@@ -758,7 +622,7 @@ impl UdpCounts {
             oversize: value("udp_refused_oversize_total"),
             rate: value("udp_refused_rate_total"),
             malformed: value("udp_malformed_total"),
-            kernel_drops: kernel_udp_drops(node.child.id(), node.udp),
+            kernel_drops: kernel_udp_drops(node.pid(), node.udp.expect("UDP")),
         }
     }
 
@@ -796,8 +660,8 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
     const FLOOD_RATE: f64 = 10_000.0;
     /// One peer datagram every this many of the stranger's.
     const PEER_EVERY: u64 = 2_000;
-    let dir = temp_dir("udp");
-    let target = Node::start(
+    let dir = TestDir::new("hostile-udp");
+    let target = node(
         &dir,
         "target",
         &format!(
@@ -805,11 +669,7 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
              exec = \"/bin/echo\"\nargs = [\"-n\", \"{{1}}\"]\n"
         ),
     );
-    let friend = Node::start(
-        &dir,
-        "friend",
-        &format!("[[peers]]\naddress = \"127.0.0.1:{}\"", target.tcpcl),
-    );
+    let friend = friend_of(&dir, &target);
     // A scripted peer with a session of its own: its address has its own budget.
     let peer_ip = Ipv4Addr::new(127, 0, 0, 50);
     let session = Peer::open(peer_ip, target.tcpcl, 30).expect("the peer's session");
@@ -819,7 +679,7 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
     let (rss_before, _) = target.memory_kib();
     let start = UdpCounts::of(&target);
 
-    let to = SocketAddr::from(([127, 0, 0, 1], target.udp));
+    let to = SocketAddr::from(([127, 0, 0, 1], target.udp.expect("UDP")));
     let strangers: Vec<UdpSocket> = (1..=4)
         .map(|i| UdpSocket::bind((attacker(i), 0)).unwrap())
         .collect();
@@ -847,7 +707,7 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
             assert!(
                 Instant::now() < deadline,
                 "{sent} datagrams sent, {now:?} accounted for (from {start:?})\n{}",
-                target.log_text()
+                target.log()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -912,50 +772,33 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
     );
 
     // Well-formed bundles of made-up sources, while the friend sends a bundle and makes a call.
-    let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let legit = {
-        let flooding = flooding.clone();
-        let friend_api = friend.api.clone();
-        let friend_runtime = friend.log.parent().unwrap().to_owned();
-        std::thread::spawn(move || {
-            let ferry = |args: &[&str]| {
-                let out = Command::new(FERRY)
-                    .args(args)
-                    .args(["--api", &friend_api])
-                    .env("XDG_RUNTIME_DIR", &friend_runtime)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "ferry {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            };
-            ferry(&["send", "dtn://target/inbox", "through the flood"]);
-            let answer = ferry(&["call", "target", "echo", "called during the flood"]);
-            (answer, flooding.load(Ordering::Relaxed))
-        })
-    };
+    let flooding = std::sync::atomic::AtomicBool::new(true);
     let began = Instant::now();
     let peer_before = peer_sent;
-    for i in 0..WELL_FORMED {
-        let datagram = bundle_bytes(
-            &format!("dtn://flood-{i}/"),
-            &format!("dtn://elsewhere-{}/x", i % 64),
-            i,
-            &[0x42; 64],
-        );
-        strangers[(i % 4) as usize].send_to(&datagram, to).unwrap();
-        sent += 1;
-        if i % PEER_EVERY == 0 {
-            send_peer(&mut peer_sent);
+    let (answer, during) = std::thread::scope(|scope| {
+        let legit = scope.spawn(|| {
+            friend.ok(&["send", "dtn://target/inbox", "through the flood"]);
+            let answer = friend.ok(&["call", "target", "echo", "called during the flood"]);
+            (answer, flooding.load(Ordering::Relaxed))
+        });
+        for i in 0..WELL_FORMED {
+            let datagram = bundle_bytes(
+                &format!("dtn://flood-{i}/"),
+                &format!("dtn://elsewhere-{}/x", i % 64),
+                i,
+                &[0x42; 64],
+            );
+            strangers[(i % 4) as usize].send_to(&datagram, to).unwrap();
             sent += 1;
+            if i % PEER_EVERY == 0 {
+                send_peer(&mut peer_sent);
+                sent += 1;
+            }
+            paced(i, began);
         }
-        paced(i, began);
-    }
-    flooding.store(false, Ordering::Relaxed);
+        flooding.store(false, Ordering::Relaxed);
+        legit.join().unwrap()
+    });
     let after_bundles = settle(sent);
     let lasted = began.elapsed().as_secs_f64();
     let d = after_bundles.minus(&after_malformed);
@@ -973,7 +816,6 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
         "{strangers_taken} datagrams of strangers taken in {lasted:.1} s at {RATE} a second"
     );
     let drops_with_peer = after_bundles.kernel_drops - after_oversize.kernel_drops;
-    let (answer, during) = legit.join().unwrap();
     assert_eq!(answer, "called during the flood");
     assert!(
         during,
@@ -1011,5 +853,4 @@ fn a_udp_flood_is_dropped_before_the_loop_counted_and_peers_get_through() {
         "the peer's datagrams {missing:?} are missing ({drops_with_peer} dropped by the kernel):\n{text}"
     );
     drop(session);
-    let _ = std::fs::remove_dir_all(&dir);
 }
