@@ -1,12 +1,18 @@
 //! The subjectAltNames of an X.509 certificate, read from its DER encoding: the URI names are
 //! node ids (RFC 9174 §4.4.1 NODE-ID), the DNS names and IP addresses name hosts (DNS-ID,
-//! IP-ID). Pure: no I/O, never panics on any input, every length checked before it is used.
+//! IP-ID). Pure: no I/O, never panics on any input.
 //!
-//! Only the path to the extension is walked (Certificate → tbsCertificate → extensions →
-//! subjectAltName → GeneralNames); rustls/webpki validates the certificate itself, and this is
-//! read only from a certificate that passed that validation.
+//! The DER is parsed by x509-parser; rustls/webpki validates the certificate itself, and the
+//! names are read only from a certificate that passed that validation (or from this node's own,
+//! at start). A name of a kind Ferry uses that is not what its kind says (a URI or DNS name
+//! that is not ASCII text, an IP address of neither 4 nor 16 bytes) makes the certificate
+//! unreadable rather than being skipped: a certificate that names a node oddly names none.
 
 use std::net::IpAddr;
+
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::FromDer;
 
 /// The subjectAltName entries Ferry looks at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,121 +31,48 @@ pub struct AltNames {
 pub enum CertError {
     /// The bytes are not the DER structure of a certificate.
     #[error("malformed certificate: {0}")]
-    Malformed(&'static str),
+    Malformed(String),
 }
 
-/// DER universal and context tags used on the path.
-const SEQUENCE: u8 = 0x30;
-const OCTET_STRING: u8 = 0x04;
-const OID: u8 = 0x06;
-const BOOLEAN: u8 = 0x01;
-/// `[3] EXPLICIT Extensions` in tbsCertificate.
-const EXTENSIONS: u8 = 0xa3;
-/// GeneralName choices (implicit, primitive).
-const GN_DNS: u8 = 0x82;
-const GN_URI: u8 = 0x86;
-const GN_IP: u8 = 0x87;
-/// id-ce-subjectAltName, 2.5.29.17.
-const SAN_OID: &[u8] = &[0x55, 0x1d, 0x11];
-
-/// One TLV off the front of `input`: (tag, value, rest).
-fn tlv(input: &[u8]) -> Result<(u8, &[u8], &[u8]), CertError> {
-    let (&tag, rest) = input
-        .split_first()
-        .ok_or(CertError::Malformed("truncated"))?;
-    if tag & 0x1f == 0x1f {
-        return Err(CertError::Malformed("multi-byte tag"));
-    }
-    let (&first, rest) = rest
-        .split_first()
-        .ok_or(CertError::Malformed("truncated"))?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return Err(CertError::Malformed("bad length"));
-        }
-        let (bytes, rest) = rest.split_at(n);
-        let len = bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-        (len, rest)
-    };
-    if rest.len() < len {
-        return Err(CertError::Malformed("length beyond the input"));
-    }
-    let (value, rest) = rest.split_at(len);
-    Ok((tag, value, rest))
+fn malformed(what: impl std::fmt::Display) -> CertError {
+    CertError::Malformed(what.to_string())
 }
 
-/// The value of a TLV that must have `tag`.
-fn expect<'a>(
-    input: &'a [u8],
-    tag: u8,
-    what: &'static str,
-) -> Result<(&'a [u8], &'a [u8]), CertError> {
-    match tlv(input)? {
-        (t, value, rest) if t == tag => Ok((value, rest)),
-        _ => Err(CertError::Malformed(what)),
-    }
-}
+/// GeneralName tags (RFC 5280 §4.2.1.6) of the names read here, for the ones x509-parser
+/// could not decode.
+const GN_DNS: u32 = 2;
+const GN_URI: u32 = 6;
 
-/// The subjectAltNames of a DER certificate. A certificate without the extension has none.
+/// The subjectAltNames of a DER certificate (bytes after it are ignored). A certificate without
+/// the extension has none; one with the extension twice is refused (RFC 5280 §4.2).
 pub fn alt_names(der: &[u8]) -> Result<AltNames, CertError> {
-    let (cert, _) = expect(der, SEQUENCE, "not a certificate")?;
-    let (mut tbs, _) = expect(cert, SEQUENCE, "no tbsCertificate")?;
+    let (_, cert) = X509Certificate::from_der(der).map_err(malformed)?;
     let mut names = AltNames::default();
-    // tbsCertificate: [0] version, serial, signature, issuer, validity, subject, spki,
-    // [1] issuerUniqueID, [2] subjectUniqueID, [3] extensions; only [3] matters here.
-    while !tbs.is_empty() {
-        let (tag, value, rest) = tlv(tbs)?;
-        tbs = rest;
-        if tag != EXTENSIONS {
-            continue;
-        }
-        let (mut exts, _) = expect(value, SEQUENCE, "extensions are not a sequence")?;
-        while !exts.is_empty() {
-            let (ext, rest) = expect(exts, SEQUENCE, "an extension is not a sequence")?;
-            exts = rest;
-            let (oid, mut ext) = expect(ext, OID, "an extension without an id")?;
-            if oid != SAN_OID {
-                continue;
+    let Some(san) = cert.subject_alternative_name().map_err(malformed)? else {
+        return Ok(names);
+    };
+    let text = |name: &str| {
+        name.is_ascii()
+            .then(|| name.to_owned())
+            .ok_or_else(|| malformed("a name that is not IA5 text"))
+    };
+    for name in &san.value.general_names {
+        match name {
+            GeneralName::URI(uri) => names.uris.push(text(uri)?),
+            GeneralName::DNSName(dns) => names.dns.push(text(dns)?),
+            GeneralName::IPAddress(ip) => match *ip {
+                [a, b, c, d] => names.ips.push(IpAddr::from([*a, *b, *c, *d])),
+                bytes => match <[u8; 16]>::try_from(bytes) {
+                    Ok(v6) => names.ips.push(IpAddr::from(v6)),
+                    Err(_) => return Err(malformed("an IP address of odd length")),
+                },
+            },
+            // Not UTF-8: x509-parser keeps the raw entry.
+            GeneralName::Invalid(tag, _) if matches!(tag.0, GN_DNS | GN_URI) => {
+                return Err(malformed("a name that is not IA5 text"));
             }
-            if let Ok((BOOLEAN, _, rest)) = tlv(ext) {
-                ext = rest;
-            }
-            let (value, _) = expect(ext, OCTET_STRING, "an extension without a value")?;
-            let (mut general, _) = expect(value, SEQUENCE, "subjectAltName is not a sequence")?;
-            while !general.is_empty() {
-                let (tag, value, rest) = tlv(general)?;
-                general = rest;
-                match tag {
-                    GN_URI | GN_DNS => {
-                        let text = std::str::from_utf8(value)
-                            .ok()
-                            .filter(|t| t.is_ascii())
-                            .ok_or(CertError::Malformed("a name that is not IA5 text"))?;
-                        let list = if tag == GN_URI {
-                            &mut names.uris
-                        } else {
-                            &mut names.dns
-                        };
-                        list.push(text.to_owned());
-                    }
-                    GN_IP => match value.len() {
-                        4 => names.ips.push(IpAddr::from(
-                            <[u8; 4]>::try_from(value).map_err(|_| CertError::Malformed("ip"))?,
-                        )),
-                        16 => names.ips.push(IpAddr::from(
-                            <[u8; 16]>::try_from(value).map_err(|_| CertError::Malformed("ip"))?,
-                        )),
-                        _ => return Err(CertError::Malformed("an IP address of odd length")),
-                    },
-                    // otherName, rfc822Name, directoryName and the rest name nothing we use.
-                    _ => {}
-                }
-            }
+            // otherName, rfc822Name, directoryName and the rest name nothing we use.
+            _ => {}
         }
     }
     Ok(names)
@@ -193,6 +126,36 @@ mod tests {
         for cut in 0..der.len() {
             let _ = alt_names(&der[..cut]);
         }
+    }
+
+    /// `der` with the bytes of `from` replaced by `to`, of the same length (a certificate's
+    /// signature is not checked here, only its structure).
+    fn patched(der: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+        assert_eq!(from.len(), to.len());
+        let at = der
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("the name is in the certificate");
+        let mut out = der.to_vec();
+        out[at..at + to.len()].copy_from_slice(to);
+        out
+    }
+
+    #[test]
+    fn a_node_id_that_is_not_ascii_makes_the_certificate_unreadable() {
+        let der = cert(vec![
+            rcgen::SanType::URI("dtn://alpha/".try_into().unwrap()),
+            rcgen::SanType::DnsName("alpha.example".try_into().unwrap()),
+        ]);
+        assert!(alt_names(&der).is_ok());
+        // "alpha/" as "alpé/": UTF-8, not IA5.
+        let accented = patched(&der, b"alpha/", "alp\u{e9}/".as_bytes());
+        assert!(alt_names(&accented).is_err(), "{:?}", alt_names(&accented));
+        // Not UTF-8 at all.
+        let binary = patched(&der, b"alpha/", b"alph\xff/");
+        assert!(alt_names(&binary).is_err(), "{:?}", alt_names(&binary));
+        let dns = patched(&der, b"alpha.example", b"alph\xff.example");
+        assert!(alt_names(&dns).is_err(), "{:?}", alt_names(&dns));
     }
 
     proptest! {

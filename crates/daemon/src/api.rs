@@ -6,7 +6,7 @@
 //! answer into JSON. Work that needs no node state (base64, JSON, waiting) happens here, off the
 //! event loop. Every error is a JSON [`ApiError`] with a stable code, including the ones axum
 //! would answer in plain text (unknown route, wrong method, a body that is not JSON, a body
-//! above `api.max_payload`).
+//! above `api.max_payload`). Bodies are read by [`crate::api_body`], within their limits.
 //!
 //! Receiving is at-least-once: reading an inbox takes nothing; `DELETE …/bundles/{seq}` (or
 //! `{"ack": seq}` on the WebSocket) removes a bundle once the application has it, so a client
@@ -19,16 +19,17 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use serde::Deserialize;
 
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use crate::api_body::{self, Bodies, RAW_ROUTE};
 use crate::api_guard::{self, Guard};
 use crate::control::{ApiError, CallInfo, CallSpec, ControlHandle, Received, Request, SendRequest};
 
@@ -46,9 +47,10 @@ const MAX_BATCH: usize = 1000;
 /// How many bundles a WebSocket subscriber is sent ahead of its acknowledgements.
 const WS_WINDOW: usize = 64;
 
-/// The router, with `max_payload` as the largest request body, behind `guard` (see
-/// [`crate::api_guard`]: host, origin, token and body checks before any route runs).
-pub fn router(control: ControlHandle, max_payload: usize, guard: Guard) -> Router {
+/// The router, reading bodies within the limits of `bodies` (see [`crate::api_body`]), behind
+/// `guard` (see [`crate::api_guard`]: host, origin, token and declared-length checks before any
+/// route runs).
+pub fn router(control: ControlHandle, bodies: Bodies, guard: Guard) -> Router {
     Router::new()
         .route("/v1/status", get(status))
         .route("/v1/peers", get(peers))
@@ -81,26 +83,21 @@ pub fn router(control: ControlHandle, max_payload: usize, guard: Guard) -> Route
         .method_not_allowed_fallback(|| async {
             ApiError::new("method_not_allowed", "this route does not take that method")
         })
-        // The raw send takes the payload as is; a JSON send (or a call with a file parameter)
-        // carries it in base64 (4/3 larger).
-        .layer(DefaultBodyLimit::max(
-            max_payload.saturating_mul(4) / 3 + 4096,
-        ))
+        // No route takes axum's `Bytes`: every body is read by `Bodies::read`, which holds it
+        // to its route's limit as it streams in.
+        .layer(DefaultBodyLimit::disable())
         .layer(RequestBodyTimeoutLayer::new(api_guard::BODY_IDLE))
         .layer(axum::middleware::from_fn_with_state(
             guard,
             api_guard::guard,
         ))
-        .with_state(Api {
-            control,
-            max_payload,
-        })
+        .with_state(Api { control, bodies })
 }
 
 #[derive(Clone)]
 struct Api {
     control: ControlHandle,
-    max_payload: usize,
+    bodies: Bodies,
 }
 
 impl IntoResponse for ApiError {
@@ -133,49 +130,29 @@ async fn bundles(State(api): State<Api>) -> ApiResult<Response> {
     Ok(json(api.control.ask(Request::Bundles).await?))
 }
 
-/// A body axum could not take: too large, or not readable.
-fn body_error(e: axum::extract::rejection::BytesRejection, max_payload: usize) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
-            "payload_too_large",
-            format!("the body exceeds this node's api.max_payload of {max_payload} bytes"),
-        )
-    } else {
-        ApiError::new("bad_request", e.body_text())
-    }
-}
-
 fn query_error(e: axum::extract::rejection::QueryRejection) -> ApiError {
     ApiError::new("bad_request", e.body_text())
 }
 
-fn too_large(len: usize, max_payload: usize) -> ApiError {
-    ApiError::new(
-        "payload_too_large",
-        format!(
-            "a payload of {len} bytes exceeds this node's api.max_payload of {max_payload} bytes"
-        ),
-    )
-}
-
 /// `POST /v1/bundles`: a JSON [`SendRequest`].
-async fn send_json(
-    State(api): State<Api>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> ApiResult<Response> {
-    let body = body.map_err(|e| body_error(e, api.max_payload))?;
-    let mut req: SendRequest = serde_json::from_slice(&body).map_err(|e| {
+async fn send_json(State(api): State<Api>, headers: HeaderMap, body: Body) -> ApiResult<Response> {
+    let api_body::Read { bytes, slot } = api.bodies.read("/v1/bundles", &headers, body).await?;
+    let mut req: SendRequest = serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::new(
             "bad_request",
             format!("the body is not a send request: {e}"),
         )
     })?;
+    // The JSON goes before its base64 is decoded, so the two are not held at once.
+    drop(bytes);
     // Decode base64 here rather than on the event loop.
     let payload = req.take_payload()?;
-    if payload.len() > api.max_payload {
-        return Err(too_large(payload.len(), api.max_payload));
+    if payload.len() as u64 > api.bodies.limit(RAW_ROUTE) {
+        return Err(api.bodies.payload_too_large(payload.len()));
     }
-    send(&api, req, payload).await
+    let sent = send(&api, req, payload).await;
+    drop(slot);
+    sent
 }
 
 /// The options of `POST /v1/bundles/raw`, from the query string.
@@ -191,17 +168,17 @@ struct RawSend {
     priority: Option<u8>,
 }
 
-/// `POST /v1/bundles/raw?destination=…`: the body is the payload.
+/// `POST /v1/bundles/raw?destination=…`: the body is the payload, read as it streams in and
+/// refused the moment it crosses `api.max_payload` ([`Bodies::read`]).
 async fn send_raw(
     State(api): State<Api>,
     query: Result<Query<RawSend>, axum::extract::rejection::QueryRejection>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
+    // The options are checked before a byte of the body is read.
     let Query(q) = query.map_err(query_error)?;
-    let payload = body.map_err(|e| body_error(e, api.max_payload))?;
-    if payload.len() > api.max_payload {
-        return Err(too_large(payload.len(), api.max_payload));
-    }
+    let body = api.bodies.read(RAW_ROUTE, &headers, body).await?;
     let req = SendRequest {
         source: q.source,
         lifetime: q.lifetime,
@@ -210,7 +187,10 @@ async fn send_raw(
         priority: q.priority,
         ..SendRequest::to(q.destination)
     };
-    send(&api, req, payload).await
+    // The slot is held until the loop has the payload (and answered that it is durable).
+    let sent = send(&api, req, body.bytes).await;
+    drop(body.slot);
+    sent
 }
 
 async fn send(api: &Api, request: SendRequest, payload: Bytes) -> ApiResult<Response> {
@@ -407,19 +387,27 @@ async fn reports(
 async fn make_call(
     State(api): State<Api>,
     query: Result<Query<MakeCallQuery>, axum::extract::rejection::QueryRejection>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(query_error)?;
-    let body = body.map_err(|e| body_error(e, api.max_payload))?;
-    let spec: CallSpec = serde_json::from_slice(&body)
+    let wait = match q.wait {
+        Some(_) => Some(parse_wait("wait", q.wait.as_deref(), DEFAULT_CALL_WAIT)?),
+        None => None,
+    };
+    let api_body::Read { bytes, slot } = api.bodies.read("/v1/calls", &headers, body).await?;
+    let spec: CallSpec = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::new("bad_request", format!("the body is not a call: {e}")))?;
-    if q.wait.is_some() {
-        let wait = parse_wait("wait", q.wait.as_deref(), DEFAULT_CALL_WAIT)?;
-        let call = api.control.call_and_wait(spec, wait).await?;
+    drop(bytes);
+    if let Some(wait) = wait {
+        // The slot (a call with large parameters) goes once the loop has taken the call, not
+        // when its result comes, which may be minutes away.
+        let call = api.control.call_and_wait_holding(spec, wait, slot).await?;
         return Ok((StatusCode::CREATED, axum::Json(call)).into_response());
     }
-    let call = api.control.call(spec).await?;
-    Ok((StatusCode::CREATED, axum::Json(call)).into_response())
+    let call = api.control.call(spec).await;
+    drop(slot);
+    Ok((StatusCode::CREATED, axum::Json(call?)).into_response())
 }
 
 /// `?wait=` of `POST /v1/calls`.
@@ -590,9 +578,10 @@ async fn keys(State(api): State<Api>) -> ApiResult<Response> {
 async fn accept_key(
     State(api): State<Api>,
     Path(node): Path<String>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
-    let body = body.map_err(|e| body_error(e, api.max_payload))?;
+    let body = api.bodies.read("/v1/keys", &headers, body).await?.bytes;
     let accept: crate::keys::AcceptKey = if body.iter().all(u8::is_ascii_whitespace) {
         Default::default()
     } else {

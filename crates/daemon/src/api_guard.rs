@@ -14,7 +14,8 @@
 //!    `<data_dir>/api-token` (64 hex digits, created at first start with mode 0600; refused if
 //!    others may read it). Without it: `unauthorized`, 401. Compared in constant time.
 //! 4. **Body**: a declared `Content-Length` above the route's limit is refused at once
-//!    (`payload_too_large`, 413) without reading a byte; a body that is not JSON where JSON is
+//!    (`payload_too_large`, 413) without reading a byte (a body without one is held to the
+//!    same limit as it streams in, [`crate::api_body`]); a body that is not JSON where JSON is
 //!    expected (`text/plain` included) is refused (`unsupported_media_type`, 415); a body that
 //!    stalls for [`BODY_IDLE`] ends the request.
 //!
@@ -35,6 +36,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
+use crate::api_body::{Bodies, RAW_ROUTE};
 use crate::control::ApiError;
 
 /// The token file's name in the data directory.
@@ -50,24 +52,21 @@ pub struct Guard(Arc<GuardInner>);
 struct GuardInner {
     token: String,
     allowed_hosts: Vec<String>,
-    /// Largest body of a JSON route and of the raw send (the payload limit).
-    json_limit: u64,
-    raw_limit: u64,
+    /// The bodies' limits, and their counters.
+    bodies: Bodies,
 }
 
 impl Guard {
-    /// A guard for `token`, accepting `allowed_hosts` besides IP literals and `localhost`.
-    pub fn new(token: String, allowed_hosts: Vec<String>, max_payload: usize) -> Self {
-        let raw_limit = max_payload as u64;
+    /// A guard for `token`, accepting `allowed_hosts` besides IP literals and `localhost`, and
+    /// bodies within the limits of `bodies`.
+    pub fn new(token: String, allowed_hosts: Vec<String>, bodies: Bodies) -> Self {
         Self(Arc::new(GuardInner {
             token,
             allowed_hosts: allowed_hosts
                 .into_iter()
                 .map(|h| h.to_ascii_lowercase())
                 .collect(),
-            // A JSON send carries the payload in base64 (4/3 larger) with some JSON around it.
-            json_limit: raw_limit.saturating_mul(4) / 3 + 4096,
-            raw_limit,
+            bodies,
         }))
     }
 
@@ -111,23 +110,15 @@ impl Guard {
                 ),
             ));
         }
-        let raw = path == "/v1/bundles/raw";
+        let raw = path == RAW_ROUTE;
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let limit = if raw {
-            self.0.raw_limit
-        } else {
-            self.0.json_limit
-        };
-        if let Some(len) = declared.filter(|&n| n > limit) {
-            return Err(ApiError::new(
-                "payload_too_large",
-                format!(
-                    "a body of {len} bytes exceeds this route's limit of {limit} bytes (api.max_payload)"
-                ),
-            ));
+        // A body without a declared length is held to the same limit as it streams in
+        // (`Bodies::read`).
+        if let Some(len) = declared.filter(|&n| n > self.0.bodies.limit(path)) {
+            return Err(self.0.bodies.too_large(path, Some(len)));
         }
         let has_body =
             declared.is_some_and(|n| n > 0) || headers.contains_key(header::TRANSFER_ENCODING);
@@ -255,7 +246,8 @@ mod tests {
 
     #[test]
     fn each_check_refuses_with_its_own_code() {
-        let g = Guard::new(TOKEN.into(), vec!["Ferry.Local".into()], 1000);
+        let bodies = Bodies::new(1000, 1);
+        let g = Guard::new(TOKEN.into(), vec!["Ferry.Local".into()], bodies.clone());
         let auth = format!("Bearer {TOKEN}");
         let ok = |host: &'static str| vec![("host", host), ("authorization", auth.as_str())];
         assert_eq!(
@@ -323,6 +315,7 @@ mod tests {
             code(&g, Method::POST, "/v1/bundles/raw", &huge),
             "payload_too_large"
         );
+        assert_eq!(bodies.refused_too_large(), 1, "the refusal is counted");
         let mut raw = ok("127.0.0.1:4550");
         raw.extend([
             ("content-type", "application/octet-stream"),

@@ -34,7 +34,11 @@
 //!
 //! [udp]
 //! listen = "0.0.0.0:4556"           # one bundle per datagram, for real-time traffic; "" for none
-//! max_bundle = "60KB"
+//! max_bundle = "60KB"               # the largest datagram sent or taken (larger ones received
+//!                                   # are dropped unread); at most 65000 bytes
+//! max_rate = 1000                   # datagrams a second taken from each address with a TCPCL
+//!                                   # session, and from all other addresses together; more are
+//!                                   # dropped before they are decoded
 //!
 //! [discovery]
 //! enabled = true
@@ -51,7 +55,9 @@
 //! [api]
 //! listen = "127.0.0.1:4550"         # HTTP/JSON and WebSocket; "" for none. Every request needs
 //!                                   # the token in <data_dir>/api-token (made at first start)
-//! max_payload = "256MiB"
+//! max_payload = "256MiB"           # the largest payload a send takes (a JSON body: its base64)
+//! max_uploads = 4                   # request bodies above 64 KiB read or held at once; more
+//!                                   # wait their turn, unread
 //! allowed_hosts = []                # host names the API answers to besides IP addresses and
 //!                                   # localhost (others are refused: DNS rebinding)
 //! allow_remote = false              # true lets api.listen be an address other hosts reach
@@ -116,6 +122,13 @@ use wire::Eid;
 pub const DEFAULT_TCPCL_PORT: u16 = 4556;
 /// Default port of the UDP convergence layer (IANA "dtn-bundle" over UDP).
 pub const DEFAULT_UDP_PORT: u16 = 4556;
+/// Default of `udp.max_rate`: datagrams a second from one session's address, or from all
+/// strangers together. A thousand 60 KB datagrams a second is more than a radio link carries,
+/// and a small fraction of what the event loop can decode and store.
+pub const DEFAULT_UDP_MAX_RATE: u32 = 1000;
+/// Default of `api.max_uploads`: a few large sends or calls at once, each up to
+/// `api.max_payload`.
+pub const DEFAULT_API_MAX_UPLOADS: usize = 4;
 /// Default UDP port of discovery beacons (the IP Neighbor Discovery port, 4551).
 pub const DEFAULT_DISCOVERY_PORT: u16 = 4551;
 /// Default address of the local API.
@@ -142,8 +155,10 @@ pub struct Config {
     pub session_limits: SessionLimits,
     /// UDP convergence layer address, if any.
     pub udp_listen: Option<SocketAddr>,
-    /// Largest encoded bundle sent in one UDP datagram.
+    /// Largest encoded bundle sent or taken in one UDP datagram.
     pub udp_max_bundle: usize,
+    /// Datagrams a second taken from each session's address, and from all others together.
+    pub udp_max_rate: u32,
     /// Discovery settings.
     pub discovery: Discovery,
     /// Static peers.
@@ -157,6 +172,8 @@ pub struct Config {
     pub api_listen: Option<SocketAddr>,
     /// Largest payload the API accepts.
     pub api_max_payload: usize,
+    /// Request bodies above 64 KiB the API reads or holds at once (`api.max_uploads`).
+    pub api_max_uploads: usize,
     /// Host names the API answers to besides IP literals and `localhost`.
     pub api_allowed_hosts: Vec<String>,
     /// Whether `api_listen` may be an address other hosts reach.
@@ -283,6 +300,7 @@ struct TlsFile {
 struct UdpFile {
     listen: Option<String>,
     max_bundle: Option<String>,
+    max_rate: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -307,6 +325,7 @@ struct PeerFile {
 struct ApiFile {
     listen: Option<String>,
     max_payload: Option<String>,
+    max_uploads: Option<i64>,
     allowed_hosts: Option<Vec<String>>,
     allow_remote: Option<bool>,
 }
@@ -586,6 +605,16 @@ impl Config {
             udp_max_bundle: usize::try_from(size("udp.max_bundle", file.udp.max_bundle, "60KB")?)
                 .unwrap_or(usize::MAX)
                 .min(65_000),
+            udp_max_rate: match file.udp.max_rate {
+                None => DEFAULT_UDP_MAX_RATE,
+                Some(n) if n >= 1 => u32::try_from(n)
+                    .map_err(|_| ConfigError(format!("udp.max_rate: {n} is too large")))?,
+                Some(n) => {
+                    return Err(ConfigError(format!(
+                        "udp.max_rate: {n} is not a rate of at least 1 datagram a second"
+                    )));
+                }
+            },
             discovery,
             peers: file
                 .peers
@@ -601,6 +630,16 @@ impl Config {
                 "256MiB",
             )?)
             .unwrap_or(usize::MAX),
+            api_max_uploads: match file.api.max_uploads {
+                None => DEFAULT_API_MAX_UPLOADS,
+                Some(n) if n >= 1 => usize::try_from(n)
+                    .map_err(|_| ConfigError(format!("api.max_uploads: {n} is too large")))?,
+                Some(n) => {
+                    return Err(ConfigError(format!(
+                        "api.max_uploads: {n} is not a count of at least 1"
+                    )));
+                }
+            },
             api_allowed_hosts: file.api.allowed_hosts.unwrap_or_default(),
             api_allow_remote: file.api.allow_remote.unwrap_or(false),
             seed: 0,
@@ -1260,6 +1299,24 @@ mod tests {
                 .contains("is more than tcpcl.max_sessions")
         );
         assert!(err("[tcpcl]\nidle_timeout = \"10ms\"").contains("at least 1s"));
+        assert!(err("[api]\nmax_uploads = 0").contains("api.max_uploads"));
+        assert!(err("[udp]\nmax_rate = 0").contains("udp.max_rate"));
+        assert_eq!(
+            Config::from_toml("[udp]\nmax_rate = 50", "x")
+                .unwrap()
+                .udp_max_rate,
+            50
+        );
+        assert_eq!(
+            Config::from_toml("", "x").unwrap().api_max_uploads,
+            DEFAULT_API_MAX_UPLOADS
+        );
+        assert_eq!(
+            Config::from_toml("[api]\nmax_uploads = 1", "x")
+                .unwrap()
+                .api_max_uploads,
+            1
+        );
         let c = Config::from_toml(
             "[tcpcl]\nreceive_memory = \"8MiB\"\nmax_sessions_per_address = 2\nidle_timeout = \"1m\"",
             "x",

@@ -284,8 +284,25 @@ impl ControlHandle {
         spec: CallSpec,
         wait: std::time::Duration,
     ) -> Result<CallInfo, ApiError> {
+        self.call_and_wait_holding(spec, wait, None::<()>).await
+    }
+
+    /// [`call_and_wait`](Self::call_and_wait), keeping `held` until the event loop has taken
+    /// the call (made it, or refused it), then dropping it: the API's upload slot of a call
+    /// with large parameters, which are the loop's from then on. Without anything held it is
+    /// `call_and_wait` as it was: one wake-up when the call ends, none when it is taken.
+    pub async fn call_and_wait_holding<H>(
+        &self,
+        spec: CallSpec,
+        wait: std::time::Duration,
+        held: Option<H>,
+    ) -> Result<CallInfo, ApiError> {
         match self
-            .make_and_wait(wait, |made, done| Request::CallNow { spec, made, done })
+            .make_and_wait(wait, held, |made, done| Request::CallNow {
+                spec,
+                made,
+                done,
+            })
             .await?
         {
             Waited::Ended(answer) => answer,
@@ -308,7 +325,7 @@ impl ControlHandle {
         wait: std::time::Duration,
     ) -> Result<CallOutcome, ApiError> {
         match self
-            .make_and_wait(wait, |made, done| Request::CallForOutcome {
+            .make_and_wait(wait, None::<()>, |made, done| Request::CallForOutcome {
                 spec,
                 made,
                 done,
@@ -321,10 +338,12 @@ impl ControlHandle {
     }
 
     /// Sends the request `make` builds (a call to make, with where its id and its end go) and
-    /// waits up to `wait` for the end.
-    async fn make_and_wait<T>(
+    /// waits up to `wait` for the end; `held`, if any, is dropped as soon as the loop has taken
+    /// the request.
+    async fn make_and_wait<T, H>(
         &self,
         wait: std::time::Duration,
+        held: Option<H>,
         make: impl FnOnce(
             oneshot::Sender<Result<wire::rpc::CallId, ApiError>>,
             oneshot::Sender<Result<T, ApiError>>,
@@ -334,11 +353,30 @@ impl ControlHandle {
         // task wake-ups, a large part of a short call's time.
         let (made, made_answer) = oneshot::channel();
         let (done, done_answer) = oneshot::channel();
+        let deadline = tokio::time::Instant::now() + wait;
         self.tx
             .send(make(made, done))
             .await
             .map_err(|_| ApiError::shutting_down())?;
-        let gave_up = match tokio::time::timeout(wait, done_answer).await {
+        if let Some(held) = held {
+            // The loop answers `made` as it takes the request, or drops it when the call ended
+            // at once (then `done` holds the answer): either way the request is the loop's now.
+            let made = made_answer.await;
+            drop(held);
+            return match made {
+                Err(_) => match done_answer.await {
+                    Ok(answer) => Ok(Waited::Ended(answer)),
+                    Err(_) => Err(ApiError::shutting_down()),
+                },
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(id)) => match tokio::time::timeout_at(deadline, done_answer).await {
+                    Ok(Ok(answer)) => Ok(Waited::Ended(answer)),
+                    Ok(Err(_)) => Err(ApiError::shutting_down()),
+                    Err(_) => Ok(Waited::GaveUp(id)),
+                },
+            };
+        }
+        let gave_up = match tokio::time::timeout_at(deadline, done_answer).await {
             Ok(Ok(answer)) => return Ok(Waited::Ended(answer)),
             // Not made (the reason is in `made`), or the node is shutting down.
             Ok(Err(_)) => false,

@@ -231,6 +231,10 @@ pub(crate) struct Inputs {
 /// The loop's state.
 pub(crate) struct Daemon {
     pub(crate) node: Node,
+    /// The API's request bodies: their limits and counters, for the metrics.
+    pub(crate) api_bodies: crate::api_body::Bodies,
+    /// What the UDP listener lets through: told the sessions' addresses, counting refusals.
+    pub(crate) udp_gate: crate::udp::Gate,
     pub(crate) clock: Clock,
     pub(crate) started: Instant,
     pub(crate) config: Config,
@@ -370,6 +374,8 @@ struct Metrics {
     udp_sent: u64,
     udp_received: u64,
     udp_send_errors: u64,
+    /// Datagrams that passed the listener's gate but are not bundles.
+    udp_malformed: u64,
     udp_broadcasts: u64,
     refused_duplicates: u64,
     beacons_sent: u64,
@@ -442,6 +448,12 @@ impl Daemon {
         let syncer = node.store().syncer();
         Ok(Self {
             node,
+            // Both replaced by the listeners' own (`start`).
+            api_bodies: crate::api_body::Bodies::new(
+                config.api_max_payload,
+                config.api_max_uploads,
+            ),
+            udp_gate: crate::udp::Gate::new(config.udp_max_bundle, config.udp_max_rate),
             clock,
             started: now,
             session_config,
@@ -1036,6 +1048,7 @@ impl Daemon {
         {
             s.backoff = Duration::from_secs(1);
         }
+        self.share_session_addresses();
         let now = self.now();
         self.node.handle_link(
             now,
@@ -1063,6 +1076,7 @@ impl Daemon {
         if l.announced {
             let now = self.now();
             self.node.handle_link(now, LinkChange::Down { link });
+            self.share_session_addresses();
         }
         if let Some(peer) = &l.peer
             && let Some(d) = self.discovered.get_mut(peer)
@@ -1083,6 +1097,19 @@ impl Daemon {
 
     fn on_datagram(&mut self, datagram: Datagram) {
         self.metrics.udp_received += 1;
+        // Decoded here rather than by the node, so that datagrams that are not bundles (what
+        // a stranger's flood mostly is) are counted as the UDP layer's own refusals.
+        let bundle = match wire::Bundle::decode(datagram.bytes) {
+            Ok(bundle) => bundle,
+            Err(e) => {
+                self.metrics.udp_malformed += 1;
+                self.metrics.refusals.log_once(
+                    "udp_malformed",
+                    format_args!("a UDP datagram from {} is not a bundle: {e}", datagram.from),
+                );
+                return;
+            }
+        };
         let now = self.now();
         // Attribute it to the session with the same host, so the node knows its neighbour.
         let ip: IpAddr = datagram.from.ip();
@@ -1094,7 +1121,18 @@ impl Daemon {
             })
             .map(|(id, _)| *id)
             .unwrap_or(LinkId(0));
-        self.node.handle_bundle_bytes(now, link, datagram.bytes);
+        self.node.handle_bundle(now, link, bundle);
+    }
+
+    /// Tells the UDP listener the addresses of the sessions now: each has a datagram budget of
+    /// its own (see [`crate::udp`]).
+    fn share_session_addresses(&self) {
+        self.udp_gate.set_peers(
+            self.links
+                .values()
+                .filter(|l| l.announced)
+                .map(|l| l.remote.ip()),
+        );
     }
 
     fn on_beacon(&mut self, heard: Heard) {
@@ -2397,8 +2435,26 @@ impl Daemon {
         metric(
             "udp_received_total",
             "counter",
-            "UDP datagrams received.",
+            "UDP datagrams taken by the event loop (past the size and rate bounds).",
             m.udp_received,
+        );
+        metric(
+            "udp_refused_oversize_total",
+            "counter",
+            "UDP datagrams dropped unread for being larger than udp.max_bundle.",
+            self.udp_gate.refused_oversize(),
+        );
+        metric(
+            "udp_refused_rate_total",
+            "counter",
+            "UDP datagrams dropped unread for exceeding udp.max_rate (per session address, or of all addresses without a session together).",
+            self.udp_gate.refused_rate(),
+        );
+        metric(
+            "udp_malformed_total",
+            "counter",
+            "UDP datagrams taken that were not bundles.",
+            m.udp_malformed,
         );
         metric(
             "udp_broadcasts_total",
@@ -2503,6 +2559,31 @@ impl Daemon {
             "counter",
             "Bundles dropped by the store's recovery scan at start.",
             m.recovered_dropped,
+        );
+        let b = &self.api_bodies;
+        metric(
+            "api_payload_too_large_total",
+            "counter",
+            "API request bodies refused (413) for exceeding their limit (api.max_payload), by declared length or as they streamed in.",
+            b.refused_too_large(),
+        );
+        metric(
+            "api_uploads",
+            "gauge",
+            "API request bodies above 64 KiB being read or held now.",
+            b.uploads_in_progress(),
+        );
+        metric(
+            "api_uploads_limit",
+            "gauge",
+            "The bound on those (api.max_uploads).",
+            b.max_uploads(),
+        );
+        metric(
+            "api_uploads_waited_total",
+            "counter",
+            "API request bodies above 64 KiB that waited because api.max_uploads were being read or held.",
+            b.uploads_waited(),
         );
         let r = self.rpc.engine.stats();
         metric(

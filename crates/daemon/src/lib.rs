@@ -23,6 +23,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod api;
+pub mod api_body;
 pub mod api_guard;
 pub mod calls;
 pub mod config;
@@ -164,7 +165,9 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         }));
     }
 
-    let (datagram_tx, datagrams) = mpsc::channel(1024);
+    let (datagram_tx, datagrams) = mpsc::channel(udp::QUEUE);
+    // Shared with the loop, which tells it the sessions' addresses and shows its counters.
+    let udp_gate = udp::Gate::new(config.udp_max_bundle, config.udp_max_rate);
     let mut udp_addr = None;
     let udp = match config.udp_listen {
         Some(addr) => {
@@ -174,7 +177,11 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
             let local = socket.local_addr()?;
             udp_addr = Some(local);
             listening.push(format!("udp://{local}"));
-            tasks.push(tokio::spawn(udp::listen(socket.clone(), datagram_tx)));
+            tasks.push(tokio::spawn(udp::listen(
+                socket.clone(),
+                datagram_tx,
+                udp_gate.clone(),
+            )));
             Some(socket)
         }
         None => None,
@@ -197,6 +204,8 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
 
     let (control, control_ends) = ControlHandle::channel(256);
     let api_token = api_guard::load_or_create_token(&data_dir).context("reading the API token")?;
+    // Shared with the loop, which shows its counters in the metrics.
+    let bodies = api_body::Bodies::new(config.api_max_payload, config.api_max_uploads);
     let api_addr = match config.api_listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
@@ -216,17 +225,11 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
             let guard = api_guard::Guard::new(
                 api_token.clone(),
                 config.api_allowed_hosts.clone(),
-                config.api_max_payload,
+                bodies.clone(),
             );
-            let local = spawn_api(
-                addr,
-                control.clone(),
-                config.api_max_payload,
-                guard,
-                &mut tasks,
-            )
-            .await
-            .with_context(|| format!("starting the API on {addr}"))?;
+            let local = spawn_api(addr, control.clone(), bodies.clone(), guard, &mut tasks)
+                .await
+                .with_context(|| format!("starting the API on {addr}"))?;
             listening.push(format!("http://{local}"));
             Some(local)
         }
@@ -260,7 +263,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     // bundles, and bounds what waits here to 128 bundles however large they are.
     let (tcpcl_tx, tcpcl) = mpsc::channel(128);
     let (connected_tx, connected) = mpsc::channel(64);
-    let daemon = core::Daemon::new(
+    let mut daemon = core::Daemon::new(
         node,
         clock,
         config.clone(),
@@ -276,6 +279,8 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         tls,
     )
     .context("loading the inboxes")?;
+    daemon.api_bodies = bodies;
+    daemon.udp_gate = udp_gate;
     let inputs = core::Inputs {
         tcpcl,
         accepted,
@@ -329,13 +334,13 @@ async fn read_facts(
 async fn spawn_api(
     addr: SocketAddr,
     control: ControlHandle,
-    max_payload: usize,
+    bodies: api_body::Bodies,
     guard: api_guard::Guard,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let app = api::router(control, max_payload, guard);
+    let app = api::router(control, bodies, guard);
     tasks.push(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("the API server on {local} stopped: {e}");

@@ -1607,3 +1607,271 @@ fn a_key_a_server_presented_is_shown_and_once_accepted_its_reply_is_taken() {
     assert_eq!(answer.status, 204);
     pair.shut_down();
 }
+
+/// Writes a request's head (`Transfer-Encoding: chunked`, or `Content-Length` when `length` is
+/// given) by hand, as a client that streams its body would.
+fn request_head(s: &Server, path: &str, content_type: &str, length: Option<usize>) -> Vec<u8> {
+    let framing = match length {
+        Some(n) => format!("Content-Length: {n}"),
+        None => "Transfer-Encoding: chunked".to_owned(),
+    };
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: {content_type}\r\n\
+         {framing}\r\n\r\n",
+        s.addr, s.authorization
+    )
+    .into_bytes()
+}
+
+/// One chunk of a chunked body.
+fn chunk(data: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// Reads an HTTP/1.1 answer whose body has a `Content-Length`, without waiting for the
+/// connection to close: (status, body).
+fn read_answer(conn: &mut std::net::TcpStream) -> (u16, Value) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let head_end = got.windows(4).position(|w| w == b"\r\n\r\n");
+        if let Some(end) = head_end {
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or_else(|| panic!("no content-length in {head}"));
+            if got.len() >= end + 4 + length {
+                let status = head[9..12].parse().unwrap();
+                let body = serde_json::from_slice(&got[end + 4..end + 4 + length]).unwrap();
+                return (status, body);
+            }
+        }
+        let n = conn
+            .read(&mut buf)
+            .unwrap_or_else(|e| panic!("no answer yet ({e}): {}", String::from_utf8_lossy(&got)));
+        assert!(
+            n > 0,
+            "closed before answering: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A body that declares no length is held to `api.max_payload` as it streams in: one byte past
+/// the limit and the node answers 413 at once, without waiting for the rest (the client has not
+/// ended the body, and never does), stores nothing and counts it; a body of exactly the limit,
+/// chunked unevenly, arrives intact. The same holds for a JSON route at its own limit.
+#[test]
+fn a_chunked_body_is_refused_the_moment_it_passes_the_limit_and_one_within_arrives_intact() {
+    let (rt, running, _dir) = start();
+    let s = server(&running);
+    let limit: usize = 2 << 20; // config(): api_max_payload
+    let raw = "/v1/bundles/raw?destination=dtn%3A%2F%2Falpha%2Finbox";
+
+    let mut conn = std::net::TcpStream::connect(s.addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(&request_head(&s, raw, "application/octet-stream", None))
+        .unwrap();
+    let piece = vec![0x5au8; 64 << 10];
+    for _ in 0..limit / piece.len() {
+        conn.write_all(&chunk(&piece)).unwrap();
+    }
+    // One byte more than the limit, and the body is left open: no terminating chunk.
+    conn.write_all(&chunk(b"!")).unwrap();
+    let (status, body) = read_answer(&mut conn);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (413, Some("payload_too_large")),
+        "{body}"
+    );
+    drop(conn);
+    assert_eq!(metric_value(&s, "ferry_api_payload_too_large_total"), 1);
+    assert_eq!(
+        s.checked("get", "/v1/bundles", "/v1/bundles", None, 200),
+        serde_json::json!([]),
+        "nothing was stored"
+    );
+    assert_eq!(
+        s.checked(
+            "get",
+            "/v1/endpoints/{endpoint}/bundles",
+            "/v1/endpoints/inbox/bundles?payload=false",
+            None,
+            200
+        ),
+        serde_json::json!([]),
+        "nothing was delivered"
+    );
+
+    // A JSON route's limit is the payload's base64 with some JSON around it.
+    let json_limit = limit * 4 / 3 + 4096;
+    let mut conn = std::net::TcpStream::connect(s.addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(&request_head(&s, "/v1/calls", "application/json", None))
+        .unwrap();
+    let spaces = vec![b' '; json_limit / 3];
+    for _ in 0..3 {
+        conn.write_all(&chunk(&spaces)).unwrap();
+    }
+    conn.write_all(&chunk(&vec![b' '; json_limit - 3 * spaces.len() + 1]))
+        .unwrap();
+    let (status, body) = read_answer(&mut conn);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (413, Some("payload_too_large")),
+        "{body}"
+    );
+    drop(conn);
+    assert_eq!(metric_value(&s, "ferry_api_payload_too_large_total"), 2);
+    assert_eq!(
+        s.checked("get", "/v1/calls", "/v1/calls", None, 200),
+        serde_json::json!([]),
+        "no call was made"
+    );
+
+    // Exactly the limit, in uneven chunks, then the end of the body: sent intact.
+    let payload: Vec<u8> = (0..limit as u32)
+        .map(|i| (i * 31 + i / 977) as u8)
+        .collect();
+    let mut conn = std::net::TcpStream::connect(s.addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(&request_head(&s, raw, "application/octet-stream", None))
+        .unwrap();
+    let mut at = 0;
+    for (i, size) in [1usize, 7, 65_536, 300_001, 4_093]
+        .iter()
+        .cycle()
+        .enumerate()
+    {
+        if at == payload.len() || i > 10_000 {
+            break;
+        }
+        let end = (at + size).min(payload.len());
+        conn.write_all(&chunk(&payload[at..end])).unwrap();
+        at = end;
+    }
+    assert_eq!(at, payload.len());
+    conn.write_all(b"0\r\n\r\n").unwrap();
+    let (status, body) = read_answer(&mut conn);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["size"], limit);
+    let waiting = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/inbox/bundles?wait=5s&payload=false",
+        None,
+        200,
+    );
+    let seq = waiting[0]["seq"].as_u64().unwrap();
+    let got = s.call(
+        "get",
+        &format!("/v1/endpoints/inbox/bundles/{seq}/payload"),
+        None,
+    );
+    assert_eq!(got.status, 200);
+    assert!(got.body == payload, "the payload came back different");
+    assert_eq!(metric_value(&s, "ferry_api_payload_too_large_total"), 2);
+    rt.block_on(running.shut_down());
+}
+
+/// With `api.max_uploads = 1`, a second large upload waits, unread, while the first one's body
+/// is still coming, and is counted; it goes on once the first is done, and both are sent. Small
+/// requests (the metrics, a small send) are not held up meanwhile.
+#[test]
+fn a_large_upload_waits_for_a_slot_while_small_requests_go_on() {
+    let (rt, running, _dir) = start_with(|c| c.api_max_uploads = 1);
+    let s = server(&running);
+    let raw = "/v1/bundles/raw?destination=dtn%3A%2F%2Falpha%2Finbox";
+    let size = 1 << 20;
+
+    // The first declares 1 MiB and sends half of it: it holds the only slot.
+    let mut first = std::net::TcpStream::connect(s.addr).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    first
+        .write_all(&request_head(
+            &s,
+            raw,
+            "application/octet-stream",
+            Some(size),
+        ))
+        .unwrap();
+    first.write_all(&vec![1u8; size / 2]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metric_value(&s, "ferry_api_uploads") != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first upload took no slot"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The second sends its whole body; it is not answered while the first holds the slot.
+    let mut second = std::net::TcpStream::connect(s.addr).unwrap();
+    second
+        .write_all(&request_head(
+            &s,
+            raw,
+            "application/octet-stream",
+            Some(size),
+        ))
+        .unwrap();
+    let body = vec![2u8; size];
+    let writer = std::thread::spawn(move || {
+        second.write_all(&body).unwrap();
+        second
+    });
+    while metric_value(&s, "ferry_api_uploads_waited_total") != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second upload did not wait"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A small send is not held up.
+    s.checked(
+        "post",
+        "/v1/bundles/raw",
+        raw,
+        Some(("application/octet-stream", b"small")),
+        201,
+    );
+    assert_eq!(metric_value(&s, "ferry_api_uploads"), 1);
+
+    // The first ends; then the second goes on.
+    first.write_all(&vec![1u8; size / 2]).unwrap();
+    let (status, answer) = read_answer(&mut first);
+    assert_eq!(status, 201, "{answer}");
+    let mut second = writer.join().unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (status, answer) = read_answer(&mut second);
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(metric_value(&s, "ferry_api_uploads"), 0);
+    let waiting = s.checked(
+        "get",
+        "/v1/endpoints/{endpoint}/bundles",
+        "/v1/endpoints/inbox/bundles?wait=5s&payload=false",
+        None,
+        200,
+    );
+    let sizes: Vec<u64> = waiting
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [5, size as u64, size as u64]);
+    rt.block_on(running.shut_down());
+}

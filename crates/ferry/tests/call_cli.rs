@@ -5,36 +5,13 @@
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::free_port;
-
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-/// A directory of its own for each test, removed when the test passes.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("ferry-call-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
+use common::{FERRY, Node, TestDir, free_port};
 
 /// The `[rpc]` section of examples/node.toml, its `exec` paths made absolute.
 fn example_rpc_section() -> String {
@@ -47,152 +24,20 @@ fn example_rpc_section() -> String {
     text[start..].replace("exec = \"", &format!("exec = \"{}/", examples.display()))
 }
 
-/// A `ferry node` process, killed if the test ends without stopping it.
-struct Node {
-    child: Child,
-    api: String,
-    tcpcl: u16,
-    log: PathBuf,
-    config: PathBuf,
+/// `dtn://{name}/` serving the examples, with 1 s keepalives.
+fn serving(dir: &TestDir, name: &str) -> Node {
+    Node::build(dir.path(), name)
+        .keepalive("1s")
+        .config(&example_rpc_section())
+        .start()
 }
 
-impl Node {
-    /// Starts `dtn://{name}/` serving the examples and waits (at most 20 s) until its API
-    /// answers.
-    fn start(name: &str, dir: &Path) -> Self {
-        Self::start_with(name, dir, true, None)
-    }
-
-    /// Starts `dtn://{name}/`, serving the examples if `serve`, dialing the TCPCL port `peer`.
-    fn start_with(name: &str, dir: &Path, serve: bool, peer: Option<u16>) -> Self {
-        let api = format!("127.0.0.1:{}", free_port());
-        let tcpcl = free_port();
-        let mut toml = format!(
-            "node_id = \"dtn://{name}/\"\n\
-             data_dir = \"{}\"\n\
-             [tcpcl]\nlisten = [\"127.0.0.1:{tcpcl}\"]\nkeepalive = \"1s\"\n\
-             [udp]\nlisten = \"\"\n\
-             [discovery]\nenabled = false\n\
-             [api]\nlisten = \"{api}\"\n",
-            dir.join(name).display(),
-        );
-        if let Some(p) = peer {
-            toml.push_str(&format!("[[peers]]\naddress = \"127.0.0.1:{p}\"\n"));
-        }
-        if serve {
-            toml.push_str(&example_rpc_section());
-        }
-        let config = dir.join(format!("{name}.toml"));
-        std::fs::write(&config, toml).unwrap();
-        let log = dir.join(format!("{name}.log"));
-        Self::spawn(config, api, tcpcl, log)
-    }
-
-    /// Runs `ferry node` with the configuration file `config` and waits (at most 20 s) until
-    /// its API answers.
-    fn spawn(config: PathBuf, api: String, tcpcl: u16, log: PathBuf) -> Self {
-        let dir = config.parent().unwrap().to_owned();
-        let child = Command::new(FERRY)
-            .arg("node")
-            .arg("--config")
-            .arg(&config)
-            // No configuration file of the user's may leak in.
-            .env("XDG_CONFIG_HOME", &dir)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("starting ferry node");
-        let node = Node {
-            child,
-            api,
-            tcpcl,
-            log,
-            config,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !node.ferry(&["status"]).status.success() {
-            assert!(
-                Instant::now() < deadline,
-                "ferry node did not answer within 20 s:\n{}",
-                node.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        node
-    }
-
-    /// Waits (at most 20 s) until `peer` is a neighbour.
-    fn wait_for_peer(&self, peer: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !String::from_utf8_lossy(&self.ferry(&["peers", "--json"]).stdout).contains(peer) {
-            assert!(Instant::now() < deadline, "{peer} never became a neighbour");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(FERRY);
-        cmd.args(args).args(["--api", &self.api]);
-        cmd
-    }
-
-    /// Runs `ferry ARGS --api …` to its end (every command here ends within its own bounds:
-    /// `--deadline`, `--timeout`, or a call that finishes at once).
-    fn ferry(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("running ferry")
-    }
-
-    /// Like [`Node::ferry`], asserting success; its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ferry(args);
-        assert!(
-            out.status.success(),
-            "ferry {} failed: {}\nnode log:\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
-        String::from_utf8(out.stdout).expect("UTF-8 output")
-    }
-
-    /// Like [`Node::ferry`], asserting failure; its stderr.
-    fn fails(&self, args: &[&str]) -> String {
-        let out = self.ferry(args);
-        assert!(
-            !out.status.success(),
-            "ferry {} succeeded: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-
-    /// Stops the node, runs `between`, and starts it again with the same configuration.
-    fn restart(mut self, between: impl FnOnce()) -> Self {
-        let status =
-            common::terminate(&mut self.child).expect("ferry node did not stop on SIGTERM");
-        assert!(status.success(), "ferry node exited with {status}");
-        between();
-        let (config, api, log) = (self.config.clone(), self.api.clone(), self.log.clone());
-        Self::spawn(config, api, self.tcpcl, log)
-    }
-
-    fn stop(mut self) {
-        let status =
-            common::terminate(&mut self.child).expect("ferry node did not stop on SIGTERM");
-        assert!(status.success(), "ferry node exited with {status}");
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `dtn://{name}/` serving nothing, with a session to the TCPCL port `peer`.
+fn client_of(dir: &TestDir, name: &str, peer: u16) -> Node {
+    Node::build(dir.path(), name)
+        .keepalive("1s")
+        .peer(peer)
+        .start()
 }
 
 fn is_call_id(s: &str) -> bool {
@@ -201,8 +46,8 @@ fn is_call_id(s: &str) -> bool {
 
 #[test]
 fn a_call_prints_its_value_exactly_and_writes_its_files() {
-    let dir = TempDir::new("values");
-    let solo = Node::start("solo", &dir.0);
+    let dir = TestDir::new("call-cli-values");
+    let solo = serving(&dir, "solo");
 
     // Text goes as it is and comes back byte for byte, no newline added in a pipe.
     let out = solo.ferry(&["call", "solo", "echo", "a b"]);
@@ -249,7 +94,7 @@ fn a_call_prints_its_value_exactly_and_writes_its_files() {
     assert_eq!(solo.ok(&["call", "solo", "sum", "int:-7", "3"]), "-4\n");
 
     // A file result goes to --out, not stdout; an existing one is not overwritten.
-    let out_dir = dir.0.join("pictures");
+    let out_dir = dir.path().join("pictures");
     let value = solo.ok(&[
         "call",
         "solo",
@@ -299,8 +144,8 @@ fn a_call_prints_its_value_exactly_and_writes_its_files() {
 
 #[test]
 fn a_detached_call_is_waited_for_listed_and_shown_later() {
-    let dir = TempDir::new("detach");
-    let solo = Node::start("solo", &dir.0);
+    let dir = TestDir::new("call-cli-detach");
+    let solo = serving(&dir, "solo");
 
     let id = solo.ok(&["call", "solo", "slow", "1", "--detach"]);
     let id = id.trim_end_matches('\n');
@@ -382,8 +227,8 @@ fn a_detached_call_is_waited_for_listed_and_shown_later() {
 
 #[test]
 fn failures_name_the_code_the_detail_and_stderr() {
-    let dir = TempDir::new("failures");
-    let solo = Node::start("solo", &dir.0);
+    let dir = TestDir::new("call-cli-failures");
+    let solo = serving(&dir, "solo");
 
     let err = solo.fails(&["call", "solo", "photo", "0"]);
     assert!(err.contains("execution_failed"), "{err}");
@@ -419,7 +264,7 @@ fn failures_name_the_code_the_detail_and_stderr() {
 
 #[test]
 fn bad_arguments_fail_before_the_node_is_contacted() {
-    let dir = TempDir::new("args");
+    let dir = TestDir::new("call-cli-args");
     // Nothing listens at this address: an attempt to contact it would say so.
     let nobody = format!("127.0.0.1:{}", free_port());
     let run = |args: &[&str]| {
@@ -438,7 +283,7 @@ fn bad_arguments_fail_before_the_node_is_contacted() {
     };
     let err = run(&["call", "bravo", "echo", "hi", "--transport", "pigeon"]);
     assert!(err.contains("pigeon") && err.contains("datagram"), "{err}");
-    let missing = dir.0.join("no-such-photo.jpg");
+    let missing = dir.path().join("no-such-photo.jpg");
     let err = run(&[
         "call",
         "bravo",
@@ -478,8 +323,8 @@ fn bad_arguments_fail_before_the_node_is_contacted() {
 
 #[test]
 fn procedures_are_listed() {
-    let dir = TempDir::new("procedures");
-    let solo = Node::start("solo", &dir.0);
+    let dir = TestDir::new("call-cli-procedures");
+    let solo = serving(&dir, "solo");
     let table = solo.ok(&["procedures"]);
     for name in ["echo ", "null ", "photo ", "slow ", "sum "] {
         assert!(
@@ -507,9 +352,9 @@ fn procedures_are_listed() {
 
 #[test]
 fn ctrl_c_stops_the_waiting_not_the_call() {
-    let dir = TempDir::new("interrupt");
-    let solo = Node::start("solo", &dir.0);
-    let stderr_path = dir.0.join("call.err");
+    let dir = TestDir::new("call-cli-interrupt");
+    let solo = serving(&dir, "solo");
+    let stderr_path = dir.path().join("call.err");
     let mut call = solo
         .command(&["call", "solo", "slow", "30"])
         .stdout(Stdio::null())
@@ -561,9 +406,9 @@ fn ctrl_c_stops_the_waiting_not_the_call() {
 
 #[test]
 fn calls_to_another_node_explicit_any_and_all() {
-    let dir = TempDir::new("two");
-    let bravo = Node::start("bravo", &dir.0);
-    let alpha = Node::start_with("alpha", &dir.0, false, Some(bravo.tcpcl));
+    let dir = TestDir::new("call-cli-two");
+    let bravo = serving(&dir, "bravo");
+    let alpha = client_of(&dir, "alpha", bravo.tcpcl);
     alpha.wait_for_peer("dtn://bravo/");
 
     let out = alpha.ferry(&["call", "bravo", "echo", "over the link"]);
@@ -576,7 +421,7 @@ fn calls_to_another_node_explicit_any_and_all() {
     );
 
     // The picture comes by the data channel, byte for byte what bravo makes for itself.
-    let (here, there) = (dir.0.join("alpha-out"), dir.0.join("bravo-out"));
+    let (here, there) = (dir.path().join("alpha-out"), dir.path().join("bravo-out"));
     alpha.ok(&[
         "call",
         "dtn://bravo/",
@@ -599,7 +444,7 @@ fn calls_to_another_node_explicit_any_and_all() {
 
     // alpha serves nothing, so bravo is the one server.
     assert_eq!(alpha.ok(&["call", "any", "sum", "20", "22"]), "42\n");
-    let all_out = dir.0.join("all");
+    let all_out = dir.path().join("all");
     let out = alpha.ferry(&[
         "call",
         "all",
@@ -626,9 +471,9 @@ fn calls_to_another_node_explicit_any_and_all() {
 
 #[test]
 fn a_reinstalled_servers_new_key_is_shown_refused_until_accepted_then_used() {
-    let dir = TempDir::new("keys");
-    let bravo = Node::start("bravo", &dir.0);
-    let alpha = Node::start_with("alpha", &dir.0, false, Some(bravo.tcpcl));
+    let dir = TestDir::new("call-cli-keys");
+    let bravo = serving(&dir, "bravo");
+    let alpha = client_of(&dir, "alpha", bravo.tcpcl);
     alpha.wait_for_peer("dtn://bravo/");
     let key_of = |node: &Node| {
         let status: serde_json::Value =
@@ -646,7 +491,7 @@ fn a_reinstalled_servers_new_key_is_shown_refused_until_accepted_then_used() {
     );
 
     // bravo is reinstalled: a new data directory, so a new identity.
-    let bravo = bravo.restart(|| std::fs::remove_dir_all(dir.0.join("bravo")).unwrap());
+    let bravo = bravo.restart(|| std::fs::remove_dir_all(dir.path().join("bravo")).unwrap());
     let new = key_of(&bravo);
     assert_ne!(new, old);
     alpha.wait_for_peer("dtn://bravo/");

@@ -4,105 +4,21 @@
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
 mod common;
 
-use common::free_port;
-
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-/// A `ferry node` process, killed if the test ends without stopping it.
-struct Node {
-    child: Child,
-    api: String,
-    log: PathBuf,
-}
-
-impl Node {
-    fn start(name: &str, dir: &Path, tcpcl: u16, peer: Option<u16>) -> Self {
-        let api = format!("127.0.0.1:{}", free_port());
-        let log = dir.join(format!("{name}.log"));
-        let mut cmd = Command::new(FERRY);
-        cmd.args(["node", "--no-discovery", "--udp", ""])
-            .args(["--node-id", &format!("dtn://{name}/")])
-            .arg("--data-dir")
-            .arg(dir.join(name))
-            .args(["--tcpcl", &format!("127.0.0.1:{tcpcl}"), "--api", &api])
-            // No configuration file of the user's may leak in.
-            .env("XDG_CONFIG_HOME", dir)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        if let Some(p) = peer {
-            cmd.args(["--peer", &format!("127.0.0.1:{p}")]);
-        }
-        let child = cmd.spawn().expect("starting ferry node");
-        Node { child, api, log }
-    }
-
-    fn ferry(&self, args: &[&str]) -> Output {
-        Command::new(FERRY)
-            .args(args)
-            .args(["--api", &self.api])
-            .output()
-            .expect("running ferry")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.ferry(args);
-        assert!(
-            out.status.success(),
-            "ferry {}: {}\nnode log:\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn stop(mut self) {
-        let status =
-            common::terminate(&mut self.child).expect("ferry node did not stop on SIGTERM");
-        assert!(
-            status.success(),
-            "ferry node exited with {status} on SIGTERM"
-        );
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{Node, TestDir};
 
 #[test]
 fn two_ferry_nodes_exchange_text_and_a_mebibyte_file_both_ways() {
-    let dir = std::env::temp_dir().join(format!("ferry-two-nodes-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let alpha = Node::start("alpha", &dir, pa, None);
-    let bravo = Node::start("bravo", &dir, pb, Some(pa));
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !alpha
-        .ferry(&["peers", "--json"])
-        .stdout
-        .windows(12)
-        .any(|w| w == b"dtn://bravo/")
-    {
-        assert!(Instant::now() < deadline, "alpha never saw bravo");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let dir = TestDir::new("two-nodes");
+    let alpha = Node::build(dir.path(), "alpha").start();
+    let bravo = Node::build(dir.path(), "bravo").peer(alpha.tcpcl).start();
+    alpha.wait_for_peer("dtn://bravo/");
 
     let file: Vec<u8> = (0..1u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
         .collect();
-    let input = dir.join("file.bin");
+    let input = dir.path().join("file.bin");
     std::fs::write(&input, &file).unwrap();
 
     for (from, to, to_name) in [(&alpha, &bravo, "bravo"), (&bravo, &alpha, "alpha")] {
@@ -120,7 +36,7 @@ fn two_ferry_nodes_exchange_text_and_a_mebibyte_file_both_ways() {
             "--file",
             input.to_str().unwrap(),
         ]);
-        let output = dir.join(format!("received-by-{to_name}.bin"));
+        let output = dir.path().join(format!("received-by-{to_name}.bin"));
         to.ok(&[
             "recv",
             "files",
@@ -138,5 +54,4 @@ fn two_ferry_nodes_exchange_text_and_a_mebibyte_file_both_ways() {
     }
     alpha.stop();
     bravo.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,9 +1,14 @@
-//! Scaffolding shared by the tests that run `ferry node` processes.
+//! Scaffolding shared by the tests that run `ferry node` processes: [`Node`] (one process,
+//! its configuration, log and API) and [`TestDir`] in `node.rs`, `terminate` and `free_port`.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
+
+mod node;
+#[allow(unused_imports)] // netns.rs and soak.rs run their processes themselves
+pub(crate) use node::{FERRY, Node, TestDir};
 
 /// Sends SIGTERM, as an init system would (the daemon flushes its store and exits), and waits up
 /// to 10 s for the process to end. `None` if it did not.
