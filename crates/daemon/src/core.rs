@@ -695,6 +695,28 @@ impl Daemon {
                 ),
             );
         }
+        let stats = self.node.stats();
+        if stats.purge_set_full > 0 {
+            let max = self.node.config().max_purge_entries;
+            self.metrics.refusals.log_once(
+                "purge_set_full",
+                format_args!(
+                    "the purge set holds {max} entries: keys of delivered bundles that \
+                     neighbours' summaries name are not kept until entries expire (this node's \
+                     own deliveries still are)"
+                ),
+            );
+        }
+        if stats.summary_purge_keys_ignored > 0 {
+            self.metrics.refusals.log_once(
+                "summary_purge_keys_ignored",
+                format_args!(
+                    "a neighbour's summary named more than {} delivered bundles; the rest were \
+                     ignored",
+                    node::MAX_SUMMARY_PURGE_KEYS
+                ),
+            );
+        }
         let instant = Instant::now();
         for i in 0..self.statics.len() {
             let s = &self.statics[i];
@@ -2584,6 +2606,26 @@ impl Daemon {
             "counter",
             "API request bodies above 64 KiB that waited because api.max_uploads were being read or held.",
             b.uploads_waited(),
+        );
+        metric(
+            "purge_set_entries",
+            "gauge",
+            "Keys of bundles known to be delivered (the purge set).",
+            self.node.purge_set_len() as u64,
+        );
+        metric(
+            "purge_set_full_total",
+            "counter",
+            "Keys of delivered bundles named by neighbours' summaries and not kept because the \
+             purge set was full (the node's own entries are always kept).",
+            s.purge_set_full,
+        );
+        metric(
+            "summary_purge_keys_ignored_total",
+            "counter",
+            "Keys of delivered bundles in a neighbour's summary beyond the most read from one \
+             summary.",
+            s.summary_purge_keys_ignored,
         );
         let r = self.rpc.engine.stats();
         metric(

@@ -504,6 +504,15 @@ fn answers_match_the_spec_and_receiving_is_at_least_once() {
         "{text}"
     );
     assert!(text.contains("ferry_inbox_bundles 1"), "{text}");
+    // The purge set's bound (docs/security.md) is counted where operators look.
+    for metric in [
+        "# TYPE ferry_purge_set_entries gauge",
+        "# TYPE ferry_purge_set_full_total counter",
+        "ferry_purge_set_full_total 0",
+        "# TYPE ferry_summary_purge_keys_ignored_total counter",
+    ] {
+        assert!(text.contains(metric), "{metric}: {text}");
+    }
     let yaml = s.call("get", "/v1/openapi.yaml", None);
     assert_eq!(yaml.body, SPEC.as_bytes());
 

@@ -50,8 +50,8 @@ use wire::{Bundle, BundleId, DtnTime, Eid, StatusReason};
 
 pub use classes::{BROADCAST_NODE_NAME, Class, class_of, is_broadcast};
 pub use node::{
-    Arriving, CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, LinkLoad, Node, NodeConfig, NodeStats,
-    Outgoing, SendError,
+    Arriving, CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, LinkLoad, MAX_SUMMARY_PURGE_KEYS, Node,
+    NodeConfig, NodeStats, Outgoing, SendError,
 };
 pub use strategy::{Direct, Epidemic, SprayAndWait, Strategy, StrategyKind};
 

@@ -37,6 +37,13 @@ const MAX_SEGMENT_BYTES_PER_BUNDLE: usize = 64 << 10;
 /// full 64 bits.
 const SEGMENT_OVERHEAD: usize = 32;
 
+/// Most purge keys of one neighbour's summary the node reads; the rest are ignored (counted in
+/// [`NodeStats::summary_purge_keys_ignored`]). A summary lists its sender's whole purge set, so
+/// an honest node with the default [`NodeConfig::max_purge_entries`] lists at most about this
+/// many; a stranger's summary is as long as a bundle can be, and each key read costs lookups
+/// (and, while the set has room, a store write).
+pub const MAX_SUMMARY_PURGE_KEYS: usize = 65_536;
+
 /// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window must cover what a link sends
 /// while a completion comes back, and a completion waits for the receiver's last TCPCL XFER_ACK,
 /// which a Ferry daemon sends only once the bundle is durable (a flush, an fsync): 16 MiB is
@@ -66,6 +73,12 @@ pub struct NodeConfig {
     pub datagram_hop_limit: u64,
     /// How long a delivered bundle's key stays in the purge set.
     pub purge_retention_ms: u64,
+    /// Most entries of the purge set that neighbours' summaries may fill (65,536 by default:
+    /// about 3 MiB of memory, a store row each, and ≈9 bytes each in every summary this node
+    /// sends). A key a summary names while the set is this full is not kept (counted in
+    /// [`NodeStats::purge_set_full`]); entries this node makes itself (a bundle delivered
+    /// here or handed to its destination) are always kept, even beyond it.
+    pub max_purge_entries: usize,
     /// At most this many keys of real-time bundles are remembered for duplicate suppression.
     pub max_seen: usize,
     /// Bundles larger than this are split before sending (proactive fragmentation by policy), in
@@ -108,6 +121,7 @@ impl NodeConfig {
             // 64 nodes); floods stop at nodes that saw the bundle already.
             datagram_hop_limit: 64,
             purge_retention_ms: 24 * 3_600_000,
+            max_purge_entries: 65_536,
             max_seen: 65_536,
             max_bundle_piece: None,
             min_piece: 4_096,
@@ -152,6 +166,11 @@ pub struct NodeStats {
     pub dropped: u64,
     /// Fragments this node cut (reactively or proactively).
     pub fragments_sent: u64,
+    /// Purge keys named by neighbours' summaries that were not kept because the purge set held
+    /// [`NodeConfig::max_purge_entries`] entries.
+    pub purge_set_full: u64,
+    /// Purge keys of neighbours' summaries beyond [`MAX_SUMMARY_PURGE_KEYS`] a summary, not read.
+    pub summary_purge_keys_ignored: u64,
 }
 
 /// Store-carry-forward traffic on one link (see [`NodeConfig::link_window_bytes`]).
@@ -395,6 +414,11 @@ impl Node {
     /// Counters.
     pub fn stats(&self) -> NodeStats {
         self.stats
+    }
+
+    /// Entries of the purge set (keys of bundles known to be delivered).
+    pub fn purge_set_len(&self) -> usize {
+        self.purged.len()
     }
 
     /// Hops to `node` over the live mesh, if reachable now.
@@ -1232,9 +1256,24 @@ impl Node {
     }
 
     fn handle_summary(&mut self, now: DtnTime, peer: &Eid, summary: Summary) {
-        for key in summary.purged {
+        let listed = summary.purged.len();
+        if listed > MAX_SUMMARY_PURGE_KEYS {
+            self.stats.summary_purge_keys_ignored += (listed - MAX_SUMMARY_PURGE_KEYS) as u64;
+        }
+        for key in summary.purged.into_iter().take(MAX_SUMMARY_PURGE_KEYS) {
+            // Anyone may send a summary, naming any keys. When the set is full, a key a summary
+            // names is refused, and nothing is evicted for it: a stranger can then at worst keep
+            // other neighbours' keys out until entries expire (a bundle delivered elsewhere may
+            // be carried here again; its destination's own entry still refuses it), but it can
+            // never push out an entry, least of all one this node made for a bundle delivered
+            // here or handed to its destination, which would let that bundle come back and be
+            // delivered twice. Refusing also costs no store write, where evicting cost two.
             if !self.purged.contains_key(&key) {
-                self.add_purge(key, now + self.config.purge_retention_ms);
+                if self.purged.len() < self.config.max_purge_entries {
+                    self.add_purge(key, now + self.config.purge_retention_ms);
+                } else {
+                    self.stats.purge_set_full += 1;
+                }
             }
             let victims: Vec<BundleId> = self
                 .by_adu
@@ -2096,7 +2135,8 @@ impl Node {
     }
 
     /// Adds or renews a purge entry, in memory and in the store (a failed write fails the
-    /// shell's next commit, so nothing that depends on it is acknowledged).
+    /// shell's next commit, so nothing that depends on it is acknowledged). Not bounded here:
+    /// the entries this node makes are always kept; `handle_summary` bounds what neighbours add.
     fn add_purge(&mut self, key: u64, until: DtnTime) {
         match self.purged.insert(key, until) {
             Some(old) if old == until => return,

@@ -1291,3 +1291,100 @@ fn an_unprocessable_block_flagged_discard_is_removed_and_an_unflagged_one_forwar
     assert_eq!(net.deliveries(2).len(), 1);
     assert_eq!(net.deliveries(2)[0].payload, payload(500));
 }
+
+/// A summary vector from `from` to node `to` naming `purged` as delivered, made by hand, as a
+/// stranger may make one.
+fn forged_summary(from: &Eid, to: usize, sequence: u64, now: u64, purged: Vec<u64>) -> Bundle {
+    let primary = wire::PrimaryBlock::new(
+        eid(&format!("dtn://n{to}/~ferry")),
+        from.clone(),
+        wire::CreationTimestamp {
+            time: now,
+            sequence,
+        },
+        60_000,
+    );
+    let control = wire::Control::Summary(wire::Summary {
+        have: Vec::new(),
+        purged,
+    });
+    let mut bundle = Bundle::new(primary, control.encode());
+    let number = bundle.next_block_number();
+    bundle.extensions.push(wire::ExtensionBlock::new(
+        number,
+        wire::ExtensionData::Unknown {
+            block_type: wire::BLOCK_FERRY_CLASS,
+            data: wire::uint_block_data(Class::Datagram.code()),
+        },
+    ));
+    bundle
+}
+
+#[test]
+fn a_strangers_summaries_fill_the_purge_set_only_to_its_bound_and_never_push_out_a_delivery() {
+    let mut net = Net::new(3, |c| c.max_purge_entries = 8);
+    // Node 1 delivers a bundle from node 0: its own purge entry.
+    net.hold_transfers = true;
+    net.link(0, 1, None);
+    let first = net.send(0, Outgoing::new(app(0), app(1), payload(100)));
+    let (_, _, copy) = net.pending.front().cloned().expect("the transfer");
+    net.complete_next();
+    net.hold_transfers = false;
+    net.unlink(0, 1);
+    assert_eq!(net.deliveries(1).len(), 1);
+    assert_eq!(net.nodes[1].purge_set_len(), 1);
+    let rows = |net: &Net| {
+        net.nodes[1]
+            .store()
+            .rpc_scan(RpcTable::Purged)
+            .unwrap()
+            .len()
+    };
+
+    // Node 2, next to node 1, sends summaries naming 20 keys of bundles nobody delivered, then
+    // 20 more: the set, and the store with it, stops at its bound, and the rest is counted.
+    net.link(1, 2, None);
+    let stranger = node_id(2);
+    let summary = forged_summary(&stranger, 1, 1, net.now, (1_000..1_020).collect());
+    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.settle();
+    assert_eq!(net.nodes[1].purge_set_len(), 8);
+    assert_eq!(rows(&net), 8);
+    assert_eq!(net.nodes[1].stats().purge_set_full, 13);
+    let summary = forged_summary(&stranger, 1, 2, net.now, (2_000..2_020).collect());
+    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.settle();
+    assert_eq!(net.nodes[1].purge_set_len(), 8);
+    assert_eq!(rows(&net), 8);
+    assert_eq!(net.nodes[1].stats().purge_set_full, 33);
+
+    // What node 1 delivered is still known: a copy offered again is a duplicate.
+    assert!(!net.nodes[1].wants(&first));
+    net.nodes[1].handle_bundle(net.now, LinkId(0), copy);
+    net.settle();
+    assert_eq!(net.deliveries(1).len(), 1, "delivered twice");
+
+    // A bundle delivered while the set is full is still remembered, beyond the bound: the
+    // stranger's keys cannot keep node 1 from knowing what it delivered.
+    net.link(0, 1, None);
+    let second = net.send(0, Outgoing::new(app(0), app(1), payload(200)));
+    assert_eq!(net.deliveries(1).len(), 2);
+    assert!(!net.nodes[1].wants(&second));
+    assert_eq!(net.nodes[1].purge_set_len(), 9);
+    assert_eq!(rows(&net), 9);
+
+    // One summary is read up to its bound; the keys beyond are not looked at, only counted.
+    let long: Vec<u64> = (0..node::MAX_SUMMARY_PURGE_KEYS as u64 + 5)
+        .map(|k| (1 << 40) + k)
+        .collect();
+    let summary = forged_summary(&stranger, 1, 3, net.now, long);
+    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.settle();
+    let stats = net.nodes[1].stats();
+    assert_eq!(stats.summary_purge_keys_ignored, 5);
+    assert_eq!(
+        stats.purge_set_full,
+        33 + node::MAX_SUMMARY_PURGE_KEYS as u64
+    );
+    assert_eq!(net.nodes[1].purge_set_len(), 9);
+}

@@ -1514,3 +1514,282 @@ fn a_graceful_stop_aborts_running_executions_and_answers_server_stopped() {
     let (_node, mut rpc) = restarted_server(node, false);
     assert!(jobs(&mut rpc).is_empty());
 }
+
+// ----- a result ends the wait that sends a call again -----
+
+/// A client (`dtn://client/`, key `[1; 32]`) that made a call to `target` by `auto` at `NOW`,
+/// due at `NOW + 300 s`.
+fn client_calling(target: rpc::Target) -> (Node, Rpc, CallId) {
+    let mut node = client_node();
+    let mut rpc = client_rpc(&mut node);
+    let mut request = rpc::CallRequest::new(target, "echo", vec![]);
+    request.deadline = Some(NOW + 300_000);
+    let id = rpc.call(NOW, &mut node, request).unwrap();
+    (node, rpc, id)
+}
+
+fn client_rpc(node: &mut Node) -> Rpc {
+    Rpc::new(
+        RpcConfig::default(),
+        Identity::from_secret([1; 32]),
+        [8; 32],
+        node,
+        NOW,
+    )
+}
+
+/// `message` from the server `dtn://s<n>/` (key `[n; 32]`) to the client, by datagram at `now`.
+fn datagram_from(node: &mut Node, rpc: &mut Rpc, now: DtnTime, n: u8, message: Message) {
+    let sealed = sealed_by(&Identity::from_secret([n; 32]), 1, &message, n);
+    let event = Event::Delivered(Delivery {
+        id: BundleId {
+            source: eid(&format!("dtn://s{n}/~rpc")),
+            creation: CreationTimestamp {
+                time: now,
+                sequence: 0,
+            },
+            fragment: None,
+        },
+        destination: eid("dtn://client/~rpc"),
+        class: Class::Datagram,
+        created: now,
+        expiry: now + 60_000,
+        payload: Bytes::from(sealed),
+    });
+    assert!(rpc.handle_node_event(now, node, &event));
+}
+
+fn ack_of(n: u8, id: CallId) -> Message {
+    Message::Ack(wire::rpc::Ack {
+        id,
+        server: eid(&format!("dtn://s{n}/")),
+    })
+}
+
+fn result_of(n: u8, id: CallId, files: Vec<wire::rpc::FileRef>) -> Message {
+    Message::Result(CallResult {
+        id,
+        server: eid(&format!("dtn://s{n}/")),
+        value: Bytes::from(format!("from s{n}")),
+        files,
+        run_ms: 1,
+    })
+}
+
+/// Fires the engine's timers due up to `until`.
+fn run_until(node: &mut Node, rpc: &mut Rpc, until: DtnTime) {
+    while let Some(at) = rpc.poll_timeout().filter(|at| *at <= until) {
+        rpc.handle_timeout(at, node);
+    }
+}
+
+/// Bundles in the client's store: a call sent by dtn is one more.
+fn stored(node: &Node) -> usize {
+    node.store().list().unwrap().len()
+}
+
+/// Datagram copies of a call the client's node handed to its link (the call is broadcast).
+fn calls_broadcast(node: &mut Node) -> usize {
+    std::iter::from_fn(|| node.poll_transmit())
+        .filter(|t| match &t.frame {
+            node::Frame::Bundle(b) => node::is_broadcast(&b.primary.destination),
+            _ => false,
+        })
+        .count()
+}
+
+#[test]
+fn an_all_mode_call_answered_by_every_server_that_acknowledged_is_not_sent_again() {
+    let mut node = client_node();
+    // A neighbour, so that the broadcasts leave the node and can be counted.
+    node.handle_link(
+        NOW,
+        node::LinkChange::Up {
+            link: node::LinkId(1),
+            peer: Some(eid("dtn://s1/")),
+            mtu: None,
+            bandwidth_bps: 0,
+            contact_ms: None,
+        },
+    );
+    let mut rpc = client_rpc(&mut node);
+    let mut request = rpc::CallRequest::new(rpc::Target::All, "echo", vec![]);
+    request.deadline = Some(NOW + 300_000);
+    let id = rpc.call(NOW, &mut node, request).unwrap();
+    assert_eq!(calls_broadcast(&mut node), 1);
+    let before = stored(&node);
+    // s3 answers at once (its result is its only reply), s1 and s2 acknowledge, then answer
+    // within the 90 s of the result timer.
+    datagram_from(&mut node, &mut rpc, NOW + 200, 3, result_of(3, id, vec![]));
+    datagram_from(&mut node, &mut rpc, NOW + 300, 1, ack_of(1, id));
+    datagram_from(&mut node, &mut rpc, NOW + 310, 2, ack_of(2, id));
+    run_until(&mut node, &mut rpc, NOW + 20_000);
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + 20_000,
+        1,
+        result_of(1, id, vec![]),
+    );
+    run_until(&mut node, &mut rpc, NOW + 60_000);
+    // While s1 and s2 had not answered, the call was asked again now and then (every 5 s), so
+    // that a result datagram that was lost would be sent again.
+    assert!(calls_broadcast(&mut node) >= 10);
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + 60_000,
+        2,
+        result_of(2, id, vec![]),
+    );
+
+    // Past the 30 s of the acknowledgement timer and the 90 s of the result timer: every
+    // server that acknowledged has answered, so the call waits for more results until its
+    // deadline without being sent again.
+    run_until(&mut node, &mut rpc, NOW + 299_999);
+    let view = rpc.call_view(&id).unwrap();
+    assert_eq!(view.state, rpc::CallState::Waiting);
+    assert_eq!(stored(&node), before, "sent by dtn: {:#?}", view.timeline);
+    assert_eq!(calls_broadcast(&mut node), 0, "asked again by datagram");
+    let lines = timeline(&rpc, &id);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("no result") || l.starts_with("no acknowledgement")),
+        "{lines:#?}"
+    );
+
+    run_until(&mut node, &mut rpc, NOW + 300_000);
+    let view = rpc.call_view(&id).unwrap();
+    assert_eq!(view.state, rpc::CallState::Succeeded);
+    assert_eq!(view.replies.len(), 3);
+    assert_eq!(
+        lines,
+        [
+            "called all by datagram broadcast, signed",
+            "result from dtn://s3/ by datagram (7 bytes, 0 files, ran 1 ms)",
+            "ack from dtn://s1/ by datagram",
+            "ack from dtn://s2/ by datagram",
+            "result from dtn://s1/ by datagram (7 bytes, 0 files, ran 1 ms)",
+            "result from dtn://s2/ by datagram (7 bytes, 0 files, ran 1 ms)",
+        ]
+    );
+}
+
+#[test]
+fn an_all_mode_call_with_a_result_names_the_server_that_acknowledged_and_never_answered() {
+    let (mut node, mut rpc, id) = client_calling(rpc::Target::All);
+    let before = stored(&node);
+    datagram_from(&mut node, &mut rpc, NOW + 300, 1, ack_of(1, id));
+    datagram_from(&mut node, &mut rpc, NOW + 300, 2, ack_of(2, id));
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + 5_000,
+        1,
+        result_of(1, id, vec![]),
+    );
+    // s2's result keeps not coming: at the end of the result timer the timeline says so, and
+    // the call, which has a result, is not sent again (the paper goes to dtn only without one).
+    run_until(&mut node, &mut rpc, NOW + 299_999);
+    assert_eq!(stored(&node), before);
+    let lines = timeline(&rpc, &id);
+    assert_eq!(
+        lines.last().unwrap(),
+        "dtn://s2/ acknowledged but sent no result within 90 s; a result from it is still taken \
+         until the deadline",
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("no result")),
+        "{lines:#?}"
+    );
+    // Results keep being taken: s2's comes late, and counts.
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + 200_000,
+        2,
+        result_of(2, id, vec![]),
+    );
+    run_until(&mut node, &mut rpc, NOW + 300_000);
+    let view = rpc.call_view(&id).unwrap();
+    assert_eq!(view.state, rpc::CallState::Succeeded);
+    assert_eq!(view.replies.len(), 2);
+}
+
+#[test]
+fn an_acknowledged_call_without_a_result_asks_again_by_dtn() {
+    // The fallback the result timer is for: an ack, then no result at all.
+    for target in [rpc::Target::All, rpc::Target::Any] {
+        let (mut node, mut rpc, id) = client_calling(target);
+        let before = stored(&node);
+        datagram_from(&mut node, &mut rpc, NOW + 300, 1, ack_of(1, id));
+        run_until(&mut node, &mut rpc, NOW + 90_299);
+        assert_eq!(stored(&node), before);
+        run_until(&mut node, &mut rpc, NOW + 90_300);
+        assert_eq!(stored(&node), before + 1, "the call by dtn");
+        let lines = timeline(&rpc, &id);
+        assert_eq!(
+            lines[lines.len() - 2..],
+            [
+                "no result within 90 s of the acknowledgement",
+                "asking again by dtn: call sent by dtn",
+            ]
+        );
+    }
+}
+
+#[test]
+fn an_any_mode_result_waiting_for_its_file_is_not_sent_again() {
+    // A quick result acknowledges the call: its file comes by dtn, which may take longer than
+    // the 30 s the call waits for an acknowledgement, and the call must not go again meanwhile.
+    let (mut node, mut rpc, id) = client_calling(rpc::Target::Any);
+    let before = stored(&node);
+    let file = Bytes::from_static(b"P5 1 1 255 x");
+    let named = wire::rpc::FileRef {
+        hash: *blake3::hash(&file).as_bytes(),
+        size: file.len() as u64,
+        name: "picture.pgm".into(),
+    };
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + 200,
+        1,
+        result_of(1, id, vec![named]),
+    );
+    run_until(&mut node, &mut rpc, NOW + 200_000);
+    assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Waiting);
+    assert_eq!(stored(&node), before, "{:#?}", timeline(&rpc, &id));
+    let lines = timeline(&rpc, &id);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("no result") || l.starts_with("no acknowledgement")),
+        "{lines:#?}"
+    );
+    let event = Event::Delivered(Delivery {
+        id: BundleId {
+            source: eid("dtn://s1/~rpc-data"),
+            creation: CreationTimestamp {
+                time: NOW + 200_000,
+                sequence: 1,
+            },
+            fragment: None,
+        },
+        destination: eid("dtn://client/~rpc-data"),
+        class: Class::Dtn,
+        created: NOW + 200,
+        expiry: NOW + 300_000,
+        payload: file,
+    });
+    assert!(rpc.handle_node_event(NOW + 200_000, &mut node, &event));
+    let view = rpc.call_view(&id).unwrap();
+    assert_eq!(
+        view.state,
+        rpc::CallState::Succeeded,
+        "{:#?}",
+        view.timeline
+    );
+}

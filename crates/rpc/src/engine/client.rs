@@ -383,6 +383,29 @@ impl Rpc {
                     c.phase = Phase::Dtn;
                 }
             }
+            Phase::Acked { until } if now >= until && has_result(c) => {
+                // The paper goes to dtn only when no result came: with one here, the timer
+                // ends nothing but the re-asking, and the servers that acknowledged without
+                // answering yet are still heard until the deadline (all mode waits for every
+                // result it can get; explicit and any wait here only for a result's files).
+                let secs = c.timers.result_ms / 1000;
+                let silent = unanswered(c);
+                if !silent.is_empty() {
+                    let (names, whose) = named(&silent);
+                    self.note(
+                        now,
+                        id,
+                        format!(
+                            "{names} acknowledged but sent no result within {secs} s; {whose} \
+                             still taken until the deadline"
+                        ),
+                    );
+                }
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.phase = Phase::Dtn;
+                    c.next_resend = None;
+                }
+            }
             Phase::Acked { until } if now >= until => {
                 let secs = c.timers.result_ms / 1000;
                 self.note(
@@ -397,6 +420,13 @@ impl Rpc {
                     self.go_dtn(now, node, id, "asking again by dtn");
                 } else if let Some(c) = self.calls.get_mut(&id) {
                     c.phase = Phase::Dtn;
+                }
+            }
+            // Re-asking after an ack recovers a result datagram that was lost: once every
+            // server that acknowledged has answered, there is none to recover.
+            Phase::Acked { .. } if resend_due && unanswered(c).is_empty() => {
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.next_resend = None;
                 }
             }
             _ if resend_due && realtime == Some(Transport::Datagram) => {
@@ -555,6 +585,11 @@ impl Rpc {
                     Phase::Acked { until: old } => {
                         c.phase = Phase::Acked {
                             until: old.max(until),
+                        };
+                        // Re-asking stopped when everyone who had acknowledged answered; this
+                        // server has not yet.
+                        if c.realtime == Some(Transport::Datagram) && c.next_resend.is_none() {
+                            c.next_resend = Some(now + self.config.retry_ms.max(1));
                         }
                     }
                     Phase::Dtn | Phase::Finished => {}
@@ -575,6 +610,7 @@ impl Rpc {
                         .count(),
                     _ => 0,
                 };
+                let result = matches!(message, Message::Result(_));
                 let Some(c) = self.calls.get_mut(&id) else {
                     return;
                 };
@@ -599,6 +635,9 @@ impl Rpc {
                 }
                 self.events.push_back(RpcEvent::CallChanged(id));
                 self.settle(now, node, id);
+                if result {
+                    self.result_came(now, id);
+                }
             }
         }
         if let Via::Stream(_) = via {
@@ -606,6 +645,31 @@ impl Rpc {
         }
         self.save_call(node, id);
         self.arm_call(id);
+    }
+
+    /// A result came for a call still waiting (all mode, or one whose files are on their way):
+    /// it acknowledges the call (a quick result is all a server sends), and the wait for a
+    /// result that would send the call again by dtn is over for good. What is left of the
+    /// result timer is the time the servers that acknowledged get to answer while they are
+    /// re-asked by datagram; each result extends it, as an ack does.
+    fn result_came(&mut self, now: DtnTime, id: CallId) {
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if c.state != CallState::Waiting {
+            return;
+        }
+        let until = now.saturating_add(c.timers.result_ms).min(c.call.deadline);
+        c.phase = match c.phase {
+            Phase::RealTime { .. } => Phase::Acked { until },
+            Phase::Acked { until: old } => Phase::Acked {
+                until: old.max(until),
+            },
+            Phase::Dtn | Phase::Finished => return,
+        };
+        if unanswered(c).is_empty() {
+            c.next_resend = None;
+        }
     }
 
     /// A reply to call `id` from `server` was signed by `presented`, not the key known for
@@ -909,6 +973,50 @@ fn add_line(timeline: &mut Vec<(DtnTime, String)>, now: DtnTime, text: String) {
         timeline[TIMELINE_HEAD].1 = format!("{}{n}{}", LEFT_OUT.0, LEFT_OUT.1);
     }
     timeline.push((now, text));
+}
+
+/// Whether a result (complete or not) came for the call.
+fn has_result(c: &ClientCall) -> bool {
+    c.replies
+        .iter()
+        .any(|r| matches!(r.message, Message::Result(_)))
+}
+
+/// The servers that acknowledged the call and have not answered it (a result or a refusal).
+fn unanswered(c: &ClientCall) -> Vec<&Eid> {
+    if c.acks.is_empty() {
+        return Vec::new();
+    }
+    let answered: BTreeSet<&Eid> = c
+        .replies
+        .iter()
+        .filter_map(|r| match &r.message {
+            Message::Result(res) => Some(&res.server),
+            Message::Reject(rej) => Some(&rej.server),
+            _ => None,
+        })
+        .collect();
+    c.acks.iter().filter(|a| !answered.contains(a)).collect()
+}
+
+/// Servers named in a timeline line (the first three, then how many more), and the words that
+/// agree with how many they are: `("dtn://a/", "a result from it is")`.
+fn named(servers: &[&Eid]) -> (String, &'static str) {
+    const SHOWN: usize = 3;
+    let mut names = servers
+        .iter()
+        .take(SHOWN)
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if servers.len() > SHOWN {
+        names.push_str(&format!(" and {} more", servers.len() - SHOWN));
+    }
+    if servers.len() == 1 {
+        (names, "a result from it is")
+    } else {
+        (names, "results from them are")
+    }
 }
 
 fn is_complete_result(r: &Reply) -> bool {
