@@ -91,7 +91,11 @@ fn every_source_file_is_in_the_code_map() {
                 file_name
             };
             if !section.contains(&named) {
-                let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+                let shown = file
+                    .strip_prefix(&root)
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
                 missing.push(format!("{shown}: `{named}` not in its crate's section"));
             }
         }
@@ -102,7 +106,9 @@ fn every_source_file_is_in_the_code_map() {
     for target in targets {
         let stem = target.file_stem().unwrap().to_string_lossy().into_owned();
         if !text.contains(&stem) {
-            missing.push(format!("fuzz/fuzz_targets/{stem}.rs: `{stem}` not in ARCHITECTURE.md"));
+            missing.push(format!(
+                "fuzz/fuzz_targets/{stem}.rs: `{stem}` not in ARCHITECTURE.md"
+            ));
         }
     }
     assert!(
@@ -119,5 +125,8 @@ fn the_rule_catches_a_missing_file() {
     let sections = sections(text);
     assert!(sections["wire"].contains("cbor.rs"));
     assert!(!sections["wire"].contains("eid.rs"));
-    assert!(!sections["node"].contains("cbor.rs"), "a name counts only in its crate's section");
+    assert!(
+        !sections["node"].contains("cbor.rs"),
+        "a name counts only in its crate's section"
+    );
 }

@@ -416,6 +416,11 @@ impl Node {
         self.stats
     }
 
+    /// Keys of bundles held here that neighbours are known to hold, summed over neighbours.
+    pub fn known_keys(&self) -> usize {
+        self.known.values().map(BTreeSet::len).sum()
+    }
+
     /// Entries of the purge set (keys of bundles known to be delivered).
     pub fn purge_set_len(&self) -> usize {
         self.purged.len()
@@ -969,6 +974,9 @@ impl Node {
             return;
         }
         self.mesh.remove_neighbour(now, peer);
+        // What it held is asked again by the summaries of its next contact: keeping it for
+        // every node id ever met would let a stranger grow the table with new ids.
+        self.known.remove(peer);
         self.events
             .push_back(Event::NeighbourDown { node: peer.clone() });
     }
@@ -1284,7 +1292,14 @@ impl Node {
                 self.drop_held(now, &id, DropReason::Purged);
             }
         }
-        let mut have: BTreeSet<u64> = summary.have.into_iter().collect();
+        // Only keys of bundles (or whole bundles of fragments) held here matter to what we offer
+        // the peer, so only those are kept: a summary listing any number of made-up keys costs
+        // no more memory than our own store's count.
+        let mut have: BTreeSet<u64> = summary
+            .have
+            .into_iter()
+            .filter(|k| self.held_keys.contains(k) || self.by_adu.contains_key(k))
+            .collect();
         // What we completed to the peer since its summary was made is still true; knowledge of
         // bundles we no longer hold is dropped so the set stays as small as our store.
         if let Some(old) = self.known.get(peer) {

@@ -1295,6 +1295,17 @@ fn an_unprocessable_block_flagged_discard_is_removed_and_an_unflagged_one_forwar
 /// A summary vector from `from` to node `to` naming `purged` as delivered, made by hand, as a
 /// stranger may make one.
 fn forged_summary(from: &Eid, to: usize, sequence: u64, now: u64, purged: Vec<u64>) -> Bundle {
+    summary_of(from, to, sequence, now, Vec::new(), purged)
+}
+
+fn summary_of(
+    from: &Eid,
+    to: usize,
+    sequence: u64,
+    now: u64,
+    have: Vec<u64>,
+    purged: Vec<u64>,
+) -> Bundle {
     let primary = wire::PrimaryBlock::new(
         eid(&format!("dtn://n{to}/~ferry")),
         from.clone(),
@@ -1304,10 +1315,7 @@ fn forged_summary(from: &Eid, to: usize, sequence: u64, now: u64, purged: Vec<u6
         },
         60_000,
     );
-    let control = wire::Control::Summary(wire::Summary {
-        have: Vec::new(),
-        purged,
-    });
+    let control = wire::Control::Summary(wire::Summary { have, purged });
     let mut bundle = Bundle::new(primary, control.encode());
     let number = bundle.next_block_number();
     bundle.extensions.push(wire::ExtensionBlock::new(
@@ -1387,4 +1395,40 @@ fn a_strangers_summaries_fill_the_purge_set_only_to_its_bound_and_never_push_out
         33 + node::MAX_SUMMARY_PURGE_KEYS as u64
     );
     assert_eq!(net.nodes[1].purge_set_len(), 9);
+}
+
+#[test]
+fn a_summary_costs_no_more_than_the_keys_held_here_and_is_forgotten_with_its_node() {
+    let mut net = Net::new(3, |_| {});
+    // Node 1 holds one bundle for node 2, which is not in reach.
+    net.link(0, 1, None);
+    net.send(0, Outgoing::new(app(0), app(2), payload(100)));
+    net.settle();
+    assert_eq!(net.nodes[1].held_bundles().count(), 1);
+    let held_key = {
+        // The key a summary names a bundle by: node 1's own summary to node 0 lists it.
+        let before = net.nodes[1].known_keys();
+        assert!(before >= 1, "node 0 is known to hold the bundle it sent");
+        before
+    };
+    net.unlink(0, 1);
+    assert_eq!(
+        net.nodes[1].known_keys(),
+        0,
+        "node 0's knowledge forgotten with it"
+    );
+
+    // A stranger next to node 1 claims to hold 10,000 made-up bundles: none is kept.
+    net.link(1, 2, None);
+    let stranger = node_id(2);
+    let summary = summary_of(&stranger, 1, 1, net.now, (1..=10_000).collect(), Vec::new());
+    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.settle();
+    assert!(
+        net.nodes[1].known_keys() <= held_key,
+        "{} keys kept for a summary of made-up ones",
+        net.nodes[1].known_keys()
+    );
+    net.unlink(1, 2);
+    assert_eq!(net.nodes[1].known_keys(), 0);
 }
