@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod classes;
+mod expiring;
 mod links;
 pub mod mesh;
 mod node;

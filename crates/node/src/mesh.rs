@@ -19,6 +19,8 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 use wire::{DtnTime, Eid, LinkState};
 
+use crate::expiring::ExpiringMap;
+
 /// Most origins kept; advertisements from further origins are ignored.
 const MAX_ORIGINS: usize = 65_536;
 /// Most links kept per advertisement.
@@ -91,7 +93,6 @@ pub struct Flood {
 #[derive(Debug)]
 struct Stored {
     lsa: LinkState,
-    expiry: DtnTime,
     /// `lsa.links` as interned ids.
     links: Vec<(u32, u32)>,
 }
@@ -105,8 +106,8 @@ pub struct Mesh {
     ids: BTreeMap<Eid, u32>,
     names: Vec<Eid>,
     neighbours: BTreeMap<Eid, u32>,
-    lsdb: BTreeMap<u32, Stored>,
-    expiries: BTreeSet<(DtnTime, u32)>,
+    /// Advertisements by origin, each until its lifetime ends.
+    lsdb: ExpiringMap<u32, Stored>,
     sequence: u64,
     last_origination: Option<DtnTime>,
     pending_origination: Option<DtnTime>,
@@ -127,8 +128,7 @@ impl Mesh {
             me,
             ids,
             neighbours: BTreeMap::new(),
-            lsdb: BTreeMap::new(),
-            expiries: BTreeSet::new(),
+            lsdb: ExpiringMap::new(),
             // Newer than anything this node advertised before a restart (times only grow).
             sequence: now,
             last_origination: None,
@@ -198,17 +198,14 @@ impl Mesh {
             }
         }
         let expiry = now.saturating_add(lsa.lifetime_ms);
-        if let Some(old) = self.lsdb.insert(
+        self.lsdb.insert(
             origin,
+            expiry,
             Stored {
                 lsa: lsa.clone(),
-                expiry,
                 links,
             },
-        ) {
-            self.expiries.remove(&(old.expiry, origin));
-        }
-        self.expiries.insert((expiry, origin));
+        );
         // Neighbour-coverage pruning: the sender floods to its own neighbours, so only ours that
         // are not also its neighbours need our copy. On a full mesh nothing is re-flooded.
         let sender_reaches: BTreeSet<u32> = self
@@ -237,12 +234,7 @@ impl Mesh {
     /// Timers: expiry of advertisements, our own (re-)advertisement, route computation.
     pub fn handle_timeout(&mut self, now: DtnTime) {
         let mut changed = false;
-        while let Some(&(expiry, origin)) = self.expiries.first() {
-            if expiry > now {
-                break;
-            }
-            self.expiries.pop_first();
-            self.lsdb.remove(&origin);
+        while self.lsdb.pop_expired(now).is_some() {
             changed = true;
         }
         if self.pending_origination.is_some_and(|t| t <= now) || self.next_refresh <= now {
@@ -257,7 +249,7 @@ impl Mesh {
     /// When `handle_timeout` is due.
     pub fn poll_timeout(&self) -> Option<DtnTime> {
         [
-            self.expiries.first().map(|(t, _)| *t),
+            self.lsdb.next_expiry(),
             self.pending_origination,
             Some(self.next_refresh),
             self.recompute_at,
@@ -700,9 +692,11 @@ mod tests {
                 links,
             },
         );
-        let stored = &m.lsdb[&m.ids[&id(9)]];
+        let origin = m.ids[&id(9)];
+        let stored = m.lsdb.get(&origin).unwrap();
         assert!(stored.links.len() <= MAX_LINKS);
-        assert!(stored.expiry <= 1_000 + 10 * MeshConfig::default().lifetime_ms);
+        let until = m.lsdb.until(&origin).unwrap();
+        assert!(until <= 1_000 + 10 * MeshConfig::default().lifetime_ms);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The node: inputs, commands, outputs, and the bookkeeping that ties links, mesh routing, the
 //! forwarding classes and the store together.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::expiring::ExpiringMap;
 
 use bytes::Bytes;
 use store::{BundleMeta, Retention, RpcTable, Store, StoreError, StoredBundle};
@@ -294,15 +295,9 @@ pub struct Node {
     /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide, and until
     /// when each holds. Kept in the store too (`RpcTable::Purged`), written with what added the
     /// entry, so that a bundle delivered here is still refused after a restart.
-    purged: BTreeMap<u64, DtnTime>,
-    purge_expiries: BTreeSet<(DtnTime, u64)>,
+    purged: ExpiringMap<u64, ()>,
     /// Real-time bundles seen, for duplicate suppression, and broadcast dtn bundles delivered here.
-    seen: BTreeMap<u64, DtnTime>,
-    /// When each entry of `seen` expires, earliest first. An entry marked again leaves its old
-    /// expiry behind, skipped when it comes up (it no longer matches `seen`): two heap operations
-    /// per bundle instead of a second ordered map's three, on every real-time bundle sent or
-    /// received.
-    seen_expiries: BinaryHeap<Reverse<(DtnTime, u64)>>,
+    seen: ExpiringMap<u64, ()>,
     reassembly: BTreeMap<(Eid, CreationTimestamp), Reassembly>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
@@ -337,10 +332,8 @@ impl Node {
             expiries: BTreeSet::new(),
             known: BTreeMap::new(),
             partial: BTreeMap::new(),
-            purged: BTreeMap::new(),
-            purge_expiries: BTreeSet::new(),
-            seen: BTreeMap::new(),
-            seen_expiries: BinaryHeap::new(),
+            purged: ExpiringMap::new(),
+            seen: ExpiringMap::new(),
             reassembly: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -367,8 +360,7 @@ impl Node {
                 .map(|(k, v)| (u64::from_be_bytes(k), u64::from_be_bytes(v)));
             match entry {
                 Some((key, until)) if until > now => {
-                    self.purged.insert(key, until);
-                    self.purge_expiries.insert((until, key));
+                    self.purged.insert(key, until, ());
                 }
                 // Expired while the node was down, or not a row this node writes.
                 _ => {
@@ -555,9 +547,9 @@ impl Node {
             consider(link.expiry(self.config.missed_beacons));
         }
         consider(self.expiries.first().map(|(t, _)| *t));
-        consider(self.purge_expiries.first().map(|(t, _)| *t));
+        consider(self.purged.next_expiry());
         // An outdated expiry may wake the node early, for nothing but dropping it.
-        consider(self.seen_expiries.peek().map(|Reverse((t, _))| *t));
+        consider(self.seen.next_expiry());
         consider(self.mesh.poll_timeout());
         consider(self.streams.poll_timeout());
         next
@@ -711,23 +703,10 @@ impl Node {
             }
             self.drop_held(now, &id, DropReason::Expired);
         }
-        while let Some((t, key)) = self.purge_expiries.first().copied() {
-            if t > now {
-                break;
-            }
-            self.purge_expiries.pop_first();
-            self.purged.remove(&key);
+        while let Some((key, ())) = self.purged.pop_expired(now) {
             let _ = self.store.rpc_remove(RpcTable::Purged, &key.to_be_bytes());
         }
-        while let Some(&Reverse((t, key))) = self.seen_expiries.peek() {
-            if t > now {
-                break;
-            }
-            self.seen_expiries.pop();
-            if self.seen.get(&key) == Some(&t) {
-                self.seen.remove(&key);
-            }
-        }
+        while self.seen.pop_expired(now).is_some() {}
         self.mesh.handle_timeout(now);
         self.streams.handle_timeout(now);
         self.pump(now);
@@ -2127,25 +2106,10 @@ impl Node {
 
     fn mark_seen(&mut self, now: DtnTime, key: u64, until: DtnTime) {
         let until = until.max(now + 1);
-        if self.seen.insert(key, until) == Some(until) {
-            return; // Its expiry is in the heap already.
-        }
-        self.seen_expiries.push(Reverse((until, key)));
+        self.seen.insert(key, until, ());
         // Full: the entry that expires first goes.
         while self.seen.len() > self.config.max_seen {
-            let Some(Reverse((t, k))) = self.seen_expiries.pop() else {
-                break;
-            };
-            if self.seen.get(&k) == Some(&t) {
-                self.seen.remove(&k);
-            }
-        }
-        // Outdated expiries of entries marked again are bounded too: at most as many again as
-        // there are entries (and a few to start with).
-        if self.seen_expiries.len() > 2 * self.seen.len() + 64 {
-            let seen = &self.seen;
-            self.seen_expiries
-                .retain(|Reverse((t, k))| seen.get(k) == Some(t));
+            self.seen.pop_earliest();
         }
     }
 
@@ -2153,14 +2117,11 @@ impl Node {
     /// shell's next commit, so nothing that depends on it is acknowledged). Not bounded here:
     /// the entries this node makes are always kept; `handle_summary` bounds what neighbours add.
     fn add_purge(&mut self, key: u64, until: DtnTime) {
-        match self.purged.insert(key, until) {
-            Some(old) if old == until => return,
-            Some(old) => {
-                self.purge_expiries.remove(&(old, key));
-            }
-            None => {}
+        if let Some((old, ())) = self.purged.insert(key, until, ())
+            && old == until
+        {
+            return;
         }
-        self.purge_expiries.insert((until, key));
         let _ = self
             .store
             .rpc_put(RpcTable::Purged, &key.to_be_bytes(), &until.to_be_bytes());
