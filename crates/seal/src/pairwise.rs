@@ -7,35 +7,14 @@
 //! public key)` is a secret only the two of them can compute (the static-static exchange of
 //! Noise's KK pattern and of WireGuard), so a message sealed with a key derived from it can only
 //! come from the other one. Computed once per peer ([`Identity::pair_key`]) and kept, sealing and
-//! opening are a keyed hash and ChaCha20-Poly1305: a few microseconds.
+//! opening are a keyed hash and XChaCha20-Poly1305: a few microseconds.
 //!
 //! What it gives up against a signed envelope: nobody but the recipient can check it (a relay
 //! cannot verify it, and the recipient cannot prove to a third party who sent it), and it has no
 //! forward secrecy against the later loss of either node's long-term key.
 //!
-//! # Layout (version 1, flags 0x03: encrypted and pairwise)
-//!
-//! ```text
-//! offset     length  field
-//! 0          1       version = 1
-//! 1          1       flags = 0x03
-//! 2          32      sender: Ed25519 public key
-//! 34         32      recipient: Ed25519 public key
-//! 66         24      nonce
-//! 90         n       ciphertext (as long as the body)
-//! 90 + n     16      tag (Poly1305)
-//! ```
-//!
-//! - `key = BLAKE3-derive_key("ferry-seal v1 pairwise key", shared ‖ lower key ‖ higher key)`,
-//!   where `shared = X25519(own secret, peer's Montgomery key)` (refused if all zero) and the two
-//!   Ed25519 public keys are ordered bytewise, so both ends derive the same key.
-//! - `nonce = BLAKE3-keyed(k, entropy ‖ recipient ‖ body)[..24]` with
-//!   `k = BLAKE3-derive_key("ferry-seal v1 pairwise nonce key", sender's seed)`: a synthetic
-//!   nonce, so repeated entropy repeats a nonce only for the same body to the same peer (which
-//!   gives the same envelope again) and never breaks the cipher.
-//! - XChaCha20-Poly1305 with the 90-byte header as associated data: the sender and recipient
-//!   fields cannot be swapped or changed without the tag failing, so a message cannot be passed
-//!   off as going the other way.
+//! The layout (version 1, flags `0x03`), the key and nonce derivations and the associated data
+//! are in `docs/protocol.md`, sections 2 and 3.
 
 use chacha20poly1305::aead::{AeadInPlace as _, KeyInit as _};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};

@@ -1,15 +1,13 @@
 //! Test vectors: fixed identities, entropy and bodies, and the exact envelopes they give.
 //!
-//! The vectors are the ```` ```vector NAME ```` blocks of `vectors.md`. Each envelope block lists
-//! its fields in order, one per line as `name hex` (a long value goes on over the lines that
-//! follow, indented); the envelope is their concatenation. Every vector is checked three ways:
+//! The vectors are the ```` ```vector NAME ```` blocks of `docs/protocol.md` ("Test vectors"),
+//! read from the document (`common/vector_blocks.rs`). Each envelope block lists its fields in
+//! order; the envelope is their concatenation. Every vector is checked three ways:
 //! this crate seals the same bytes from the same inputs, an independent construction from the
 //! primitives (what the format's description says, written again here with `blake3`,
 //! `curve25519-dalek`, `ed25519-dalek`, `sha2` and `chacha20poly1305`) gives them too, and
 //! opening them gives back the body and the sender. If a vector fails, the format changed and
 //! deployed nodes would no longer read what this one writes: bump the envelope version instead.
-
-use std::collections::BTreeMap;
 
 use chacha20poly1305::aead::{AeadInPlace as _, KeyInit as _};
 use chacha20poly1305::{ChaCha20Poly1305, XChaCha20Poly1305};
@@ -19,96 +17,23 @@ use ed25519_dalek::{Signer as _, SigningKey};
 use seal::{Identity, Opened, PublicKey};
 use sha2::Digest as _;
 
-const VECTORS: &str = include_str!("vectors.md");
+#[path = "common/vector_blocks.rs"]
+mod vector_blocks;
+use vector_blocks::Vectors;
 
-/// The fields of one vector block, in order.
-type Fields = Vec<(String, Vec<u8>)>;
-
-/// Every ```` ```vector NAME ```` block of a Markdown text, by name.
-fn parse_vectors(text: &str) -> BTreeMap<String, Fields> {
-    let mut vectors = BTreeMap::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        let Some(name) = line.strip_prefix("```vector ") else {
-            continue;
-        };
-        let mut fields: Fields = Vec::new();
-        for line in lines.by_ref() {
-            if line.starts_with("```") {
-                break;
-            }
-            if line.trim().is_empty() {
-                continue;
-            }
-            let continued = line.starts_with(char::is_whitespace);
-            let (field, digits) = if continued {
-                ("", line)
-            } else {
-                line.split_once(char::is_whitespace).unwrap_or((line, ""))
-            };
-            let digits: String = digits.split_whitespace().collect();
-            let bytes = hex::decode(&digits)
-                .unwrap_or_else(|e| panic!("vector {name}, field {field}: {e}"));
-            if continued {
-                let Some((_, value)) = fields.last_mut() else {
-                    panic!("vector {name}: a continuation line comes first");
-                };
-                value.extend_from_slice(&bytes);
-            } else {
-                fields.push((field.to_string(), bytes));
-            }
-        }
-        assert!(
-            vectors.insert(name.trim().to_string(), fields).is_none(),
-            "vector {name} twice"
+/// An envelope block: its bytes, after checking that its fields are `layout`'s, in order, and
+/// as long as it says (`None`: the body's length).
+fn envelope(v: &Vectors, name: &str, layout: &[(&str, Option<usize>)], body_len: usize) -> Vec<u8> {
+    let expected: Vec<&str> = layout.iter().map(|(f, _)| *f).collect();
+    assert_eq!(v.field_names(name), expected, "vector {name}: fields");
+    for ((field, value), (_, len)) in v.block(name).iter().zip(layout) {
+        assert_eq!(
+            value.len(),
+            len.unwrap_or(body_len),
+            "vector {name}: length of {field}"
         );
     }
-    vectors
-}
-
-struct Vectors(BTreeMap<String, Fields>);
-
-impl Vectors {
-    fn load() -> Self {
-        Vectors(parse_vectors(VECTORS))
-    }
-
-    fn block(&self, name: &str) -> &Fields {
-        self.0
-            .get(name)
-            .unwrap_or_else(|| panic!("no vector block {name}"))
-    }
-
-    fn field(&self, block: &str, field: &str) -> &[u8] {
-        self.block(block)
-            .iter()
-            .find(|(f, _)| f == field)
-            .map(|(_, v)| &v[..])
-            .unwrap_or_else(|| panic!("vector {block} has no field {field}"))
-    }
-
-    fn array(&self, block: &str, field: &str) -> [u8; 32] {
-        self.field(block, field)
-            .try_into()
-            .unwrap_or_else(|_| panic!("vector {block}, field {field}: not 32 bytes"))
-    }
-
-    /// An envelope block: its bytes, after checking that its fields are `layout`'s, in order,
-    /// and as long as it says (`None`: the body's length).
-    fn envelope(&self, name: &str, layout: &[(&str, Option<usize>)], body_len: usize) -> Vec<u8> {
-        let fields = self.block(name);
-        let names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
-        let expected: Vec<&str> = layout.iter().map(|(f, _)| *f).collect();
-        assert_eq!(names, expected, "vector {name}: fields");
-        for ((field, value), (_, len)) in fields.iter().zip(layout) {
-            assert_eq!(
-                value.len(),
-                len.unwrap_or(body_len),
-                "vector {name}: length of {field}"
-            );
-        }
-        fields.iter().flat_map(|(_, v)| v.iter().copied()).collect()
-    }
+    v.bytes(name)
 }
 
 const SIGNED_LAYOUT: &[(&str, Option<usize>)] = &[
@@ -138,7 +63,7 @@ const PAIRWISE_LAYOUT: &[(&str, Option<usize>)] = &[
     ("tag", Some(16)),
 ];
 
-/// The bodies the vectors seal, by the name their blocks end in.
+/// The bodies the vectors seal, by the name their blocks end in (as the document says).
 fn bodies() -> [(&'static str, Vec<u8>); 3] {
     [
         ("empty", Vec::new()),
@@ -320,18 +245,20 @@ struct Keys {
 }
 
 fn keys(v: &Vectors) -> Keys {
-    let alice_seed = v.array("keys", "alice-seed");
-    let bob_seed = v.array("keys", "bob-seed");
+    let alice_seed = v.array::<32>("keys", "alice-seed");
+    let bob_seed = v.array::<32>("keys", "bob-seed");
     Keys {
         alice: Identity::from_secret(alice_seed),
         bob: Identity::from_secret(bob_seed),
         alice_seed,
         bob_seed,
-        entropy: v.array("keys", "entropy"),
+        entropy: v.array::<32>("keys", "entropy"),
     }
 }
 
-/// Every block is one a test below checks: none is printed and left unchecked.
+/// Every block of the document that is not rpc's (`rpc-*`, `control-*`: rpc's
+/// `tests/protocol.rs` checks those) is one a test below checks: none is printed and left
+/// unchecked.
 #[test]
 fn every_block_is_checked() {
     let v = Vectors::load();
@@ -345,8 +272,11 @@ fn every_block_is_checked() {
         known.extend(bodies().map(|(body, _)| format!("{kind}-{body}")));
     }
     known.sort();
-    let found: Vec<&String> = v.0.keys().collect();
-    assert_eq!(found, known.iter().collect::<Vec<_>>());
+    let found: Vec<&str> = v
+        .names()
+        .filter(|n| !n.starts_with("rpc-") && !n.starts_with("control-"))
+        .collect();
+    assert_eq!(found, known);
 }
 
 #[test]
@@ -357,10 +287,10 @@ fn identities_give_the_documented_keys() {
         ("alice", &k.alice, k.alice_seed),
         ("bob", &k.bob, k.bob_seed),
     ] {
-        let public = v.array("keys", &format!("{who}-public"));
+        let public = v.array::<32>("keys", &format!("{who}-public"));
         assert_eq!(id.public(), PublicKey(public), "{who}'s public key");
         assert_eq!(spec::public(&seed), public, "{who}'s public key (spec)");
-        let x25519 = v.array("keys", &format!("{who}-x25519"));
+        let x25519 = v.array::<32>("keys", &format!("{who}-x25519"));
         assert_eq!(
             spec::montgomery(&public).to_bytes(),
             x25519,
@@ -381,7 +311,7 @@ fn signed_envelopes() {
     let k = keys(&v);
     for (name, body) in bodies() {
         let block = format!("signed-{name}");
-        let expected = v.envelope(&block, SIGNED_LAYOUT, body.len());
+        let expected = envelope(&v, &block, SIGNED_LAYOUT, body.len());
         assert_eq!(
             hex::encode(k.alice.seal(&body, None, k.entropy).unwrap()),
             hex::encode(&expected),
@@ -413,7 +343,7 @@ fn encrypted_envelopes() {
     let k = keys(&v);
     for (name, body) in bodies() {
         let block = format!("encrypted-{name}");
-        let expected = v.envelope(&block, ENCRYPTED_LAYOUT, body.len());
+        let expected = envelope(&v, &block, ENCRYPTED_LAYOUT, body.len());
         assert_eq!(
             hex::encode(
                 k.alice
@@ -463,10 +393,10 @@ fn encrypted_envelope_derivation() {
     let k = keys(&v);
     let d = spec::encrypted_derivation(&k.alice_seed, &k.bob.public().0, &k.entropy, b"ferry");
     let block = "encrypted-short-derivation";
-    assert_eq!(d.ephemeral_secret, v.array(block, "ephemeral-secret"));
-    assert_eq!(d.shared, v.array(block, "shared"));
-    assert_eq!(d.key, v.array(block, "key"));
-    assert_eq!(d.ephemeral, v.array("encrypted-short", "ephemeral"));
+    assert_eq!(d.ephemeral_secret, v.array::<32>(block, "ephemeral-secret"));
+    assert_eq!(d.shared, v.array::<32>(block, "shared"));
+    assert_eq!(d.key, v.array::<32>(block, "key"));
+    assert_eq!(d.ephemeral, v.array::<32>("encrypted-short", "ephemeral"));
     let bobs = MontgomeryPoint(d.ephemeral)
         .mul_clamped(spec::x25519_secret(&k.bob_seed))
         .to_bytes();
@@ -481,7 +411,7 @@ fn pairwise_envelopes() {
     let ba = k.bob.pair_key(&k.alice.public()).unwrap();
     for (name, body) in bodies() {
         let block = format!("pairwise-{name}");
-        let expected = v.envelope(&block, PAIRWISE_LAYOUT, body.len());
+        let expected = envelope(&v, &block, PAIRWISE_LAYOUT, body.len());
         assert_eq!(
             hex::encode(ab.seal(&body, k.entropy)),
             hex::encode(&expected),
@@ -520,8 +450,8 @@ fn pairwise_key_derivation() {
         spec::pair_key(&k.bob_seed, &k.alice.public().0),
         (shared, key)
     );
-    assert_eq!(shared, v.array("pairwise-key", "shared"));
-    assert_eq!(key, v.array("pairwise-key", "key"));
+    assert_eq!(shared, v.array::<32>("pairwise-key", "shared"));
+    assert_eq!(key, v.array::<32>("pairwise-key", "key"));
     let nonce = spec::pairwise_nonce(&k.alice_seed, &k.bob.public().0, &k.entropy, b"ferry");
     assert_eq!(&nonce[..], v.field("pairwise-short", "nonce"));
 }
@@ -532,7 +462,7 @@ fn detached_signature() {
     let k = keys(&v);
     let context = std::str::from_utf8(v.field("detached", "context")).unwrap();
     let message = v.field("detached", "message");
-    let signature: [u8; 64] = v.field("detached", "signature").try_into().unwrap();
+    let signature = v.array::<64>("detached", "signature");
     assert_eq!(
         spec::detached_message(context, message),
         v.field("detached", "signed")
