@@ -1,4 +1,5 @@
-//! The envelope: layout, sealing, opening. The layout is documented in the crate docs.
+//! Signed and encrypted envelopes: layout, sealing, opening. The layout and the sealing are
+//! documented in `docs/protocol.md`, sections 2 and 3.
 
 use chacha20poly1305::aead::{AeadInPlace as _, KeyInit as _};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};

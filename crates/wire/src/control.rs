@@ -2,29 +2,10 @@
 //! advertisements for real-time mesh routing, summary vectors for epidemic routing, and the
 //! segments of the reliable stream class.
 //!
-//! Every message is one CBOR array that starts with a version and a kind:
-//!
-//! ```text
-//! link state = [ 1, 1, origin (EID), sequence, lifetime ms, [ * [ neighbour (EID), cost ] ] ]
-//! summary    = [ 1, 2, [ * bundle key ], [ * purged bundle key ] ]
-//! stream     = [ 1, 3, stream id, flags, sequence, acknowledged, data (bytes) ]
-//! stream acks = [ 1, 4, [ * [ stream id, flags, sequence, acknowledged ] ] ]
-//! segments   = [ 1, 5, [ * [ stream id, flags, sequence, acknowledged, data (bytes) ] ] ]
-//! ```
-//!
-//! `stream acks` and `segments` carry several segments between the same two endpoints in one
-//! bundle (pure acknowledgements only, or any), so that many short streams at once (an RPC call
-//! or reply is one) cost one bundle per round instead of one each. A node older than `segments`
-//! drops such a bundle as malformed and the streams resend its segments to no avail: both ends of
-//! a stream must be this version or later (relays need not be: they forward without reading).
-//!
-//! A bundle key is a 64-bit digest of a [`BundleId`] ([`bundle_key`]), so a summary of a thousand
-//! bundles is about 9 KB. A collision could make a node believe its neighbour holds a bundle it does
-//! not; at 2^-64 per pair that is accepted, as IBR-DTN accepts Bloom-filter false positives.
-//!
-//! The forwarding class of a bundle (dtn, datagram, stream) travels in a private extension block,
-//! [`BLOCK_FERRY_CLASS`], flagged "discard block if unprocessable" so that other implementations
-//! carry the bundle as an ordinary one.
+//! Every message is one CBOR array that starts with a version and a kind (link state, summary,
+//! stream, stream acks, segments); the layout of each, bundle keys and Ferry's extension blocks
+//! are in `docs/protocol.md`, section 5, whose vectors `crates/rpc/tests/protocol.rs` checks
+//! against this module.
 
 use bytes::{BufMut, Bytes};
 

@@ -2,43 +2,12 @@
 //! engines of two nodes, inside a signed (and usually encrypted) envelope that the `seal` crate
 //! makes. This module only turns values into bytes and back.
 //!
-//! Every message is one CBOR array that starts with the format version and a kind:
-//!
-//! ```text
-//! call    = [ 1, 1, id, caller (EID), mode, server (EID or null), procedure (text), [ * value ],
-//!             requirements (text), deadline (DTN ms), transport ]
-//! ack     = [ 1, 2, id, server (EID) ]
-//! result  = [ 1, 3, id, server (EID), value (bytes), [ * file ], run ms ]
-//! reject  = [ 1, 4, id, server (EID), code, detail (text), exit status (int or null),
-//!             stderr tail (bytes) ]
-//! started = [ 1, 5, id, server (EID) ]
-//! done    = [ 1, 6, id, server (EID) ]
-//! cancel  = [ 1, 7, id, caller (EID) ]
-//! hello   = [ 1, 8, node (EID) ]
-//! id      = bytes .size 16
-//! value   = [ 0, bool ] / [ 1, int ] / [ 2, float64 ] / [ 3, text ] / [ 4, bytes ] / [ 5, file ]
-//! file    = [ hash (bytes .size 32, BLAKE3), size, name (text) ]
-//! mode      = 0 explicit / 1 any / 2 all
-//! transport = 0 auto / 1 datagram / 2 stream / 3 dtn
-//! code      = 1 not offered / 2 bad arguments / 3 predicate failed / 4 not allowed /
-//!             5 execution failed / 6 timed out / 7 output too large / 8 expired / 9 cancelled /
-//!             10 internal / 11 result lost / 12 server stopped / any other unsigned integer
-//!             (kept as `RejectCode::Other`)
-//! ```
-//!
-//! The encoding is deterministic CBOR (RFC 8949 §4.2.1): definite-length arrays and strings,
-//! integers in their shortest form, an `int` as major type 0 (n ≥ 0) or 1 (n < 0), a `float64`
-//! always as the 9-byte `0xfb` form (whatever its value, NaN included, its bits are kept), `null`
-//! as `0xf6`. Null is allowed only where the layout says so (a call's server, a reject's exit
-//! status). An EID is coded as in a bundle (RFC 9171 §4.2.5.1). Unsigned fields (deadline, run
-//! ms, size, code, the numbers of mode and transport) are major type 0.
-//!
-//! Decoding is strict: a version other than 1, an unknown kind, mode, transport or value tag, an
-//! array of the wrong length, an indefinite-length array or string, a non-shortest integer, a
-//! float in a narrower form, an id that is not 16 bytes or a hash that is not 32, text that is
-//! not UTF-8, trailing bytes, a stderr tail over [`MAX_STDERR_TAIL`] and an input over
-//! [`MAX_CONTROL_LEN`] are all [`DecodeError`]s (never panics). So the encoding is canonical:
-//! bytes that decode encode again to exactly the same bytes. The codec checks syntax only:
+//! Every message is one CBOR array that starts with the format version and a kind (call, ack,
+//! result, reject, started, done, cancel, hello). The layout of each, the encoding
+//! (deterministic CBOR, RFC 8949 §4.2.1) and everything decoding refuses are in
+//! `docs/protocol.md`, section 4; `crates/rpc/tests/protocol.rs` checks the document's vectors
+//! against this module. Decoding is strict, so the encoding is canonical: bytes that decode
+//! encode again to exactly the same bytes. It never panics. The codec checks syntax only:
 //! whether a mode and a server agree, or a file name is safe to use, is the RPC engine's to judge.
 //! `Bytes` fields (a bytes value, a result's value, a reject's stderr tail) are slices of the
 //! received buffer, not copies.
