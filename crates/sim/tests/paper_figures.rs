@@ -1,8 +1,9 @@
 //! Ferry's targets against the DTN-RPC paper (docs/performance.md, "Targets"), measured in the
 //! simulator (`sim::paper`): the dtn-path RTT across the 32-node chain (paper ≈ 40 s, target
 //! ≤ 1 s) and the Islands experiment with 100 MB files (Fig. 5; paper 27.8–41.9 % of calls
-//! without a result, target: half the paper's loss in 210 s, none in 420 s). Each figure test also checks that its
-//! verdict turns to a failure when the network is made slower, so a pass means something.
+//! without a result, target: half the paper's loss in 210 s, none in 420 s). Each figure test
+//! also checks that its verdict turns to a failure when the network is made slower, so a pass
+//! means something.
 //!
 //! The whole Fig. 5 (six cells, three seeds, 30 calls, both budgets) takes about an hour on two
 //! cores: `ferry sim --rpc fig5` runs it, and so does the ignored `fig5_every_cell_every_seed`
