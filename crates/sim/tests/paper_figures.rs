@@ -408,7 +408,7 @@ fn result_files_over_the_servers_file_budget_end_the_call_with_a_reason() {
 
 #[test]
 fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
-    // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and the README):
+    // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and docs/rpc.md):
     // explicit and not reachable → dtn.
     let mut app = RpcApp::new(6);
     app.offer(
