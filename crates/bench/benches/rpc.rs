@@ -4,7 +4,8 @@
 //! `cargo bench -p ferry-bench --bench rpc` prints one table: rows gRPC echo, Ferry `null` (by
 //! `call_and_wait`, then by `call` + `wait_call`), Ferry `echo` (a process per call); columns
 //! p50/p90/p99 of sequential calls, calls/s with 64 in flight, and Ferry's ratios to gRPC. The
-//! brief's targets are p50 ≤ 2× gRPC and calls/s ≥ gRPC. Sizes come from the environment:
+//! targets (docs/performance.md, "Targets") are p50 ≤ 2× gRPC and calls/s ≥ gRPC. Sizes come
+//! from the environment:
 //!
 //! | variable | default | what |
 //! |---|---|---|
@@ -1051,7 +1052,7 @@ fn print_table(
     writeln!(out)?;
     writeln!(
         out,
-        "targets (BRIEF.md): Ferry null p50 ≤ 2.00× gRPC; calls/s with 64 in flight ≥ 1.00× gRPC"
+        "targets (docs/performance.md): Ferry null p50 ≤ 2.00× gRPC; calls/s with 64 in flight ≥ 1.00× gRPC"
     )?;
     writeln!(out, "notes:")?;
     for row in rows {

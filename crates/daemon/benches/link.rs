@@ -29,8 +29,9 @@
 //! VM moves by tens of percent with the host's load, so a ratio is only meaningful against a
 //! figure taken minutes apart on the same machine. The raw-TCP reference is `iperf3` (one stream,
 //! `-t 3`) when it is on `PATH`, and always an in-process tokio blast (one connection, 64 KiB
-//! writes) in the runtime the daemons use. The other references (dtn7-rs, Hardy) are the published
-//! or previously measured figures of `../shared/design/BRIEF.md`, marked "(brief)".
+//! writes) in the runtime the daemons use. The other references are quoted, marked "(quoted)":
+//! dtn7-rs 0.21 moving 1 KB bundles node to node, measured earlier on this project's 2-core VMs,
+//! and Hardy's published one-hop ping RTT (docs/performance.md, "Targets").
 //!
 //! Stores live under `$FERRY_BENCH_DIR`, else `std::env::temp_dir()`; the file system type is
 //! printed, with a warning on tmpfs, where syncs are free. Every wait is bounded; a full run takes
@@ -553,9 +554,9 @@ struct Tables<'a> {
     datagram_pings: Option<&'a Pings>,
 }
 
-/// dtn7-rs 0.21, 1 KB bundles node to node (BRIEF.md "Numbers to beat").
+/// dtn7-rs 0.21, 1 KB bundles node to node, measured earlier on this project's 2-core VMs.
 const DTN7_SMALL_PER_S: (f64, f64) = (2_900.0, 3_500.0);
-/// Hardy's published one-hop ping RTT, ms (BRIEF.md).
+/// Hardy's published one-hop ping RTT, ms.
 const HARDY_RTT_MS: f64 = 1.8;
 
 fn row(out: &mut dyn std::io::Write, cells: [&str; 4]) -> std::io::Result<()> {
@@ -615,7 +616,7 @@ fn print_table(t: &Tables<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
                 "1 KiB bundles a→b",
                 &format!("{}/s", count(rate)),
                 &format!(
-                    "dtn7-rs {:.1}–{:.1} k/s (brief)",
+                    "dtn7-rs {:.1}–{:.1} k/s (quoted)",
                     DTN7_SMALL_PER_S.0 / 1e3,
                     DTN7_SMALL_PER_S.1 / 1e3
                 ),
@@ -640,7 +641,7 @@ fn print_table(t: &Tables<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
                 [
                     what,
                     &format!("{}/{}/{} ms", ms(p50), ms(p90), ms(*max)),
-                    &format!("Hardy {HARDY_RTT_MS} ms (brief)"),
+                    &format!("Hardy {HARDY_RTT_MS} ms (quoted)"),
                     &format!("{:.2}×", p50.as_secs_f64() * 1e3 / HARDY_RTT_MS),
                 ],
             )?,

@@ -1,114 +1,10 @@
 //! The daemon's configuration: a TOML file, every key optional. With no file at all the node runs
-//! with the defaults below, which are also the documentation of the format (README "Configuration").
+//! on the defaults.
 //!
-//! ```toml
-//! node_id = "dtn://alpha/"          # default: dtn://<host name>/
-//! data_dir = "/var/lib/ferry"       # default: $XDG_DATA_HOME/ferry or ~/.local/share/ferry
-//! store_quota = "10GB"              # default 10 GB
-//! strategy = "epidemic"             # epidemic | spray-and-wait[:COPIES] | direct
-//!
-//! [tcpcl]
-//! listen = ["0.0.0.0:4556"]         # TCPCLv4 (RFC 9174); [] to accept no sessions
-//! keepalive = "30s"
-//! ignore_peer_transfer_mru = false  # true sends whole bundles above a peer's transfer MRU
-//!                                   # (dtn7-rs 0.21 announces 64000 bytes, takes any size and
-//!                                   # cannot reassemble fragments)
-//! transfer_mru = "64MiB"            # the largest bundle one transfer may bring; peers fragment
-//!                                   # larger ones (RFC 9174 §4.7)
-//! receive_memory = "256MiB"         # every session's unfinished incoming transfers together;
-//!                                   # a transfer that does not fit is refused (XFER_REFUSE)
-//! max_sessions = 256                # sessions at once (static peers are always dialled)
-//! max_sessions_per_address = 8      # sessions with one IP address (accepted or discovered)
-//! idle_timeout = "10m"              # a session without keepalives ends after this silence
-//!
-//! [tcpcl.tls]                       # TCPCL over TLS 1.3 (RFC 9174 §4.4); without this table no
-//!                                   # TLS is offered (CAN_TLS unset) and sessions stay plain
-//! cert = "node.pem"                 # PEM chain, this node's certificate first: it must name this
-//!                                   # node's id as a URI subjectAltName (and may name its host
-//!                                   # by DNS name or IP address); relative paths are taken from
-//!                                   # this file's directory
-//! key = "node.key"                  # its PEM private key; refused if others may read the file
-//! ca = "ca.pem"                     # PEM roots: a peer's chain must end in one, and the peer's
-//!                                   # node id must be a URI subjectAltName of its certificate
-//! require = false                   # true: refuse sessions with peers that do not offer TLS
-//!
-//! [udp]
-//! listen = "0.0.0.0:4556"           # one bundle per datagram, for real-time traffic; "" for none
-//! max_bundle = "60KB"               # the largest datagram sent or taken (larger ones received
-//!                                   # are dropped unread); at most 65000 bytes
-//! max_rate = 1000                   # datagrams a second taken from each address with a TCPCL
-//!                                   # session, and from all other addresses together; more are
-//!                                   # dropped before they are decoded
-//!
-//! [discovery]
-//! enabled = true
-//! port = 4551                       # beacons are sent to and received on this UDP port
-//! address = "255.255.255.255"       # broadcast, or a multicast group such as "224.0.0.108"
-//! interfaces = []                   # names ("eth0"); [] sends on the default route's interface
-//! period = "2s"
-//!
-//! [[peers]]                         # static TCPCL peers, reconnected with backoff
-//! address = "10.0.0.2:4556"
-//! tls = "required"                  # "required" | "optional": overrides tcpcl.tls.require for
-//!                                   # sessions this node opens to this peer (needs [tcpcl.tls])
-//!
-//! [api]
-//! listen = "127.0.0.1:4550"         # HTTP/JSON and WebSocket; "" for none. Every request needs
-//!                                   # the token in <data_dir>/api-token (made at first start)
-//! max_payload = "256MiB"           # the largest payload a send takes (a JSON body: its base64)
-//! max_uploads = 4                   # request bodies above 64 KiB read or held at once; more
-//!                                   # wait their turn, unread
-//! allowed_hosts = []                # host names the API answers to besides IP addresses and
-//!                                   # localhost (others are refused: DNS rebinding)
-//! allow_remote = false              # true lets api.listen be an address other hosts reach
-//!
-//! [rpc]                             # serving procedures (examples/node.toml is a working file)
-//! accept = "running < 4 && battery >= 20"  # server-wide predicate, checked before each call's own
-//! tags = ["gps", "camera"]          # hardware this node has, for has(...) in predicates
-//!                                   # (letters, digits, _ and -; compared in lower case)
-//! battery_command = ["/usr/local/bin/battery"]  # prints a percentage (optionally followed by
-//!                                   # charging/discharging); default: /sys/class/power_supply
-//! moving_command = ["/usr/local/bin/moving"]    # prints 1/0, yes/no or true/false
-//! work_dir = "/var/tmp/ferry-work"  # default: <data_dir>/work; a fresh directory per execution
-//! ack_timeout = "30s"               # the paper's timers, for calls this node makes
-//! result_timeout = "90s"            # (after the ack)
-//! dtn_timeout = "90s"               # (more, waiting on dtn)
-//! file_budget = "1GiB"              # data-channel files kept at once (parameters, results);
-//!                                   # when full, files no call needs go, then old results
-//! finished_in_memory = 256          # finished calls (made, and served, each) kept in memory;
-//!                                   # older ones stay in the store for an hour, found by id
-//! # any-mode: act only on these servers' STARTED/DONE notices (Ed25519 keys, 64 hex digits);
-//! # default: any signer's
-//! trusted_servers = ["3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"]
-//!
-//! [[rpc.procedure]]                 # one table per procedure
-//! name = "echo"                     # letters, digits, _ . -; unique
-//! params = ["text"]                 # each bool, int, float, text, bytes or file
-//! exec = "/bin/echo"                # the executable, run by argv, never by a shell; a relative
-//!                                   # path is taken from this file's directory. Must exist and be
-//!                                   # executable when the configuration is loaded
-//! args = ["-n", "{1}"]              # the argv after the program; an argument that is exactly
-//!                                   # "{N}" becomes parameter N (1-based) as one whole argument,
-//!                                   # any other is literal (no partial substitution, no quoting,
-//!                                   # no escape). Default: every parameter in order. text, int,
-//!                                   # float and bool parameters are passed as text; bytes and
-//!                                   # file parameters as the path of a file holding them
-//! timeout = "30s"                   # default 60s; the process group is killed after it
-//! max_output = "1MiB"               # stdout plus output files, default 1 MiB
-//! max_concurrent = 2                # executions at once, default 1
-//! idempotent = true                 # running it twice does no harm: an execution a crash cut
-//!                                   # off runs again after the restart instead of being
-//!                                   # answered `result_lost`. Default false
-//! allow = ["3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"]
-//!                                   # callers' Ed25519 public keys (64 hex digits); default:
-//!                                   # anyone; [] is no one
-//! require = "has(gps)"              # this procedure's own predicate, after `accept`
-//! description = "says it back"
-//! ```
-//!
-//! A procedure runs in a fresh working directory with a clean environment; what it writes to
-//! stdout is the result and the files it leaves in `$FERRY_OUTPUT_DIR` return as file results
-//! (see [`crate::exec`]).
+//! The reference of the format (every key, its default, unit and bound, the errors, and the
+//! matching `ferry node` flags) is `docs/configuration.md`; `examples/node.toml` is a working
+//! file. This module parses the text into a checked [`Config`]: unknown keys are refused, and
+//! every error is a [`ConfigError`] naming the key at fault.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -1051,13 +947,13 @@ mod tests {
 
     #[test]
     fn the_documented_example_parses() {
-        let doc = include_str!("config.rs");
+        // docs/configuration.md, section "A complete file": its first ```toml block.
+        let doc = include_str!("../../../docs/configuration.md");
         let example: String = doc
             .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip_while(|l| !l.starts_with("```toml"))
             .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| l.trim_start_matches("//!").trim_start())
+            .take_while(|l| !l.starts_with("```"))
             .collect::<Vec<_>>()
             .join("\n");
         let c = Config::from_toml(&example, "x").unwrap();

@@ -13,7 +13,7 @@ use daemon::config::parse_node_id;
 /// Arguments of `ferry node`.
 #[derive(Args)]
 pub(crate) struct NodeArgs {
-    /// Configuration file (TOML; see README "Configuration").
+    /// Configuration file (TOML; see docs/configuration.md).
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// This node's id, e.g. dtn://alpha/ (default: dtn://<host name>/).

@@ -1,6 +1,6 @@
 //! `ferry sim`: runs a simulated network scenario and prints a summary table; `ferry sim --rpc
 //! fig5|chain-rtt` runs one of the DTN-RPC paper's experiments instead (`sim::paper`) and prints
-//! its table beside the paper's figures and the brief's targets.
+//! its table beside the paper's figures and Ferry's targets (docs/performance.md).
 
 use std::path::PathBuf;
 use std::sync::Mutex;

@@ -1,8 +1,9 @@
-//! The brief's "numbers to beat" from the DTN-RPC paper, measured in the simulator
-//! (`sim::paper`): the dtn-path RTT across the 32-node chain (paper ≈ 40 s, target ≤ 1 s) and the
-//! Islands experiment with 100 MB files (Fig. 5; paper 27.8–41.9 % of calls without a result,
-//! target: half the paper's loss in 210 s, none in 420 s). Each figure test also checks that its
-//! verdict turns to a failure when the network is made slower, so a pass means something.
+//! Ferry's targets against the DTN-RPC paper (docs/performance.md, "Targets"), measured in the
+//! simulator (`sim::paper`): the dtn-path RTT across the 32-node chain (paper ≈ 40 s, target
+//! ≤ 1 s) and the Islands experiment with 100 MB files (Fig. 5; paper 27.8–41.9 % of calls
+//! without a result, target: half the paper's loss in 210 s, none in 420 s). Each figure test
+//! also checks that its verdict turns to a failure when the network is made slower, so a pass
+//! means something.
 //!
 //! The whole Fig. 5 (six cells, three seeds, 30 calls, both budgets) takes about an hour on two
 //! cores: `ferry sim --rpc fig5` runs it, and so does the ignored `fig5_every_cell_every_seed`
@@ -407,7 +408,7 @@ fn result_files_over_the_servers_file_budget_end_the_call_with_a_reason() {
 
 #[test]
 fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
-    // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and the README):
+    // Two islands that never meet: node 5 is unreachable from node 0. Fig. 2 (and docs/rpc.md):
     // explicit and not reachable → dtn.
     let mut app = RpcApp::new(6);
     app.offer(
