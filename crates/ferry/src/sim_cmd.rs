@@ -299,6 +299,7 @@ fn run_rpc(experiment: RpcExperiment, args: &SimArgs, strategy: StrategyKind) ->
                 strategy,
                 quota: args.quota.unwrap_or(Fig5::default().quota),
                 any_start_jitter_ms: args.any_start_jitter.as_millis() as u64,
+                debug: std::env::var_os("FERRY_FIG5_DEBUG").is_some(),
                 ..Fig5::default()
             };
             let base = Fig5 {

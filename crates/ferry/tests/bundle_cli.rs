@@ -1,8 +1,8 @@
 //! The bundle tools end to end: `ferry bundle create` writes a file that `ferry bundle inspect`
 //! (and the wire decoder) read back; damaged files get a clear error and a failing exit status.
 
-// Tests of the I/O shell read and write files.
-#![allow(clippy::disallowed_methods)]
+// Tests of the I/O shell run the binary and read and write files.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::path::Path;
 use std::process::{Command, Output};

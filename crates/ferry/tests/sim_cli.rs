@@ -1,8 +1,8 @@
 //! `ferry sim` end to end: a scenario runs and prints its table; a contact plan file drives the
 //! links; wrong arguments get a clear error and a failing exit status.
 
-// Tests of the I/O shell read and write files.
-#![allow(clippy::disallowed_methods)]
+// Tests of the I/O shell run the binary and read and write files.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::process::{Command, Output};
 

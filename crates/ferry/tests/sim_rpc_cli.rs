@@ -1,6 +1,9 @@
 //! `ferry sim --rpc …`: the DTN-RPC paper's experiments from the command line, small enough for a
 //! test: their tables, a verdict that turns into a failing exit status, and clear errors.
 
+// Tests of the I/O shell run the binary.
+#![allow(clippy::disallowed_types)]
+
 use std::process::{Command, Output};
 
 fn ferry(args: &[&str]) -> Output {

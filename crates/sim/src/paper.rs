@@ -57,7 +57,7 @@ struct Sequence<F: FnMut(usize, DtnTime) -> CallRequest> {
     make: F,
     /// When each call first had a complete result (tag → time).
     first_result: BTreeMap<u64, DtnTime>,
-    /// With `FERRY_FIG5_DEBUG`: large data-channel deliveries and drops of data-channel bundles,
+    /// With [`Fig5::debug`]: large data-channel deliveries and drops of data-channel bundles,
     /// (time, node, what).
     log: Option<Vec<(DtnTime, usize, String)>>,
 }
@@ -293,6 +293,11 @@ pub struct Fig5 {
     /// How long an any-mode server waits for another's STARTED before it starts
     /// (`RpcConfig::any_start_jitter_ms`; the default is the engine's, 250 ms).
     pub any_start_jitter_ms: u64,
+    /// Print, for each call without a result, what happened to it (its timeline, its runs per
+    /// server, the journeys, the bridges between islands, every transfer, delivery and drop of
+    /// its large bundles) to stderr. `ferry sim --rpc fig5` sets it when `FERRY_FIG5_DEBUG` is
+    /// set; this crate reads no environment.
+    pub debug: bool,
 }
 
 impl Default for Fig5 {
@@ -319,6 +324,7 @@ impl Default for Fig5 {
             start_ms: 10_000,
             file_budget: rpc::RpcConfig::default().max_file_bytes,
             any_start_jitter_ms: rpc::RpcConfig::default().any_start_jitter_ms,
+            debug: false,
         }
     }
 }
@@ -574,9 +580,7 @@ impl Fig5 {
             request
         };
         let gap_ms = 1_000;
-        // The experiment runner is an I/O shell: a debugging knob from the environment is fine here.
-        #[allow(clippy::disallowed_methods)]
-        let debug = std::env::var_os("FERRY_FIG5_DEBUG").is_some();
+        let debug = self.debug;
         let app = Sequence {
             rpc,
             client,
@@ -671,7 +675,7 @@ impl Fig5 {
 }
 
 impl Fig5 {
-    /// What happened to a call without a result (`FERRY_FIG5_DEBUG`): its timeline, its runs on
+    /// What happened to a call without a result ([`Fig5::debug`]): its timeline, its runs on
     /// the servers, the journeys the links offered, the bridges between islands as they came and
     /// went, and every transfer, delivery and drop of the large bundles made during the call.
     #[allow(clippy::too_many_arguments)]

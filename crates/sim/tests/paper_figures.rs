@@ -77,6 +77,7 @@ fn fig5_ci() -> Fig5 {
         }],
         calls: 10,
         file_budget: 100_000_000_000,
+        debug: std::env::var_os("FERRY_FIG5_DEBUG").is_some(),
         ..Fig5::default()
     }
 }
