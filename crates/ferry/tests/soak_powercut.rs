@@ -100,7 +100,7 @@ struct Daemon {
     log: PathBuf,
     child: Option<Child>,
     starts: u32,
-    /// Dropped after the process (fields drop in order): unmounting needs the files closed.
+    /// Unmounted after `Drop::drop` killed the process: unmounting needs the files closed.
     disk: PowerCut,
 }
 
@@ -175,9 +175,11 @@ impl Daemon {
         }
     }
 
+    /// A client command in the daemon's namespace, killed after 90 s whatever it does (a
+    /// daemon stuck on its disk must fail the test, not hang it; `recv` waits up to 60 s).
     fn ferry(&self, args: &[&str]) -> Output {
-        Command::new("ip")
-            .args(["netns", "exec", &self.ns, FERRY])
+        Command::new("timeout")
+            .args(["-k", "5", "90", "ip", "netns", "exec", &self.ns, FERRY])
             .args(args)
             .args(["--api", API])
             .env("XDG_RUNTIME_DIR", &self.dir)
@@ -280,7 +282,8 @@ fn calls_and_bundles_survive_kills_and_power_cuts_across_namespaces() {
     let mut refused = 0u32;
     let (mut kills, mut cuts) = (0u32, 0u32);
     let mut next_kill = Instant::now() + Duration::from_millis(500 + rng.below(1000));
-    let until = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let until = started + Duration::from_secs(seconds);
     let mut i = 0u32;
     while Instant::now() < until {
         // A call and a bundle from alpha, accepted only if alpha answered.
@@ -318,9 +321,15 @@ fn calls_and_bundles_survive_kills_and_power_cuts_across_namespaces() {
             };
             victim.kill();
             kills += 1;
+            eprintln!("[{:?}] killed {}", Instant::now() - started, victim.name);
             if rng.below(2) == 0 {
                 victim.disk.cut();
                 cuts += 1;
+                eprintln!(
+                    "[{:?}] cut power of {}",
+                    Instant::now() - started,
+                    victim.name
+                );
             }
             std::thread::sleep(Duration::from_millis(100 + rng.below(500)));
             victim.start();
@@ -329,6 +338,12 @@ fn calls_and_bundles_survive_kills_and_power_cuts_across_namespaces() {
         std::thread::sleep(Duration::from_millis(rng.below(150)));
     }
 
+    eprintln!(
+        "[{:?}] workload over: {} calls, {} bundles accepted; waiting for the ends",
+        Instant::now() - started,
+        calls.len(),
+        bundles.len()
+    );
     // Every accepted call ends, within its 60 s deadline plus a margin: with its result, or a
     // definite error.
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -380,6 +395,7 @@ fn calls_and_bundles_survive_kills_and_power_cuts_across_namespaces() {
         }
     }
 
+    eprintln!("[{:?}] every call ended", Instant::now() - started);
     // Every bundle whose send was answered arrives at bravo, once.
     let out = bravo.ferry(&[
         "recv",

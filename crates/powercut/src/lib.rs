@@ -112,11 +112,11 @@ impl PowerCut {
 
 impl Drop for PowerCut {
     fn drop(&mut self) {
-        if let Some(session) = self.session.take() {
-            // A failure to unmount leaves a lazily detached mount (fuser falls back to
-            // MNT_DETACH); nothing else to do in a destructor.
-            let _ = session.umount_and_join();
-        }
+        // Unmounts (lazily if busy; fuser falls back to MNT_DETACH) and leaves the serving
+        // thread to end by itself: joining it would wait for the kernel to let go of the
+        // file system, which a copy of the mount in another mount namespace (every
+        // `ip netns exec` started meanwhile copies the mounts) can delay indefinitely.
+        drop(self.session.take());
     }
 }
 
