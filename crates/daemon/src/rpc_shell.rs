@@ -103,6 +103,14 @@ impl RpcShell {
                 .mode(0o700)
                 .create(&records)
                 .with_context(|| format!("creating {}", records.display()))?;
+            // The directory's name must be durable too: each record is synced with its
+            // directory before its spawn, but a power cut that took `executions` itself (a
+            // name never synced in `data_dir`) would take every record with it, and the next
+            // start would run again calls whose programs had run (found by
+            // crates/ferry/tests/soak_powercut.rs).
+            std::fs::File::open(data_dir)
+                .and_then(|d| d.sync_all())
+                .with_context(|| format!("syncing {}", data_dir.display()))?;
         }
         let prior = exec::recover_records(&records)
             .with_context(|| format!("reading the execution records in {}", records.display()))?;
