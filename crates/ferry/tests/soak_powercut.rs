@@ -11,7 +11,7 @@
 //!
 //! `FERRY_SOAK_SECONDS` (default 20) sets how long the kills go on, `FERRY_SOAK_SEED` the seed.
 //! Needs root, `ip` (iproute2) and `/dev/fuse`; without them the test says so and passes,
-//! unless `FERRY_REQUIRE_NETNS=1` (set by CI), where it fails. Every wait is bounded.
+//! unless `FERRY_REQUIRE_FUSE=1` (set by CI where /dev/fuse exists), where it fails. Every wait is bounded.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -224,8 +224,8 @@ fn can_run() -> bool {
 fn calls_and_bundles_survive_kills_and_power_cuts_across_namespaces() {
     if !can_run() {
         assert!(
-            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2 and /dev/fuse"
+            std::env::var_os("FERRY_REQUIRE_FUSE").is_none(),
+            "FERRY_REQUIRE_FUSE is set but this is not root with iproute2 and /dev/fuse"
         );
         eprintln!("SKIPPED: needs root, iproute2 and /dev/fuse");
         return;

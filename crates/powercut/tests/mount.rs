@@ -4,7 +4,7 @@
 //! FUSE file system and maps a file of it deadlocks at exit, writing back to itself.)
 //!
 //! Needs root and `/dev/fuse`. Without them the test says so and passes, unless
-//! `FERRY_REQUIRE_NETNS=1` (set by CI, whose soak needs both), where it fails.
+//! `FERRY_REQUIRE_FUSE=1` (set by CI where /dev/fuse exists), where it fails.
 
 // A test of file system calls: the sans-IO bans do not apply.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -54,8 +54,8 @@ fn skip() -> bool {
         return false;
     }
     assert!(
-        std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-        "FERRY_REQUIRE_NETNS is set but this is not root with /dev/fuse"
+        std::env::var_os("FERRY_REQUIRE_FUSE").is_none(),
+        "FERRY_REQUIRE_FUSE is set but this is not root with /dev/fuse"
     );
     eprintln!("SKIPPED: needs root and /dev/fuse");
     true
