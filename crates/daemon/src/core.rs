@@ -707,6 +707,15 @@ impl Daemon {
                 ),
             );
         }
+        if stats.carry_refused > 0 {
+            let max = self.node.config().max_carried_bundles;
+            self.metrics.refusals.log_once(
+                "carry_refused",
+                format_args!(
+                    "{max} bundles are held: bundles carried for other nodes are refused until                      some leave (this node's own, and those for it, are still kept)"
+                ),
+            );
+        }
         if stats.summary_purge_keys_ignored > 0 {
             self.metrics.refusals.log_once(
                 "summary_purge_keys_ignored",
@@ -2619,6 +2628,12 @@ impl Daemon {
             "Keys of delivered bundles named by neighbours' summaries and not kept because the \
              purge set was full (the node's own entries are always kept).",
             s.purge_set_full,
+        );
+        metric(
+            "carry_refused_total",
+            "counter",
+            "Bundles carried for other nodes refused because the node held max_carried_bundles.",
+            s.carry_refused,
         );
         metric(
             "summary_purge_keys_ignored_total",

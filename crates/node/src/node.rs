@@ -82,6 +82,11 @@ pub struct NodeConfig {
     pub max_purge_entries: usize,
     /// At most this many keys of real-time bundles are remembered for duplicate suppression.
     pub max_seen: usize,
+    /// Most bundles held before a bundle carried for others is refused (100,000 by default: a
+    /// few hundred bytes of index each in memory). The store's byte quota alone would let a
+    /// stranger's tiny bundles grow the index to millions; this node's own bundles and those
+    /// for it are still stored beyond it. Counted in [`NodeStats::carry_refused`].
+    pub max_carried_bundles: usize,
     /// Bundles larger than this are split before sending (proactive fragmentation by policy), in
     /// addition to splits for a link's MTU and a contact's known capacity. `None` disables it.
     pub max_bundle_piece: Option<u64>,
@@ -124,6 +129,7 @@ impl NodeConfig {
             purge_retention_ms: 24 * 3_600_000,
             max_purge_entries: 65_536,
             max_seen: 65_536,
+            max_carried_bundles: 100_000,
             max_bundle_piece: None,
             min_piece: 4_096,
             link_window_bytes: DEFAULT_LINK_WINDOW_BYTES,
@@ -172,6 +178,8 @@ pub struct NodeStats {
     pub purge_set_full: u64,
     /// Purge keys of neighbours' summaries beyond [`MAX_SUMMARY_PURGE_KEYS`] a summary, not read.
     pub summary_purge_keys_ignored: u64,
+    /// Bundles carried for others refused because [`NodeConfig::max_carried_bundles`] were held.
+    pub carry_refused: u64,
 }
 
 /// Store-carry-forward traffic on one link (see [`NodeConfig::link_window_bytes`]).
@@ -1310,6 +1318,19 @@ impl Node {
             && retention == Retention::Originated
         {
             set_copies(&mut bundle, copies);
+        }
+        if retention == Retention::Carried && self.held.len() >= self.config.max_carried_bundles {
+            self.stats.carry_refused += 1;
+            self.stats.dropped += 1;
+            self.events.push_back(Event::Dropped {
+                id,
+                reason: DropReason::StoreFull,
+            });
+            return Err(StoreError::Full {
+                needed: 0,
+                available: 0,
+                quota: self.store.usage().map(|u| u.quota).unwrap_or(0),
+            });
         }
         let held = self.held_for(&bundle, expiry);
         let meta = BundleMeta {

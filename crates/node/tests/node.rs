@@ -1432,3 +1432,20 @@ fn a_summary_costs_no_more_than_the_keys_held_here_and_is_forgotten_with_its_nod
     net.unlink(1, 2);
     assert_eq!(net.nodes[1].known_keys(), 0);
 }
+
+#[test]
+fn bundles_carried_for_others_stop_at_their_bound_and_own_ones_still_go_in() {
+    let mut net = Net::new(3, |c| c.max_carried_bundles = 4);
+    // Node 1 carries node 0's bundles for node 2, which is out of reach.
+    net.link(0, 1, None);
+    for i in 0..10 {
+        net.send(0, Outgoing::new(app(0), app(2), payload(100 + i)));
+    }
+    net.settle();
+    assert_eq!(net.nodes[1].held_bundles().count(), 4);
+    assert_eq!(net.nodes[1].stats().carry_refused, 6);
+    // Its own bundles are still stored beyond the bound.
+    net.unlink(0, 1);
+    net.send(1, Outgoing::new(app(1), app(2), payload(50)));
+    assert_eq!(net.nodes[1].held_bundles().count(), 5);
+}
