@@ -21,7 +21,6 @@ use bytes::Bytes;
 use cla::tcp::{SessionHandle, TcpclEvent};
 use cla::tcpcl::{ReceiveBudget, Role, SessionConfig, TlsFailure, TlsPolicy};
 use cla::tls::TlsContext;
-use host::{Pipeline, PipelineConfig, Promises};
 use node::{
     Class, Event, Frame, LinkChange, LinkId, Node, Outgoing, SendError, TransferResult, Transmit,
 };
@@ -38,9 +37,10 @@ use crate::control::{
 };
 use crate::discovery::{Announcer, Heard};
 use crate::facts::Readings;
-use crate::inbox::{Inboxes, Letter, LetterMeta, Waiting};
 use crate::rpc_shell::{Finished, RpcShell};
 use crate::udp::Datagram;
+use host::inbox::Waiting;
+use host::{Host, HostConfig, Output, PipelineConfig};
 
 /// Most status reports kept for `ferry trace`.
 const MAX_REPORTS: usize = 10_000;
@@ -230,7 +230,9 @@ pub(crate) struct Inputs {
 
 /// The loop's state.
 pub(crate) struct Daemon {
-    pub(crate) node: Node,
+    /// The node, its RPC engine and its inboxes, with the durability pipeline: what the loop
+    /// promises waits there until the store made it durable (see [`host::Host`]).
+    pub(crate) host: Host<Token>,
     /// The API's request bodies: their limits and counters, for the metrics.
     pub(crate) api_bodies: crate::api_body::Bodies,
     /// What the UDP listener lets through: told the sessions' addresses, counting refusals.
@@ -253,18 +255,14 @@ pub(crate) struct Daemon {
     discovered: BTreeMap<Eid, Discovered>,
     /// Addresses a connection attempt is under way to.
     connecting: BTreeMap<SocketAddr, Origin>,
-    inboxes: Inboxes,
     /// Bumped after deliveries are durable (see [`crate::control::ControlEnds::deliveries`]).
     deliveries: tokio::sync::watch::Sender<u64>,
     /// Bumped after a change to a call this node made is durable.
     call_changes: tokio::sync::watch::Sender<u64>,
     /// Requests waiting for a call to finish or to get more replies (`Request::WaitCall`).
     call_waiters: BTreeMap<wire::rpc::CallId, Vec<CallWaiter>>,
-    /// The RPC engine and the executions it started.
+    /// The executions the RPC engine started.
     rpc: RpcShell,
-    /// What the next commit promises, what committed batches promised until a sync makes
-    /// them durable, and when a commit or a sync is due (see [`host::Pipeline`]).
-    pipeline: Pipeline<Promised>,
     /// Makes the store's commits durable on a blocking thread; `None` if commits are as durable
     /// as they get (a memory store).
     syncer: Option<store::Syncer>,
@@ -311,40 +309,18 @@ fn answer_all<T: Clone>(mut replies: Vec<oneshot::Sender<T>>, answer: Option<T>)
     let _ = last.send(answer);
 }
 
-/// What one commit promised, released once a sync made it durable (or failed to).
-#[derive(Default)]
-struct Promised {
-    /// Answers to sends and calls (given the store's error if it failed: then what they answer
-    /// was not made durable).
-    replies: Vec<WhenDurable>,
-    /// Received bundles whose last XFER_ACK waits for durability (link, the peer's transfer
-    /// id). If the commit or its sync fails they stay unconfirmed: the sender keeps them.
-    confirms: Vec<(LinkId, u64)>,
-    /// Executions whose calls' records must be durable before their programs run: a crash can
-    /// then never forget a call whose program already ran.
-    executions: Vec<crate::rpc_shell::PendingExecution>,
-    /// Store-carry-forward bundles: a peer may drop its copy once we sent them.
-    transmits: Vec<Transmit>,
-    /// Whether an inbox got a bundle (its subscribers are woken).
-    delivered: bool,
+/// What the loop hands the host to release once durable (see [`Host::promise`]).
+pub(crate) enum Token {
+    /// An answer to a send, a call, an acknowledgement (given the store's error if it failed:
+    /// then what it answers was not made durable).
+    Reply(WhenDurable),
+    /// A received bundle whose last XFER_ACK waits for durability (link, the peer's transfer
+    /// id). If the commit or its sync fails it stays unconfirmed: the sender keeps it.
+    Confirm(LinkId, u64),
     /// Records of executions whose answers the commit holds, removed once it is durable. They
-    /// promise nobody anything, so they ask for no sync of their own; a failed sync leaves
-    /// them for the next start to clean up.
-    records: Vec<std::path::PathBuf>,
-}
-
-impl Promises for Promised {
-    fn is_empty(&self) -> bool {
-        !self.waits() && self.records.is_empty()
-    }
-
-    fn waits(&self) -> bool {
-        !self.replies.is_empty()
-            || !self.confirms.is_empty()
-            || !self.executions.is_empty()
-            || !self.transmits.is_empty()
-            || self.delivered
-    }
+    /// promise nobody anything ([`Host::after_durable`]); a failed sync leaves them for the
+    /// next start to clean up.
+    Records(Vec<std::path::PathBuf>),
 }
 
 /// An answer waiting until the next commit is durable; called with the store's error, if any.
@@ -410,10 +386,9 @@ impl Daemon {
         recovered_dropped: u64,
         deliveries: tokio::sync::watch::Sender<u64>,
         call_changes: tokio::sync::watch::Sender<u64>,
-        rpc: RpcShell,
+        (rpc, engine): (RpcShell, rpc::Rpc),
         tls: Option<Arc<TlsContext>>,
     ) -> Result<Self, store::StoreError> {
-        let inboxes = Inboxes::load(node.store())?;
         let now = Instant::now();
         let statics = config
             .peers
@@ -446,8 +421,22 @@ impl Daemon {
             .enabled
             .then(|| Announcer::new(config.discovery.clone()));
         let syncer = node.store().syncer();
-        Ok(Self {
+        let host = Host::new(
             node,
+            Some(engine),
+            HostConfig {
+                pipeline: PipelineConfig {
+                    commit_delay: COMMIT_DELAY,
+                    sync_delay: SYNC_DELAY,
+                    has_syncer: syncer.is_some(),
+                },
+                echo_service: Some(ECHO_SERVICE.to_string()),
+                inboxes: true,
+                null_procedure: Some(crate::rpc_shell::NULL_PROCEDURE.to_string()),
+            },
+        )?;
+        Ok(Self {
+            host,
             // Both replaced by the listeners' own (`start`).
             api_bodies: crate::api_body::Bodies::new(
                 config.api_max_payload,
@@ -469,16 +458,10 @@ impl Daemon {
             statics,
             discovered: BTreeMap::new(),
             connecting: BTreeMap::new(),
-            inboxes,
             deliveries,
             call_changes,
             call_waiters: BTreeMap::new(),
             rpc,
-            pipeline: Pipeline::new(PipelineConfig {
-                commit_delay: COMMIT_DELAY,
-                sync_delay: SYNC_DELAY,
-                has_syncer: syncer.is_some(),
-            }),
             syncer,
             sync_done: None,
             broadcast_round: Default::default(),
@@ -500,6 +483,8 @@ impl Daemon {
         let (sync_done, mut synced) = mpsc::unbounded_channel();
         self.sync_done = Some(sync_done);
         self.pump();
+        // The first pump handed every execution the last run cut off to the shell.
+        self.rpc.forget_stale_records();
         loop {
             let deadline = self.next_deadline();
             tokio::select! {
@@ -586,7 +571,8 @@ impl Daemon {
         synced: &mut mpsc::UnboundedReceiver<(u64, Result<(), String>)>,
     ) {
         let now = self.now();
-        let stopped = self.rpc.engine.stop_executions(now, &mut self.node);
+        let (rpc, node) = self.engine_mut();
+        let stopped = rpc.stop_executions(now, node);
         if stopped == 0 {
             return;
         }
@@ -597,7 +583,7 @@ impl Daemon {
         loop {
             let end = match grace {
                 Some(end) => end,
-                None if !self.pipeline.has_waiting() => {
+                None if !self.host.has_waiting() => {
                     let end = (tokio::time::Instant::now() + STOP_GRACE).min(until);
                     grace = Some(end);
                     end
@@ -631,30 +617,36 @@ impl Daemon {
             }
             self.pump();
         }
-        self.rpc.engine.write_records(&mut self.node);
-        let flushed = self.node.store_mut().flush().map_err(|e| e.to_string());
-        if let Err(e) = &flushed {
+        // The flush syncs every commit: what they promised is kept (a sync still running on
+        // its thread syncs the same log again, harmlessly).
+        let now = self.now();
+        if let Err(e) = self.host.flush(now, |store| store.flush()) {
             tracing::error!("final store flush failed: {e}");
         }
-        // The flush synced every commit: what they promised is kept (a sync still running on its
-        // thread syncs the same log again, harmlessly).
-        let released = self.pipeline.flushed();
-        self.release(released, flushed.err().as_deref());
+        self.handle_outputs();
     }
 
     fn now(&self) -> DtnTime {
         self.clock.now()
     }
 
+    /// The RPC engine (the daemon's host always has one).
+    fn engine(&self) -> &rpc::Rpc {
+        self.host
+            .rpc()
+            .expect("the daemon's host has an RPC engine")
+    }
+
+    /// The RPC engine and the node it works on.
+    fn engine_mut(&mut self) -> (&mut rpc::Rpc, &mut Node) {
+        self.host
+            .rpc_mut()
+            .expect("the daemon's host has an RPC engine")
+    }
+
     fn next_deadline(&self) -> Instant {
         let mut next = Instant::now() + Duration::from_secs(60);
-        if let Some(t) = self.node.poll_timeout() {
-            next = next.min(self.clock.instant(t));
-        }
-        if let Some(t) = self.inboxes.next_expiry() {
-            next = next.min(self.clock.instant(t));
-        }
-        if let Some(t) = self.rpc.engine.poll_timeout() {
+        if let Some(t) = self.host.poll_timeout() {
             next = next.min(self.clock.instant(t));
         }
         for s in &self.statics {
@@ -665,24 +657,12 @@ impl Daemon {
         if self.announcer.is_some() {
             next = next.min(self.next_beacon);
         }
-        if let Some(t) = self.pipeline.poll_timeout() {
-            next = next.min(self.clock.instant(t));
-        }
         next
     }
 
     fn on_timer(&mut self) {
         let now = self.now();
-        self.node.handle_timeout(now);
-        self.rpc.engine.handle_timeout(now, &mut self.node);
-        match self.inboxes.purge_expired(self.node.store_mut(), now) {
-            Ok(0) => {}
-            Ok(n) => tracing::debug!("{n} bundles expired in local inboxes"),
-            Err(e) => {
-                self.metrics.store_errors += 1;
-                tracing::error!("removing expired inbox bundles: {e}");
-            }
-        }
+        self.host.handle_timeout(now);
         if let Some(b) = &self.session_config.receive_budget
             && b.refused() > 0
         {
@@ -695,9 +675,9 @@ impl Daemon {
                 ),
             );
         }
-        let stats = self.node.stats();
+        let stats = self.host.node().stats();
         if stats.purge_set_full > 0 {
-            let max = self.node.config().max_purge_entries;
+            let max = self.host.node().config().max_purge_entries;
             self.metrics.refusals.log_once(
                 "purge_set_full",
                 format_args!(
@@ -708,7 +688,7 @@ impl Daemon {
             );
         }
         if stats.carry_refused > 0 {
-            let max = self.node.config().max_carried_bundles;
+            let max = self.host.node().config().max_carried_bundles;
             self.metrics.refusals.log_once(
                 "carry_refused",
                 format_args!(
@@ -920,7 +900,7 @@ impl Daemon {
                         creation: primary.creation,
                         fragment: None,
                     };
-                    if !self.node.wants(&id)
+                    if !self.host.node().wants(&id)
                         && let Some(l) = self.links.get(&link)
                     {
                         self.metrics.refused_duplicates += 1;
@@ -937,10 +917,10 @@ impl Daemon {
                     match wire::Bundle::decode(bundle.clone()) {
                         Ok(b) => {
                             real_time = node::class_of(&b).is_real_time();
-                            self.node.handle_bundle(now, link, b);
+                            self.host.node_mut().handle_bundle(now, link, b);
                         }
                         // The node counts and reports it.
-                        Err(_) => self.node.handle_bundle_bytes(now, link, bundle),
+                        Err(_) => self.host.node_mut().handle_bundle_bytes(now, link, bundle),
                     }
                 }
                 if real_time {
@@ -953,10 +933,7 @@ impl Daemon {
                 } else {
                     // Whatever the node made of it (kept, delivered, dropped), the sender may
                     // let it go once that decision is durable.
-                    self.pipeline
-                        .pending_mut()
-                        .confirms
-                        .push((link, transfer_id));
+                    self.host.promise(Token::Confirm(link, transfer_id));
                 }
             }
             TcpclEvent::Progress { .. } => {}
@@ -1009,7 +986,7 @@ impl Daemon {
                     match wire::decode_cut_transfer(prefix) {
                         Ok(Some(fragment)) => {
                             self.metrics.reactive_fragments_received += 1;
-                            self.node.handle_bundle(now, link, fragment);
+                            self.host.node_mut().handle_bundle(now, link, fragment);
                         }
                         Ok(None) => {}
                         Err(e) => tracing::debug!("cut transfer on link {}: {e}", link.0),
@@ -1081,7 +1058,7 @@ impl Daemon {
         }
         self.share_session_addresses();
         let now = self.now();
-        self.node.handle_link(
+        self.host.node_mut().handle_link(
             now,
             LinkChange::Up {
                 link,
@@ -1106,7 +1083,9 @@ impl Daemon {
         }
         if l.announced {
             let now = self.now();
-            self.node.handle_link(now, LinkChange::Down { link });
+            self.host
+                .node_mut()
+                .handle_link(now, LinkChange::Down { link });
             self.share_session_addresses();
         }
         if let Some(peer) = &l.peer
@@ -1120,7 +1099,9 @@ impl Daemon {
     fn finish(&mut self, tag: u64, result: TransferResult) {
         if let Some(f) = self.flights.remove(&tag) {
             let now = self.now();
-            self.node.handle_transfer(now, f.link, &f.id, result);
+            self.host
+                .node_mut()
+                .handle_transfer(now, f.link, &f.id, result);
         }
     }
 
@@ -1152,7 +1133,7 @@ impl Daemon {
             })
             .map(|(id, _)| *id)
             .unwrap_or(LinkId(0));
-        self.node.handle_bundle(now, link, bundle);
+        self.host.node_mut().handle_bundle(now, link, bundle);
     }
 
     /// Tells the UDP listener the addresses of the sessions now: each has a datagram budget of
@@ -1314,60 +1295,31 @@ impl Daemon {
     }
 
     /// [`Daemon::pump`] without the commit, for at most [`TRAFFIC_EVENTS`] node events: real-time
-    /// transmits leave, store-carry-forward ones wait in the pipeline for the next
+    /// transmits leave, store-carry-forward ones wait in the host for the next
     /// [`Daemon::pump`]. Whether node events are left for another call.
     fn pump_traffic(&mut self) -> bool {
         self.pump_with(false, TRAFFIC_EVENTS)
     }
 
     /// Pumps until the node is quiet or `budget` node events were handled; whether the budget
-    /// ran out (events may be left).
+    /// ran out (events may be left). Real-time traffic (control, datagram and stream bundles)
+    /// promises nothing durable, so it leaves at once: an RPC reply is on the wire while its
+    /// record is being written.
     fn pump_with(&mut self, commit: bool, budget: usize) -> bool {
         let mut events = 0;
         loop {
-            let mut busy = false;
-            while events < budget
-                && let Some(event) = self.node.poll_event()
-            {
-                events += 1;
-                busy = true;
-                let now = self.now();
-                if !self
-                    .rpc
-                    .engine
-                    .handle_node_event(now, &mut self.node, &event)
-                {
-                    self.on_node_event(event);
-                }
-                // What the engine asks is done before the next event: an in-process `null`
-                // call ends here, so it never counts as running for the next call's admission.
-                self.rpc.drain(now, &mut self.node);
-            }
             let now = self.now();
-            busy |= self.rpc.drain(now, &mut self.node);
-            self.answer_call_waiters();
-            // Real-time traffic (control, datagram and stream bundles) promises nothing durable,
-            // so it leaves at once: an RPC reply is on the wire while its record is being
-            // written. Store-carry-forward bundles wait until their commit is durable.
-            let mut when_durable = Vec::new();
-            while let Some(t) = self.node.poll_transmit() {
-                busy = true;
-                if t.urgent {
-                    self.transmit(t);
-                } else {
-                    when_durable.push(t);
-                }
+            let handled = self.host.handle_events(now, budget - events);
+            events += handled.events;
+            let mut busy = handled.busy;
+            busy |= self.handle_outputs();
+            if let Some(engine) = self.host.rpc() {
+                self.rpc.log_bounds(engine);
             }
-            self.pipeline
-                .pending_mut()
-                .transmits
-                .append(&mut when_durable);
+            self.answer_call_waiters();
             if commit {
                 self.commit();
-            }
-            while let Some(t) = self.node.poll_transmit() {
-                busy = true;
-                self.transmit(t);
+                busy |= self.handle_outputs();
             }
             if !busy || events >= budget {
                 break;
@@ -1378,53 +1330,40 @@ impl Daemon {
     }
 
     /// Commits the store's batch unless it may wait for company, and starts a sync when one is
-    /// due. What the commit promised (what the loop gathered in the pipeline since the last
-    /// commit) is kept until a sync makes it durable; a failed commit was rolled back, and its
-    /// promises fail at once.
+    /// due. What the commit promised (what the loop gave the host since the last commit) is
+    /// kept until a sync makes it durable; a failed commit was rolled back, and its promises
+    /// fail at once.
     fn commit(&mut self) {
         let now = self.now();
-        let executions = self.rpc.take_executions();
-        self.pipeline.pending_mut().executions.extend(executions);
-        let store = self.node.store();
-        let has_changes = store.has_uncommitted() || self.rpc.engine.has_records_to_write();
-        if self
-            .pipeline
-            .may_defer_commit(now, has_changes, store.commit_waits_for_disk())
-        {
-            self.sync_when_due();
-            return;
+        let records = self.rpc.take_records_done();
+        if !records.is_empty() {
+            self.host.after_durable(Token::Records(records));
         }
-        // The engine's records, written only now: after the round's messages left and its
-        // waiters were answered, and once for everything that changed since the last commit (a
-        // call made and answered meanwhile is written once; a reply delivered meanwhile never
-        // gets an outbox row).
-        self.rpc.engine.write_records(&mut self.node);
         // Call watchers read the calls as the daemon holds them, as every other reader of calls
         // does (long polls and `call_for_outcome` are answered before the commit): waking them
         // promises nothing, so it needs no sync.
-        let calls_changed = std::mem::take(&mut self.rpc.calls_changed);
-        let records = self.rpc.take_records_done();
-        let committed = commit_off_the_workers(self.node.store_mut());
-        if calls_changed {
-            self.call_changes.send_modify(|n| *n += 1);
-        }
-        match committed {
-            Ok(changed) => {
-                self.pipeline.pending_mut().records = records;
-                let released = self.pipeline.committed(changed);
-                self.release(released, None);
-                self.sync_when_due();
+        let calls_changed = self.rpc.calls_changed;
+        match self.host.commit(now, commit_off_the_workers) {
+            host::Commit::Deferred => {}
+            host::Commit::Done => {
+                if calls_changed {
+                    self.rpc.calls_changed = false;
+                    self.call_changes.send_modify(|n| *n += 1);
+                }
             }
-            Err(e) => {
+            host::Commit::Failed(e) => {
                 self.metrics.store_errors += 1;
                 tracing::error!("store commit failed: {e}");
-                let promised = self.pipeline.commit_failed();
-                self.fail(promised, &e.to_string());
+                if calls_changed {
+                    self.rpc.calls_changed = false;
+                    self.call_changes.send_modify(|n| *n += 1);
+                }
             }
         }
+        self.sync_when_due();
     }
 
-    /// Starts a sync of every commit so far on a blocking thread when the pipeline says one is
+    /// Starts a sync of every commit so far on a blocking thread when the host says one is
     /// due (at once if a commit not yet durable promised something; else after [`SYNC_DELAY`]:
     /// under a steady load most commits promise nothing, and a sync each would cost more than
     /// the commits themselves).
@@ -1433,7 +1372,7 @@ impl Daemon {
         let (Some(syncer), Some(done)) = (self.syncer.clone(), self.sync_done.clone()) else {
             return;
         };
-        let Some(commits) = self.pipeline.poll_sync(now) else {
+        let Some(commits) = self.host.poll_sync(now) else {
             return;
         };
         tokio::task::spawn_blocking(move || {
@@ -1445,70 +1384,59 @@ impl Daemon {
     /// A sync of the first `commits` commits ended: their promises are kept, or fail.
     fn on_synced(&mut self, commits: u64, result: Result<(), String>) {
         self.metrics.store_syncs += 1;
-        let released = self.pipeline.synced(commits);
-        let error = result.err();
-        if let Some(e) = &error {
+        if let Err(e) = &result {
             self.metrics.store_errors += 1;
             tracing::error!("store sync failed: {e}");
         }
-        self.release(released, error.as_deref());
+        let now = self.now();
+        self.host.synced(now, commits, result);
+        self.handle_outputs();
         self.sync_when_due();
     }
 
-    /// Keeps (or, given the error, fails) what released commits promised.
-    fn release(&mut self, released: Vec<Promised>, error: Option<&str>) {
-        for promised in released {
-            match error {
-                None => self.keep(promised),
-                Some(e) => self.fail(promised, e),
+    /// Carries out what the host asks; whether it asked anything.
+    fn handle_outputs(&mut self) -> bool {
+        let mut any = false;
+        while let Some(output) = self.host.poll_output() {
+            any = true;
+            match output {
+                Output::Transmit(t) => self.transmit(t),
+                Output::Execute(job) => self.rpc.execute(job),
+                Output::Resume(job) => {
+                    let now = self.now();
+                    self.rpc.resume(now, &mut self.host, job);
+                }
+                Output::Abort { job, reason } => self.rpc.abort(job, reason),
+                Output::Release { token, error } => self.release(token, error.as_deref()),
+                Output::Delivered => self.deliveries.send_modify(|n| *n += 1),
+                Output::Node(event) => self.on_node_event(event),
+                Output::Rpc(event) => self.rpc.on_event(event),
+                Output::Error(e) => {
+                    if !matches!(e, host::HostError::Rpc(_)) {
+                        self.metrics.store_errors += 1;
+                    }
+                    tracing::error!("{e}");
+                }
             }
         }
+        any
     }
 
-    /// What a durable commit promised: executions start, applications and waiters hear of
-    /// deliveries and changed calls, requests are answered, senders learn we hold their bundles,
-    /// and store-carry-forward bundles leave.
-    fn keep(&mut self, promised: Promised) {
-        if !promised.records.is_empty() {
-            let records = promised.records;
-            tokio::task::spawn_blocking(move || crate::exec::remove_records(&records));
-        }
-        self.rpc.start_executions(promised.executions);
-        self.wake_inbox_subscribers(promised.delivered);
-        for answer in promised.replies {
-            answer(None);
-        }
-        for (link, transfer_id) in promised.confirms {
-            if let Some(l) = self.links.get(&link) {
-                l.handle.confirm(transfer_id);
+    /// A token the host released: what it stands for is durable, or (given the error) not.
+    fn release(&mut self, token: Token, error: Option<&str>) {
+        match (token, error) {
+            (Token::Reply(answer), error) => answer(error),
+            (Token::Confirm(link, transfer_id), None) => {
+                if let Some(l) = self.links.get(&link) {
+                    l.handle.confirm(transfer_id);
+                }
             }
-        }
-        for t in promised.transmits {
-            self.transmit(t);
-        }
-    }
-
-    /// What a commit that failed (or whose sync failed) promised: requests fail, executions are
-    /// refused, received bundles stay unconfirmed (their senders keep them and send them again
-    /// later). Watchers are woken anyway (they read what the store holds, whatever that is now),
-    /// and transmits go ahead, as they carry their bundles with them.
-    fn fail(&mut self, promised: Promised, error: &str) {
-        let now = self.now();
-        self.rpc
-            .refuse_executions(now, &mut self.node, promised.executions, error);
-        for answer in promised.replies {
-            answer(Some(error));
-        }
-        self.wake_inbox_subscribers(promised.delivered);
-        for t in promised.transmits {
-            self.transmit(t);
-        }
-    }
-
-    /// Bumps the watch that inbox subscribers follow, if a commit delivered something.
-    fn wake_inbox_subscribers(&mut self, delivered: bool) {
-        if delivered {
-            self.deliveries.send_modify(|n| *n += 1);
+            // Unconfirmed, the sender keeps the bundle and sends it again later.
+            (Token::Confirm(..), Some(_)) => {}
+            (Token::Records(records), None) => {
+                tokio::task::spawn_blocking(move || crate::exec::remove_records(&records));
+            }
+            (Token::Records(_), Some(_)) => {}
         }
     }
 
@@ -1520,7 +1448,8 @@ impl Daemon {
         };
         let Some(link) = self.links.get(&t.link) else {
             let now = self.now();
-            self.node
+            self.host
+                .node_mut()
                 .handle_transfer(now, t.link, &bundle.id(), TransferResult::Failed);
             return;
         };
@@ -1544,8 +1473,12 @@ impl Daemon {
                     self.metrics.udp_broadcasts += 1;
                 }
                 let now = self.now();
-                self.node
-                    .handle_transfer(now, t.link, &bundle.id(), TransferResult::Complete);
+                self.host.node_mut().handle_transfer(
+                    now,
+                    t.link,
+                    &bundle.id(),
+                    TransferResult::Complete,
+                );
                 return;
             }
         }
@@ -1565,7 +1498,9 @@ impl Daemon {
                 }
             };
             let now = self.now();
-            self.node.handle_transfer(now, t.link, &bundle.id(), result);
+            self.host
+                .node_mut()
+                .handle_transfer(now, t.link, &bundle.id(), result);
             return;
         }
         if !t.report {
@@ -1595,63 +1530,14 @@ impl Daemon {
 
     fn on_node_event(&mut self, event: Event) {
         match event {
-            Event::Delivered(d) => {
-                if let Eid::Dtn(dtn) = &d.destination
-                    && dtn.demux() == ECHO_SERVICE
-                {
-                    self.echo(&d);
-                    return;
-                }
-                let letter = Letter {
-                    meta: LetterMeta {
-                        id: d.id.to_string(),
-                        source: d.id.source.to_string(),
-                        destination: d.destination.to_string(),
-                        created_ms: d.created,
-                        expiry_ms: d.expiry,
-                        size: d.payload.len() as u64,
-                    },
-                    payload: d.payload,
-                };
-                let (id, destination) = (letter.meta.id.clone(), letter.meta.destination.clone());
-                match self.inboxes.put(self.node.store_mut(), letter) {
-                    Ok(()) => self.pipeline.pending_mut().delivered = true,
-                    Err(e) => {
-                        self.metrics.store_errors += 1;
-                        tracing::error!("cannot keep bundle {id} for {destination}: {e}");
-                    }
-                }
-            }
             Event::StatusReport { from, report } => self.record_report(&from, &report),
             Event::NeighbourUp { node, .. } => tracing::debug!("neighbour {node} up"),
             Event::NeighbourDown { node } => tracing::debug!("neighbour {node} down"),
             Event::Reachable { node, hops } => tracing::debug!("{node} reachable in {hops} hops"),
             Event::Unreachable { node } => tracing::debug!("{node} unreachable"),
             Event::Dropped { id, reason } => tracing::debug!("dropped {id}: {reason:?}"),
-            Event::Stream(_) => {}
-        }
-    }
-
-    /// The echo service answers every bundle with its payload, back to its source.
-    fn echo(&mut self, d: &node::Delivery) {
-        if d.id.source.is_null() {
-            return;
-        }
-        let now = self.now();
-        let mut out = Outgoing::new(
-            d.destination.clone(),
-            d.id.source.clone(),
-            d.payload.clone(),
-        );
-        out.class = if d.class == Class::Stream {
-            Class::Dtn
-        } else {
-            d.class
-        };
-        // The answer is worth as long as the question.
-        out.lifetime_ms = d.expiry.saturating_sub(now).max(1);
-        if let Err(e) = self.node.send(now, out) {
-            tracing::debug!("echo to {}: {e}", d.id.source);
+            // Deliveries go to the host's inboxes; streams are the RPC engine's.
+            Event::Delivered(_) | Event::Stream(_) => {}
         }
     }
 
@@ -1697,7 +1583,8 @@ impl Daemon {
             }
             Request::Routes(reply) => {
                 let routes = self
-                    .node
+                    .host
+                    .node()
                     .routes()
                     .into_iter()
                     .map(|r| RouteInfo {
@@ -1714,10 +1601,7 @@ impl Daemon {
             // A send is answered once the pump's commit is durable: accepted means durable.
             Request::Send(req, reply) => {
                 let result = self.api_send_json(req);
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::SendBytes {
                 request,
@@ -1725,10 +1609,7 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.api_send(request, payload);
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::Peek {
                 endpoint,
@@ -1739,8 +1620,9 @@ impl Daemon {
             } => {
                 let result = self.endpoint(&endpoint).and_then(|ep| {
                     let waiting = self
-                        .inboxes
-                        .peek(self.node.store(), &ep, max, after, with_payload)
+                        .host
+                        .inboxes()
+                        .peek(self.host.node().store(), &ep, max, after, with_payload)
                         .map_err(internal)?;
                     Ok(waiting.into_iter().map(received).collect())
                 });
@@ -1752,8 +1634,9 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.endpoint(&endpoint).and_then(|ep| {
-                    self.inboxes
-                        .payload(self.node.store(), &ep, seq)
+                    self.host
+                        .inboxes()
+                        .payload(self.host.node().store(), &ep, seq)
                         .map_err(internal)?
                         .ok_or_else(|| not_waiting(&ep, seq))
                 });
@@ -1765,20 +1648,14 @@ impl Daemon {
                 reply,
             } => {
                 let result = self.endpoint(&endpoint).and_then(|ep| {
-                    if !self
-                        .inboxes
-                        .remove(self.node.store_mut(), &ep, seq)
-                        .map_err(internal)?
-                    {
+                    let (inboxes, store) = self.host.inboxes_mut();
+                    if !inboxes.remove(store, &ep, seq).map_err(internal)? {
                         return Err(not_waiting(&ep, seq));
                     }
                     Ok(())
                 });
                 // Answered once the removal is durable.
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::Reports { bundle, reply } => {
                 let reports = self
@@ -1795,10 +1672,7 @@ impl Daemon {
             // Like a send, a call is answered once it is durable.
             Request::Call(spec, reply) => {
                 let result = self.api_call(&spec);
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::CallNow { spec, made, done } => {
                 self.make_call_and_wait(&spec, made, CallWaiter::Info(WaitFor::default(), done));
@@ -1811,11 +1685,10 @@ impl Daemon {
             }
             Request::Calls(reply) => {
                 let calls = self
-                    .rpc
-                    .engine
+                    .engine()
                     .call_ids()
                     .iter()
-                    .filter_map(|id| self.rpc.engine.call_ref(id))
+                    .filter_map(|id| self.engine().call_ref(id))
                     .map(|v| self.info_of(v, false))
                     .collect();
                 let _ = reply.send(calls);
@@ -1840,25 +1713,23 @@ impl Daemon {
             Request::CancelCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
                     let now = self.now();
-                    self.rpc
-                        .engine
-                        .cancel(now, &mut self.node, call_id)
+                    let (rpc, node) = self.engine_mut();
+                    rpc.cancel(now, node, call_id)
                         .map_err(|e| call_error(e, &CallSpec::default()))?;
                     self.call_info(&id, true)
                 });
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::ForgetCall { id, reply } => {
                 let result = parse_call_id(&id).and_then(|call_id| {
                     if self.call_waiting(&call_id) {
                         // The servers are told, and a running execution stops.
                         let now = self.now();
-                        let _ = self.rpc.engine.cancel(now, &mut self.node, call_id);
+                        let (rpc, node) = self.engine_mut();
+                        let _ = rpc.cancel(now, node, call_id);
                     }
-                    if self.rpc.engine.forget(&mut self.node, call_id) {
+                    let (rpc, node) = self.engine_mut();
+                    if rpc.forget(node, call_id) {
                         // Watchers of the call look again (and find it gone).
                         self.rpc.calls_changed = true;
                         self.rpc.changed_calls.insert(call_id);
@@ -1870,14 +1741,11 @@ impl Daemon {
                         ))
                     }
                 });
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::File { hash, reply } => {
                 let result = crate::calls::parse_hash(&hash).and_then(|h| {
-                    self.rpc.engine.file(&self.node, &h).ok_or_else(|| {
+                    self.engine().file(self.host.node(), &h).ok_or_else(|| {
                         ApiError::new(
                             "not_found",
                             format!(
@@ -1894,28 +1762,23 @@ impl Daemon {
                 let _ = reply.send(self.procedures());
             }
             Request::Keys(reply) => {
-                let keys = self.rpc.engine.keys().into_iter().map(Into::into).collect();
+                let keys = self.engine().keys().into_iter().map(Into::into).collect();
                 let _ = reply.send(keys);
             }
             Request::AcceptKey { node, key, reply } => {
                 let result = self.accept_key(&node, key.as_deref());
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
             Request::ForgetKey { node, reply } => {
                 let result = crate::keys::parse_key_node(&node).and_then(|id| {
                     let now = self.now();
-                    let old = self.rpc.engine.forget_key(now, &mut self.node, &id);
+                    let (rpc, node) = self.engine_mut();
+                    let old = rpc.forget_key(now, node, &id);
                     let old = old.map_err(crate::keys::key_error)?;
                     tracing::info!("rpc: forgot the key {old} of {id} (the operator's request)");
                     Ok(())
                 });
-                self.pipeline
-                    .pending_mut()
-                    .replies
-                    .push(when_durable(reply, result));
+                self.host.promise(Token::Reply(when_durable(reply, result)));
             }
         }
     }
@@ -1929,10 +1792,9 @@ impl Daemon {
         let id = crate::keys::parse_key_node(node)?;
         let key = key.map(crate::keys::parse_key).transpose()?;
         let now = self.now();
-        let known = self
-            .rpc
-            .engine
-            .accept_key(now, &mut self.node, &id, key)
+        let (rpc, node) = self.engine_mut();
+        let known = rpc
+            .accept_key(now, node, &id, key)
             .map_err(crate::keys::key_error)?;
         tracing::info!(
             "rpc: accepted the key {} for {} (the operator's request)",
@@ -1958,22 +1820,22 @@ impl Daemon {
     }
 
     fn status(&self) -> Status {
-        let usage = self.node.store().usage().unwrap_or(store::Usage {
+        let usage = self.host.node().store().usage().unwrap_or(store::Usage {
             bundles: 0,
             bytes: 0,
             quota: self.config.store_quota,
         });
-        let s = self.node.stats();
+        let s = self.host.node().stats();
         Status {
             node_id: self.config.node_id.to_string(),
             version: env!("CARGO_PKG_VERSION").into(),
             uptime_s: self.started.elapsed().as_secs(),
-            strategy: self.node.strategy_name().into(),
+            strategy: self.host.node().strategy_name().into(),
             peers: self.links.values().filter(|l| l.announced).count(),
             stored_bundles: usage.bundles,
             stored_bytes: usage.bytes,
             store_quota: usage.quota,
-            inbox_bundles: self.inboxes.len(),
+            inbox_bundles: self.host.inboxes().len(),
             counters: Counters {
                 bundles_received: s.bundles_received,
                 bundles_sent: s.bundles_sent,
@@ -1983,13 +1845,13 @@ impl Daemon {
                 dropped: s.dropped,
             },
             listening: self.listening.clone(),
-            public_key: self.rpc.engine.public_key().to_string(),
+            public_key: self.engine().public_key().to_string(),
             rpc: self.rpc_counters(),
         }
     }
 
     fn rpc_counters(&self) -> RpcCounters {
-        let r = self.rpc.engine.stats();
+        let r = self.engine().stats();
         RpcCounters {
             calls_made: r.calls_made,
             calls_accepted: r.calls_accepted,
@@ -1999,9 +1861,9 @@ impl Daemon {
             forged: r.forged,
             untrusted_notices: r.untrusted_notices,
             key_mismatches: r.key_mismatches,
-            running: self.rpc.engine.running() as u64,
-            calls_in_memory: self.rpc.engine.calls_in_memory().0 as u64,
-            served_in_memory: self.rpc.engine.calls_in_memory().1 as u64,
+            running: self.engine().running() as u64,
+            calls_in_memory: self.engine().calls_in_memory().0 as u64,
+            served_in_memory: self.engine().calls_in_memory().1 as u64,
         }
     }
 
@@ -2009,12 +1871,12 @@ impl Daemon {
 
     fn on_finished(&mut self, job: rpc::JobId, outcome: rpc::Outcome) {
         let now = self.now();
-        self.rpc.finished(now, &mut self.node, job, outcome);
+        self.rpc.finished(now, &mut self.host, job, outcome);
     }
 
     fn on_readings(&mut self, readings: &Readings) {
         let facts = crate::rpc_shell::facts(readings, self.started.elapsed());
-        self.rpc.engine.set_facts(facts);
+        self.engine_mut().0.set_facts(facts);
     }
 
     fn api_call(&mut self, spec: &CallSpec) -> Result<CallInfo, ApiError> {
@@ -2055,15 +1917,14 @@ impl Daemon {
 
     /// Whether this node made the call and it still waits for its end.
     fn call_waiting(&self, id: &wire::rpc::CallId) -> bool {
-        self.rpc.engine.call_state(id) == Some(rpc::CallState::Waiting)
+        self.engine().call_state(id) == Some(rpc::CallState::Waiting)
     }
 
     fn make_call(&mut self, spec: &CallSpec) -> Result<wire::rpc::CallId, ApiError> {
         let now = self.now();
         let request = spec.to_request(now, self.rpc_timers())?;
-        self.rpc
-            .engine
-            .call(now, &mut self.node, request)
+        let (rpc, node) = self.engine_mut();
+        rpc.call(now, node, request)
             .map_err(|e| call_error(e, spec))
     }
 
@@ -2118,12 +1979,11 @@ impl Daemon {
 
     /// A call's outcome, from memory or, if it left memory, from the store.
     fn call_outcome_of(&self, id: &wire::rpc::CallId) -> Result<CallOutcome, ApiError> {
-        if let Some(view) = self.rpc.engine.call_ref(id) {
+        if let Some(view) = self.engine().call_ref(id) {
             return Ok(CallOutcome::from_view(view));
         }
-        self.rpc
-            .engine
-            .call_record(&self.node, id)
+        self.engine()
+            .call_record(self.host.node(), id)
             .map(|record| CallOutcome::from_view(record.as_ref()))
             .ok_or_else(|| ApiError::new("not_found", format!("no call {id} on this node")))
     }
@@ -2137,14 +1997,13 @@ impl Daemon {
         id: &wire::rpc::CallId,
         with_timeline: bool,
     ) -> Result<CallInfo, ApiError> {
-        if let Some(view) = self.rpc.engine.call_ref(id) {
+        if let Some(view) = self.engine().call_ref(id) {
             return Ok(self.info_of(view, with_timeline));
         }
         // A finished call that left the engine's memory is read back from the store.
         let record = self
-            .rpc
-            .engine
-            .call_record(&self.node, id)
+            .engine()
+            .call_record(self.host.node(), id)
             .ok_or_else(|| ApiError::new("not_found", format!("no call {id} on this node")))?;
         Ok(self.info_of(record.as_ref(), with_timeline))
     }
@@ -2153,12 +2012,13 @@ impl Daemon {
         // From the engine's index: reading the store would read each file whole.
         // A file on its way in pieces shows how much of it is here.
         let arriving = if view.replies.iter().any(|r| r.missing_files > 0) {
-            self.rpc.engine.files_arriving(&self.node, &view.call.id)
+            self.engine()
+                .files_arriving(self.host.node(), &view.call.id)
         } else {
             Vec::new()
         };
         let here = |hash: &[u8; 32]| {
-            if self.rpc.engine.holds_file(hash) {
+            if self.engine().holds_file(hash) {
                 return FileHere::All;
             }
             match arriving.iter().find(|(h, _)| h == hash) {
@@ -2227,12 +2087,12 @@ impl Daemon {
     }
 
     fn bundles(&self) -> Vec<BundleInfo> {
-        let Ok(list) = self.node.store().list() else {
+        let Ok(list) = self.host.node().store().list() else {
             return Vec::new();
         };
         list.into_iter()
             .map(|m| BundleInfo {
-                size: self.node.held_payload_len(&m.id).unwrap_or(0),
+                size: self.host.node().held_payload_len(&m.id).unwrap_or(0),
                 id: m.id.to_string(),
                 destination: m.destination.to_string(),
                 expiry_ms: m.expiry,
@@ -2301,7 +2161,7 @@ impl Daemon {
             out.flags = BundleFlags(BundleFlags::ANY_REPORT | BundleFlags::STATUS_TIME_REQUESTED);
         }
         let now = self.now();
-        match self.node.send(now, out) {
+        match self.host.node_mut().send(now, out) {
             Ok(id) => Ok(SendReply {
                 id: id.to_string(),
                 size,
@@ -2322,8 +2182,8 @@ impl Daemon {
 
     fn metrics_text(&self) -> String {
         use std::fmt::Write as _;
-        let s = self.node.stats();
-        let usage = self.node.store().usage().ok();
+        let s = self.host.node().stats();
+        let usage = self.host.node().store().usage().ok();
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
             let _ = writeln!(out, "# HELP ferry_{name} {help}");
@@ -2406,7 +2266,7 @@ impl Daemon {
             "inbox_bundles",
             "gauge",
             "Bundles waiting in local inboxes.",
-            self.inboxes.len(),
+            self.host.inboxes().len(),
         );
         let m = &self.metrics;
         metric(
@@ -2521,7 +2381,7 @@ impl Daemon {
             "store_commits_total",
             "counter",
             "Store commits (each a batch of changes, written but not yet synced).",
-            self.pipeline.commits(),
+            self.host.pipeline().commits(),
         );
         metric(
             "store_syncs_total",
@@ -2620,7 +2480,7 @@ impl Daemon {
             "purge_set_entries",
             "gauge",
             "Keys of bundles known to be delivered (the purge set).",
-            self.node.purge_set_len() as u64,
+            self.host.node().purge_set_len() as u64,
         );
         metric(
             "purge_set_full_total",
@@ -2642,7 +2502,7 @@ impl Daemon {
              summary.",
             s.summary_purge_keys_ignored,
         );
-        let r = self.rpc.engine.stats();
+        let r = self.engine().stats();
         metric(
             "rpc_forged_total",
             "counter",
@@ -2693,7 +2553,7 @@ fn received(w: Waiting) -> crate::control::Received {
 /// writers, the API, another daemon in the same process) to another thread. Not always, as that
 /// hand-over costs more than a small commit (a `null` call's p50 on tmpfs: 0.59 ms with it,
 /// 0.43 ms without).
-fn commit_off_the_workers(store: &mut (dyn store::Store + Send)) -> store::Result<bool> {
+fn commit_off_the_workers(store: &mut dyn store::Store) -> store::Result<bool> {
     let multi_thread = matches!(
         tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()),
         Ok(tokio::runtime::RuntimeFlavor::MultiThread)

@@ -33,7 +33,7 @@ pub mod discovery;
 pub mod exec;
 pub mod facts;
 pub mod identity;
-pub mod inbox;
+pub use host::inbox;
 pub mod keys;
 pub mod relay;
 pub mod rpc_shell;
@@ -244,8 +244,9 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         Box::new(store) as Box<dyn Store + Send>,
         clock.now(),
     );
-    let (rpc, finished) = rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())
-        .context("starting remote procedure calls")?;
+    let (rpc, engine, finished) =
+        rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())
+            .context("starting remote procedure calls")?;
     // Working directories a crashed daemon left behind hold nothing anyone waits for: the
     // executions they belonged to are answered `internal` by the restarted engine.
     exec::clear_work_root(rpc.work_root())
@@ -275,7 +276,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         (recovery.dropped.len() + recovery.rpc_dropped.len()) as u64,
         control_ends.deliveries,
         control_ends.calls,
-        rpc,
+        (rpc, engine),
         tls,
     )
     .context("loading the inboxes")?;

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use host::Host;
 use node::Node;
 use rpc::require::{Facts, Requirement};
 use rpc::{JobId, Rpc, RpcEvent};
@@ -22,6 +23,7 @@ use wire::DtnTime;
 use wire::rpc::{RejectCode, Value};
 
 use crate::config::{Config, ProcedureConfig};
+use crate::core::Token;
 use crate::exec;
 use crate::facts::Readings;
 
@@ -41,17 +43,16 @@ pub const EXECUTIONS_DIR: &str = "executions";
 /// An execution's outcome on its way back to the event loop.
 pub type Finished = (JobId, rpc::Outcome);
 
-/// The engine and the executions it started.
+/// The executions the engine started, and what the daemon knows of them.
 pub struct RpcShell {
-    /// The engine.
-    pub engine: Rpc,
     procedures: BTreeMap<String, ProcedureConfig>,
     work_root: PathBuf,
     /// Where executions' records are kept.
     records: PathBuf,
     /// What the previous run of this node left of its executions (record file name → what is
     /// known of the run), until the engine's resumed jobs have claimed theirs; the rest are
-    /// stale (their answers were durable) and removed after the first drain.
+    /// stale (their answers were durable) and removed at the first event after the engine's
+    /// start.
     prior: Option<BTreeMap<String, String>>,
     /// Records of executions whose outcomes the engine has: removed once that is durable.
     records_done: Vec<PathBuf>,
@@ -59,10 +60,6 @@ pub struct RpcShell {
     running: BTreeMap<JobId, (oneshot::Sender<()>, PathBuf)>,
     /// Records of executions the engine aborted, until their processes are gone.
     stopping: BTreeMap<JobId, PathBuf>,
-    /// Executions the engine asked for, started only after the store sync that makes their
-    /// calls' records durable: a crash can then never forget a call whose program already ran
-    /// (which would run it again when a copy of the call comes back).
-    to_start: Vec<(JobId, exec::Job, oneshot::Receiver<()>)>,
     finished: mpsc::Sender<Finished>,
     /// Whether a call this node made changed since the last commit (API waiters look again).
     pub calls_changed: bool,
@@ -76,14 +73,14 @@ pub struct RpcShell {
 
 impl RpcShell {
     /// The engine for `node`: identity from `<data_dir>/identity` (created on first start),
-    /// predicates parsed (an error renders the faulty spot), durable state loaded. Returns the
-    /// receiver the event loop reads finished executions from.
+    /// predicates parsed (an error renders the faulty spot), durable state loaded; and its
+    /// shell. Returns the receiver the event loop reads finished executions from.
     pub fn new(
         config: &Config,
         data_dir: &Path,
         node: &mut Node,
         now: DtnTime,
-    ) -> anyhow::Result<(Self, mpsc::Receiver<Finished>)> {
+    ) -> anyhow::Result<(Self, Rpc, mpsc::Receiver<Finished>)> {
         let identity_path = data_dir.join(IDENTITY_FILE);
         let (identity, created) = crate::identity::load_or_create(&identity_path)?;
         if created {
@@ -118,13 +115,9 @@ impl RpcShell {
         let mut seed = [0u8; 32];
         getrandom::getrandom(&mut seed)
             .map_err(|e| anyhow::anyhow!("drawing the RPC engine's seed: {e}"))?;
-        let mut engine = Rpc::new(engine_config, identity, seed, node, now);
-        // The pump writes the records after the input's messages are on the wire (and before
-        // it commits): a reply does not wait for SQLite.
-        engine.defer_record_writes(true);
+        let engine = Rpc::new(engine_config, identity, seed, node, now);
         let (tx, rx) = mpsc::channel(256);
         let shell = Self {
-            engine,
             procedures: config
                 .rpc
                 .procedures
@@ -137,14 +130,13 @@ impl RpcShell {
             records_done: Vec::new(),
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
-            to_start: Vec::new(),
             finished: tx,
             calls_changed: false,
             changed_calls: Default::default(),
             presented_bound_logged: false,
             learnt_bound_logged: false,
         };
-        Ok((shell, rx))
+        Ok((shell, engine, rx))
     }
 
     /// The procedures this node serves, in name order.
@@ -157,55 +149,34 @@ impl RpcShell {
         &self.work_root
     }
 
-    /// Carries out what the engine asks. Returns whether there was anything.
-    pub fn drain(&mut self, now: DtnTime, node: &mut Node) -> bool {
-        let mut any = false;
-        while let Some(event) = self.engine.poll_event() {
-            any = true;
-            match event {
-                RpcEvent::Execute(job) if job.procedure == NULL_PROCEDURE => {
-                    let done = rpc::Outcome::Success {
-                        value: Bytes::new(),
-                        files: Vec::new(),
-                        run_ms: 0,
-                    };
-                    self.engine.finished(now, node, job.id, done);
-                }
-                RpcEvent::Execute(job) if job.resumed => self.resume(now, node, job),
-                RpcEvent::Execute(job) => self.execute(job),
-                RpcEvent::Abort { job, reason } => {
-                    let waiting = self.to_start.len();
-                    self.to_start.retain(|(id, ..)| *id != job);
-                    if let Some((cancel, record)) = self.running.remove(&job) {
-                        tracing::info!("stopping execution {}: {reason}", job.0);
-                        let _ = cancel.send(());
-                        // One that never started has no record. One that did keeps its
-                        // record until its processes are gone (`finished`), so that a crash
-                        // meanwhile still finds and kills them at the next start.
-                        if self.to_start.len() == waiting {
-                            self.stopping.insert(job, record);
-                        }
-                    }
-                }
-                RpcEvent::CallChanged(id) | RpcEvent::CallFinished(id) => {
-                    self.calls_changed = true;
-                    self.changed_calls.insert(id);
-                }
-                RpcEvent::KeyMismatch {
-                    node: claimed,
-                    known,
-                    presented,
-                    message,
-                } => {
-                    tracing::warn!(
-                        "rpc: dropped a {message} from {claimed} signed by key {presented}, not \
-                         the key known for it ({known}); if {claimed} was reinstalled, accept \
-                         its new key with `ferry keys accept {claimed}`"
-                    );
-                }
+    /// An RPC event the host passed on: changed calls are noted for their waiters, key
+    /// mismatches told to the operator.
+    pub fn on_event(&mut self, event: RpcEvent) {
+        match event {
+            RpcEvent::CallChanged(id) | RpcEvent::CallFinished(id) => {
+                self.calls_changed = true;
+                self.changed_calls.insert(id);
             }
+            RpcEvent::KeyMismatch {
+                node: claimed,
+                known,
+                presented,
+                message,
+            } => {
+                tracing::warn!(
+                    "rpc: dropped a {message} from {claimed} signed by key {presented}, not \
+                     the key known for it ({known}); if {claimed} was reinstalled, accept \
+                     its new key with `ferry keys accept {claimed}`"
+                );
+            }
+            // The host turns these into its own outputs.
+            RpcEvent::Execute(_) | RpcEvent::Abort { .. } => {}
         }
-        if !self.learnt_bound_logged && self.engine.stats().keys_not_learnt > 0 {
+    }
+
+    /// Tells the operator, once each, that the engine's key tables are full.
+    pub fn log_bounds(&mut self, engine: &Rpc) {
+        if !self.learnt_bound_logged && engine.stats().keys_not_learnt > 0 {
             self.learnt_bound_logged = true;
             tracing::warn!(
                 "rpc: {} keys are known, the most kept; new nodes' keys are not learnt (counted \
@@ -213,7 +184,7 @@ impl RpcShell {
                 rpc::MAX_LEARNT_KEYS
             );
         }
-        if !self.presented_bound_logged && self.engine.stats().presented_keys_dropped > 0 {
+        if !self.presented_bound_logged && engine.stats().presented_keys_dropped > 0 {
             self.presented_bound_logged = true;
             tracing::warn!(
                 "rpc: more nodes presented keys other than their known ones than are kept; the \
@@ -221,27 +192,44 @@ impl RpcShell {
                  ferry_rpc_presented_keys_dropped_total)"
             );
         }
-        for e in self.engine.take_errors() {
-            tracing::error!("rpc: {e}");
-        }
-        // The engine asked about every execution the restart cut off when it loaded: records
-        // it did not ask about belong to calls whose answers were durable before the crash.
+    }
+
+    /// The engine asked about every execution the restart cut off when it loaded (the host
+    /// passed each on as a resume before anything else): records it did not ask about belong
+    /// to calls whose answers were durable before the crash, and are removed.
+    pub fn forget_stale_records(&mut self) {
         if let Some(stale) = self.prior.take() {
             let stale: Vec<PathBuf> = stale.into_keys().map(|n| self.records.join(n)).collect();
             exec::remove_records(&stale);
         }
-        any
+    }
+
+    /// The engine stops an execution.
+    pub fn abort(&mut self, job: JobId, reason: &str) {
+        if let Some((cancel, record)) = self.running.remove(&job) {
+            tracing::info!("stopping execution {}: {reason}", job.0);
+            let _ = cancel.send(());
+            // It keeps its record until its processes are gone (`finished`), so that a crash
+            // meanwhile still finds and kills them at the next start.
+            self.stopping.insert(job, record);
+        }
     }
 
     /// An execution ended: the engine gets its outcome.
-    pub fn finished(&mut self, now: DtnTime, node: &mut Node, job: JobId, outcome: rpc::Outcome) {
+    pub(crate) fn finished(
+        &mut self,
+        now: DtnTime,
+        host: &mut Host<Token>,
+        job: JobId,
+        outcome: rpc::Outcome,
+    ) {
         if let Some((_, record)) = self.running.remove(&job) {
             self.records_done.push(record);
         }
         if let Some(record) = self.stopping.remove(&job) {
             self.records_done.push(record);
         }
-        self.engine.finished(now, node, job, outcome);
+        host.finished(now, job, outcome);
     }
 
     /// Records of executions whose outcome the engine has now: the event loop removes them
@@ -260,7 +248,7 @@ impl RpcShell {
     /// A job whose execution the restart cut off: what the previous run's record says decides,
     /// with the engine's [`rpc::Rpc::resume`], whether it runs (never started, or idempotent)
     /// or its caller learns that it ran and its result was lost.
-    fn resume(&mut self, now: DtnTime, node: &mut Node, job: rpc::Job) {
+    pub(crate) fn resume(&mut self, now: DtnTime, host: &mut Host<Token>, job: rpc::Job) {
         let record = self.record_path(&job);
         let name = record.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let prior = match self.prior.as_mut().and_then(|p| p.remove(name)) {
@@ -273,16 +261,13 @@ impl RpcShell {
             job.caller,
             job.procedure
         );
-        match self.engine.resume(&job, prior) {
-            None => self.execute(job),
-            Some(outcome) => {
-                self.records_done.push(record);
-                self.engine.finished(now, node, job.id, outcome);
-            }
+        if !host.resume(now, job, prior) {
+            self.records_done.push(record);
         }
     }
 
-    fn execute(&mut self, job: rpc::Job) {
+    /// Runs an execution whose call is durable now (the host said so).
+    pub fn execute(&mut self, job: rpc::Job) {
         let id = job.id;
         let Some(procedure) = self.procedures.get(&job.procedure) else {
             // The engine only admits offered procedures; a configuration reloaded without one
@@ -302,6 +287,7 @@ impl RpcShell {
                 return;
             }
         };
+        let record = self.record_path(&job);
         let exec_job = exec::Job {
             program: procedure.exec.clone(),
             args: procedure.args.clone(),
@@ -311,7 +297,7 @@ impl RpcShell {
             work_root: self.work_root.clone(),
             call_id: job.call.to_string(),
             caller: job.caller.to_string(),
-            record: Some(self.record_path(&job)),
+            record: Some(record.clone()),
         };
         tracing::info!(
             "running {} for {} (call {})",
@@ -320,71 +306,13 @@ impl RpcShell {
             job.call
         );
         let (cancel, cancelled) = oneshot::channel();
-        let record = self.record_path(&job);
         self.running.insert(id, (cancel, record));
-        self.to_start.push((id, exec_job, cancelled));
+        let finished = self.finished.clone();
+        tokio::spawn(async move {
+            let outcome = exec::run(exec_job, cancelled).await;
+            let _ = finished.send((id, engine_outcome(outcome))).await;
+        });
     }
-
-    /// Whether executions wait for the next commit.
-    pub fn has_executions(&self) -> bool {
-        !self.to_start.is_empty()
-    }
-
-    /// The executions asked for since the last commit: they wait for the sync that makes their
-    /// calls' records durable, then go to [`RpcShell::start_executions`] (or, if it failed, to
-    /// [`RpcShell::refuse_executions`]).
-    pub fn take_executions(&mut self) -> Vec<PendingExecution> {
-        std::mem::take(&mut self.to_start)
-            .into_iter()
-            .map(|(id, job, cancelled)| PendingExecution { id, job, cancelled })
-            .collect()
-    }
-
-    /// Starts executions whose calls are durable now; those stopped while they waited are not.
-    pub fn start_executions(&mut self, executions: Vec<PendingExecution>) {
-        for PendingExecution {
-            id,
-            job,
-            mut cancelled,
-        } in executions
-        {
-            // An abort while the execution waited for the disk took its cancel switch.
-            if !self.running.contains_key(&id) || cancelled.try_recv().is_ok() {
-                continue;
-            }
-            let finished = self.finished.clone();
-            tokio::spawn(async move {
-                let outcome = exec::run(job, cancelled).await;
-                let _ = finished.send((id, engine_outcome(outcome))).await;
-            });
-        }
-    }
-
-    /// The store could not make these executions' calls durable: they are not run (a restart
-    /// could not know they had), and their callers hear why.
-    pub fn refuse_executions(
-        &mut self,
-        now: DtnTime,
-        node: &mut Node,
-        executions: Vec<PendingExecution>,
-        error: &str,
-    ) {
-        for PendingExecution { id, .. } in executions {
-            if self.running.remove(&id).is_none() {
-                continue;
-            }
-            let detail = format!("the call could not be recorded, so it was not run: {error}");
-            self.engine
-                .finished(now, node, id, failure(RejectCode::Internal, detail));
-        }
-    }
-}
-
-/// An execution waiting for the disk to make its call durable before it starts.
-pub struct PendingExecution {
-    id: JobId,
-    job: exec::Job,
-    cancelled: oneshot::Receiver<()>,
 }
 
 /// The engine's configuration from the daemon's.
