@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 use bytes::Bytes;
+use host::{Commit, Host, HostConfig, Output, PipelineConfig};
 use node::{
     Class, Event, Frame, LinkChange, LinkId, Node, NodeConfig, Outgoing, StrategyKind,
     TransferResult,
@@ -43,7 +44,7 @@ use node::{
 use store::MemoryStore;
 use wire::{BundleId, DtnTime, Eid, bundle_key};
 
-use crate::sim_store::{Interner, SimStore};
+use crate::sim_store::{DiskHandle, Interner, SimStore};
 
 pub use rng::Rng;
 pub use topology::{ContactPlan, LinkEvent, PlanError, Topology};
@@ -107,6 +108,16 @@ impl Default for Workload {
     }
 }
 
+/// A node's host in the simulator: the daemon's own host core, with no promises of the shell's.
+pub type SimHost = Host<()>;
+
+/// The simulated disk under every node's store (see [`Scenario::disk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskModel {
+    /// How long a sync takes: a power cut meanwhile loses the commits it was to make durable.
+    pub sync_ms: u64,
+}
+
 /// Everything that defines a run. Two runs of the same scenario are identical.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -135,6 +146,12 @@ pub struct Scenario {
     /// Tell nodes how long each contact of a contact plan lasts (so they can split bundles to fit
     /// it); without hints only reactive fragmentation helps.
     pub contact_hints: bool,
+    /// A disk under every store, with the daemon's commit and sync timing: a commit waits up to
+    /// 10 ms for company, a sync of commits nobody waits for up to 100 ms, and each sync takes
+    /// `sync_ms`; a power cut ([`Sim::schedule_power_cut`]) loses every commit the last finished
+    /// sync did not cover. Without it every change is durable at once (and a crash loses
+    /// nothing written).
+    pub disk: Option<DiskModel>,
 }
 
 impl Scenario {
@@ -153,6 +170,7 @@ impl Scenario {
             check_every_ms: 10_000,
             stop_when_delivered: false,
             contact_hints: true,
+            disk: None,
         }
     }
 }
@@ -256,6 +274,13 @@ enum Ev {
         action: u64,
     },
     Restart(usize),
+    PowerCut(usize),
+    Synced {
+        node: usize,
+        /// The node's start the sync belongs to (a sync of a crashed node never ends).
+        start: u64,
+        upto: u64,
+    },
 }
 
 impl Ev {
@@ -277,6 +302,8 @@ impl Ev {
             Ev::AppTimer { node, .. } => 8 + ((*node as u64) << 8),
             Ev::Action { node, action } => 9 + ((*node as u64) << 8) + (action << 32),
             Ev::Restart(node) => 10 + ((*node as u64) << 8),
+            Ev::PowerCut(node) => 11 + ((*node as u64) << 8),
+            Ev::Synced { node, upto, .. } => 12 + ((*node as u64) << 8) + (upto << 32),
         }
     }
 }
@@ -325,7 +352,11 @@ struct SimLink {
 }
 
 struct SimNode {
-    node: Node,
+    host: SimHost,
+    /// The disk under its store, with the disk model.
+    disk: Option<DiskHandle>,
+    /// How often it (re)started: a sync started before a crash never reports.
+    start: u64,
     timer_generation: u64,
     timer_at: Option<DtnTime>,
     bytes_sent: u64,
@@ -393,22 +424,24 @@ impl Ledger {
     }
 }
 
-/// An application layer above every node (the RPC engines, in Ferry's RPC scenarios): it sees
-/// every node event that is not a delivery to the ledger's application endpoint, has timers of its
-/// own, and gets scripted actions and restarts. Whatever it asks of a node (sends, streams) the
-/// simulator carries like any other traffic.
+/// An application layer above every node's host (the RPC procedures and scripted calls, in
+/// Ferry's RPC scenarios): it gets what each host hands its shell beyond transmits (executions to
+/// run, resume or stop, RPC events, node events other than deliveries to the ledger's
+/// application endpoint), has timers of its own, and gets scripted actions and (re)starts.
+/// Whatever it asks of a host (sends, calls) the simulator carries like any other traffic.
 pub trait App {
-    /// A node emitted an event.
-    fn event(&mut self, now: DtnTime, i: usize, node: &mut Node, event: &Event);
+    /// Node `i` started, or restarted from its store ([`Sim::schedule_restart`],
+    /// [`Sim::schedule_power_cut`]): whatever the app kept in memory for it is gone; it puts
+    /// an RPC engine on the host if the node has one ([`Host::set_rpc`]).
+    fn started(&mut self, now: DtnTime, i: usize, host: &mut SimHost);
+    /// Node `i`'s host asked something of its shell.
+    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<()>);
     /// The app's timer for node `i` fired.
-    fn timeout(&mut self, now: DtnTime, i: usize, node: &mut Node);
+    fn timeout(&mut self, now: DtnTime, i: usize, host: &mut SimHost);
     /// When the app next wants [`App::timeout`] for node `i`.
     fn next_timeout(&self, i: usize) -> Option<DtnTime>;
     /// A scripted action ([`Sim::schedule_action`]) is due at node `i`.
-    fn action(&mut self, now: DtnTime, i: usize, node: &mut Node, action: u64);
-    /// Node `i` was restarted from its store ([`Sim::schedule_restart`]): whatever the app kept
-    /// in memory for it is gone, and it should start again from the store.
-    fn restarted(&mut self, now: DtnTime, i: usize, node: &mut Node);
+    fn action(&mut self, now: DtnTime, i: usize, host: &mut SimHost, action: u64);
 }
 
 /// No application layer: the workload's bundles are all there is.
@@ -416,13 +449,13 @@ pub trait App {
 pub struct NoApp;
 
 impl App for NoApp {
-    fn event(&mut self, _: DtnTime, _: usize, _: &mut Node, _: &Event) {}
-    fn timeout(&mut self, _: DtnTime, _: usize, _: &mut Node) {}
+    fn started(&mut self, _: DtnTime, _: usize, _: &mut SimHost) {}
+    fn output(&mut self, _: DtnTime, _: usize, _: &mut SimHost, _: Output<()>) {}
+    fn timeout(&mut self, _: DtnTime, _: usize, _: &mut SimHost) {}
     fn next_timeout(&self, _: usize) -> Option<DtnTime> {
         None
     }
-    fn action(&mut self, _: DtnTime, _: usize, _: &mut Node, _: u64) {}
-    fn restarted(&mut self, _: DtnTime, _: usize, _: &mut Node) {}
+    fn action(&mut self, _: DtnTime, _: usize, _: &mut SimHost, _: u64) {}
 }
 
 /// A simulation in progress.
@@ -451,6 +484,8 @@ pub struct Sim<A: App = NoApp> {
     /// Store-carry-forward transfers of bundles of at least this many bytes, as they go (off
     /// unless [`Sim::log_transfers`] asked for them).
     transfer_log: Option<(u64, Vec<TransferLog>)>,
+    /// The large RPC file values every node's store shares.
+    interner: Interner,
 }
 
 /// A step of a store-carry-forward transfer of a large bundle (see [`Sim::log_transfers`]): for
@@ -505,12 +540,13 @@ impl<A: App> Sim<A> {
                 config.strategy = scenario.strategy;
                 config.beacon_period_ms = scenario.beacon_period_ms;
                 config.max_bundle_piece = scenario.max_bundle_piece;
+                let disk = scenario.disk.map(|_| DiskHandle::default());
+                let store = SimStore::new(scenario.quota, interner.clone(), disk.clone());
+                let node = Node::new(config, Box::new(store), SIM_EPOCH);
                 SimNode {
-                    node: Node::new(
-                        config,
-                        Box::new(SimStore::new(scenario.quota, interner.clone())),
-                        SIM_EPOCH,
-                    ),
+                    host: new_host(node, &scenario),
+                    disk,
+                    start: 0,
                     timer_generation: 0,
                     timer_at: None,
                     bytes_sent: 0,
@@ -535,6 +571,7 @@ impl<A: App> Sim<A> {
             receiving: BTreeSet::new(),
             link_events: Vec::new(),
             transfer_log: None,
+            interner,
             rng: rng.fork(),
             scenario,
         };
@@ -586,7 +623,14 @@ impl<A: App> Sim<A> {
         let check = sim.scenario.check_every_ms.max(1);
         sim.schedule(SIM_EPOCH + check, Ev::Check);
         for i in 0..count {
-            sim.drain(i);
+            sim.app.started(SIM_EPOCH, i, &mut sim.nodes[i].host);
+            sim.schedule(
+                SIM_EPOCH,
+                Ev::Timer {
+                    node: i,
+                    generation: 0,
+                },
+            );
         }
         sim
     }
@@ -598,7 +642,26 @@ impl<A: App> Sim<A> {
 
     /// A node.
     pub fn node(&self, i: usize) -> &Node {
-        &self.nodes[i].node
+        self.nodes[i].host.node()
+    }
+
+    /// A node's host.
+    pub fn host(&self, i: usize) -> &SimHost {
+        &self.nodes[i].host
+    }
+
+    /// A node's RPC engine, if the app gave it one.
+    pub fn engine(&self, i: usize) -> Option<&::rpc::Rpc> {
+        self.nodes[i].host.rpc()
+    }
+
+    /// Commits of node `i`'s store that changed it, and how many of them power cuts took
+    /// (with the disk model; zeros without).
+    pub fn commits(&self, i: usize) -> (u64, u64) {
+        self.nodes[i].disk.as_ref().map_or((0, 0), |d| {
+            let d = d.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (d.commits + d.lost_commits, d.lost_commits)
+        })
     }
 
     /// Runs to the end of the scenario (or until everything was delivered, if asked).
@@ -651,9 +714,9 @@ impl<A: App> Sim<A> {
         &self.app
     }
 
-    /// The application layer and a node, mutably (to inspect or poke between runs).
-    pub fn app_and_node(&mut self, i: usize) -> (&mut A, &mut Node) {
-        (&mut self.app, &mut self.nodes[i].node)
+    /// The application layer and a node's host, mutably (to inspect or poke between runs).
+    pub fn app_and_host(&mut self, i: usize) -> (&mut A, &mut SimHost) {
+        (&mut self.app, &mut self.nodes[i].host)
     }
 
     /// Schedules a scripted action for the app at node `i`, `at_ms` after the start.
@@ -665,6 +728,13 @@ impl<A: App> Sim<A> {
     /// rebuilt from its store, and its links come back up.
     pub fn schedule_restart(&mut self, at_ms: u64, i: usize) {
         self.schedule(SIM_EPOCH + at_ms, Ev::Restart(i));
+    }
+
+    /// Cuts node `i`'s power at `at_ms`: as [`Sim::schedule_restart`], but its store comes back
+    /// as the last finished sync left it (with [`Scenario::disk`]; without, everything written
+    /// was durable and this is a restart).
+    pub fn schedule_power_cut(&mut self, at_ms: u64, i: usize) {
+        self.schedule(SIM_EPOCH + at_ms, Ev::PowerCut(i));
     }
 
     /// Takes the link between `a` and `b` up or down at `at_ms` (beside the topology's schedule).
@@ -739,12 +809,12 @@ impl<A: App> Sim<A> {
             held_at_end: self
                 .nodes
                 .iter()
-                .map(|n| n.node.held_bundles().count())
+                .map(|n| n.host.node().held_bundles().count())
                 .sum(),
             fragments: self
                 .nodes
                 .iter()
-                .map(|n| n.node.stats().fragments_sent)
+                .map(|n| n.host.node().stats().fragments_sent)
                 .sum(),
             shared_payloads: self.ledger.shared,
         }
@@ -773,14 +843,14 @@ impl<A: App> Sim<A> {
                     return Ok(()); // superseded
                 }
                 n.timer_at = None;
-                n.node.handle_timeout(now);
+                n.host.handle_timeout(now);
                 self.drain_checked(node)?;
             }
             Ev::TxDone { from, to, epoch } => self.tx_done(from, to, epoch)?,
             Ev::Arrive { from, to, frame } => {
                 // A frame that left completely arrives even if the link went down meanwhile: its
                 // bits were already on their way.
-                let n = &mut self.nodes[to].node;
+                let n = self.nodes[to].host.node_mut();
                 match frame {
                     Frame::Beacon(beacon) => n.handle_beacon(now, LinkId(from as u64), beacon),
                     Frame::Bundle(bundle) => {
@@ -797,7 +867,8 @@ impl<A: App> Sim<A> {
                 result,
             } => {
                 self.nodes[node]
-                    .node
+                    .host
+                    .node_mut()
                     .handle_transfer(now, link, &id, result);
                 self.drain_checked(node)?;
             }
@@ -814,15 +885,27 @@ impl<A: App> Sim<A> {
                     return Ok(()); // superseded
                 }
                 self.app_timers[node].1 = None;
-                self.app.timeout(now, node, &mut self.nodes[node].node);
+                self.app.timeout(now, node, &mut self.nodes[node].host);
                 self.drain_checked(node)?;
             }
             Ev::Action { node, action } => {
                 self.app
-                    .action(now, node, &mut self.nodes[node].node, action);
+                    .action(now, node, &mut self.nodes[node].host, action);
                 self.drain_checked(node)?;
             }
-            Ev::Restart(node) => self.restart(node)?,
+            Ev::Restart(node) => self.restart(node, false)?,
+            Ev::PowerCut(node) => self.restart(node, true)?,
+            Ev::Synced { node, start, upto } => {
+                let n = &mut self.nodes[node];
+                if n.start != start {
+                    return Ok(()); // the node crashed while it synced
+                }
+                if let Some(disk) = &n.disk {
+                    sim_store::end_sync(disk);
+                }
+                n.host.synced(now, upto, Ok(()));
+                self.drain_checked(node)?;
+            }
             Ev::Check => {
                 self.check_scans()?;
                 let next = now + self.scenario.check_every_ms.max(1);
@@ -842,7 +925,7 @@ impl<A: App> Sim<A> {
         );
         out.class = w.class;
         out.lifetime_ms = w.lifetime_ms;
-        if let Ok(id) = self.nodes[src].node.send(self.now, out) {
+        if let Ok(id) = self.nodes[src].host.node_mut().send(self.now, out) {
             self.ledger
                 .sent(id, dst, self.now, self.payloads[i].clone());
         }
@@ -870,7 +953,7 @@ impl<A: App> Sim<A> {
             .get(&(key.0, key.1, e.at))
             .map(|end| end - e.at);
         for (me, other) in [(key.0, key.1), (key.1, key.0)] {
-            self.nodes[me].node.handle_link(
+            self.nodes[me].host.node_mut().handle_link(
                 self.now,
                 LinkChange::Up {
                     link: LinkId(other as u64),
@@ -923,7 +1006,7 @@ impl<A: App> Sim<A> {
                 let id = bundle.id();
                 self.receiving.remove(&(to, id.clone()));
                 if sending.refused {
-                    self.nodes[from].node.handle_transfer(
+                    self.nodes[from].host.node_mut().handle_transfer(
                         self.now,
                         LinkId(to as u64),
                         &id,
@@ -943,16 +1026,18 @@ impl<A: App> Sim<A> {
                     TransferResult::Failed
                 } else if got >= payload_len {
                     // Only the closing bytes were missing: the whole bundle made it.
-                    self.nodes[to]
-                        .node
-                        .handle_bundle(self.now, LinkId(from as u64), bundle);
+                    self.nodes[to].host.node_mut().handle_bundle(
+                        self.now,
+                        LinkId(from as u64),
+                        bundle,
+                    );
                     TransferResult::Complete
                 } else {
                     match bundle.split_at(got as usize) {
                         Ok((prefix, _)) => {
                             // The receiver keeps what arrived as a fragment (reactive
                             // fragmentation), as a TCPCL receiver does with a cut transfer.
-                            self.nodes[to].node.handle_bundle(
+                            self.nodes[to].host.node_mut().handle_bundle(
                                 self.now,
                                 LinkId(from as u64),
                                 prefix,
@@ -962,9 +1047,12 @@ impl<A: App> Sim<A> {
                         Err(_) => TransferResult::Failed,
                     }
                 };
-                self.nodes[from]
-                    .node
-                    .handle_transfer(self.now, LinkId(to as u64), &id, result);
+                self.nodes[from].host.node_mut().handle_transfer(
+                    self.now,
+                    LinkId(to as u64),
+                    &id,
+                    result,
+                );
             }
         }
         for (from, to, frame) in failed {
@@ -979,7 +1067,7 @@ impl<A: App> Sim<A> {
                 self.log_transfer(from, to, &frame, size, "queued, failed by link down".into());
             }
             if let Frame::Bundle(bundle) = frame {
-                self.nodes[from].node.handle_transfer(
+                self.nodes[from].host.node_mut().handle_transfer(
                     self.now,
                     LinkId(to as u64),
                     &bundle.id(),
@@ -988,7 +1076,7 @@ impl<A: App> Sim<A> {
             }
         }
         for (me, other) in [(key.0, key.1), (key.1, key.0)] {
-            self.nodes[me].node.handle_link(
+            self.nodes[me].host.node_mut().handle_link(
                 self.now,
                 LinkChange::Down {
                     link: LinkId(other as u64),
@@ -1071,7 +1159,8 @@ impl<A: App> Sim<A> {
             return;
         };
         let id = b.id();
-        let refuse = !self.nodes[to].node.wants(&id) || self.receiving.contains(&(to, id.clone()));
+        let refuse =
+            !self.nodes[to].host.node().wants(&id) || self.receiving.contains(&(to, id.clone()));
         if self.transfer_log.is_some() {
             let (frame, size) = (sending.frame.clone(), sending.size);
             let what = if refuse { "refused" } else { "started" };
@@ -1159,12 +1248,162 @@ impl<A: App> Sim<A> {
         Ok(())
     }
 
+    /// Runs node `i`'s host until it is quiet, as the daemon's loop does: its events, a commit
+    /// (and a sync when due), its outputs (transmits onto links, deliveries to the ledger,
+    /// the rest to the app, which may ask more of it); then re-arms its timers.
     fn drain_checked(&mut self, i: usize) -> Result<(), Violation> {
-        // The app may send in answer to an event, which may produce more events: until quiet.
         loop {
-            self.drain(i);
-            if !self.check_events(i)? {
+            let now = self.now;
+            let n = &mut self.nodes[i];
+            let busy = n.host.handle_events(now, usize::MAX).busy;
+            if let Commit::Failed(e) = n.host.commit(now, |store| store.commit()) {
+                return Err(self.violation(i, format!("a store commit failed: {e}")));
+            }
+            let n = &mut self.nodes[i];
+            if let Some(upto) = n.host.poll_sync(now) {
+                match (&n.disk, self.scenario.disk) {
+                    (Some(disk), Some(model)) if model.sync_ms > 0 => {
+                        sim_store::begin_sync(disk);
+                        let ev = Ev::Synced {
+                            node: i,
+                            start: n.start,
+                            upto,
+                        };
+                        self.schedule(now + model.sync_ms, ev);
+                    }
+                    (disk, _) => {
+                        if let Some(disk) = disk {
+                            sim_store::begin_sync(disk);
+                            sim_store::end_sync(disk);
+                        }
+                        n.host.synced(now, upto, Ok(()));
+                    }
+                }
+            }
+            let mut outputs = false;
+            while let Some(output) = self.nodes[i].host.poll_output() {
+                outputs = true;
+                match output {
+                    Output::Transmit(t) => self.transmit(i, t),
+                    Output::Node(Event::Delivered(d)) if d.destination == app_endpoint(i) => {
+                        match self.ledger.delivered(i, &d.id, &d.payload, now) {
+                            Ok(()) => self.delivered_count += 1,
+                            Err(what) => return Err(self.violation(i, what)),
+                        }
+                    }
+                    // The simulator's shell promises nothing of its own.
+                    Output::Release { .. } => {}
+                    other => self.app.output(now, i, &mut self.nodes[i].host, other),
+                }
+            }
+            if !busy && !outputs {
                 break;
+            }
+        }
+        self.arm_timers(i);
+        Ok(())
+    }
+
+    /// Restarts node `i` from its store: after a process crash (`power_cut` false) the store
+    /// holds what was committed, after a power cut what the last finished sync covered (with
+    /// the disk model; without it everything written).
+    fn restart(&mut self, i: usize, power_cut: bool) -> Result<(), Violation> {
+        let up: Vec<(usize, usize)> = self
+            .links
+            .iter()
+            .filter(|((a, b), l)| l.up && (*a == i || *b == i))
+            .map(|(k, _)| *k)
+            .collect();
+        for (a, b) in &up {
+            self.link_down(*a, *b)?;
+        }
+        let n = &mut self.nodes[i];
+        let config = n.host.node().config().clone();
+        let placeholder = Node::new(config.clone(), Box::new(MemoryStore::new(0)), self.now);
+        let old = std::mem::replace(&mut n.host, new_host(placeholder, &self.scenario));
+        let store: Box<dyn store::Store + Send> = match &n.disk {
+            Some(disk) => {
+                let snapshot = sim_store::after_crash(disk, power_cut);
+                Box::new(SimStore::restored(
+                    snapshot,
+                    self.scenario.quota,
+                    self.interner.clone(),
+                    disk.clone(),
+                ))
+            }
+            None => old.into_node().into_store(),
+        };
+        n.host = new_host(Node::new(config, store, self.now), &self.scenario);
+        n.start += 1;
+        n.timer_generation += 1;
+        n.timer_at = None;
+        self.app.started(self.now, i, &mut self.nodes[i].host);
+        self.drain_checked(i)?;
+        for (a, b) in up {
+            let e = LinkEvent {
+                at: self.now - SIM_EPOCH,
+                a,
+                b,
+                up: true,
+            };
+            self.link_up(e)?;
+        }
+        Ok(())
+    }
+
+    /// Puts a transmit of node `i` on its link (a bundle for a link that is down fails).
+    fn transmit(&mut self, i: usize, t: node::Transmit) {
+        let to = t.link.0 as usize;
+        if !self.link_is_up(i, to) {
+            if let Frame::Bundle(b) = &t.frame {
+                let ev = Ev::Transfer {
+                    node: i,
+                    link: t.link,
+                    id: b.id(),
+                    result: TransferResult::Failed,
+                };
+                self.schedule(self.now, ev);
+            }
+            return;
+        }
+        let (size, head) = match &t.frame {
+            Frame::Beacon(b) => (b.encode().len() as u64, 0),
+            Frame::Bundle(b) => {
+                let (head, payload, tail) = b.encoded_sizes();
+                ((head + payload + tail) as u64, head as u64)
+            }
+        };
+        let key = (i.min(to), i.max(to));
+        let d = usize::from(i > to);
+        if let Some(link) = self.links.get_mut(&key) {
+            let dir = &mut link.dirs[d];
+            if !t.urgent {
+                dir.bulk.push_back((t.frame, size, head));
+            } else {
+                dir.urgent.push_back((t.frame, size));
+            }
+        }
+        self.start_next(i, to);
+    }
+
+    /// Re-arms node `i`'s host timer and its app timer.
+    fn arm_timers(&mut self, i: usize) {
+        let next = self.nodes[i].host.poll_timeout();
+        let n = &mut self.nodes[i];
+        if next != n.timer_at {
+            n.timer_generation += 1;
+            n.timer_at = next;
+            if let Some(at) = next {
+                let generation = n.timer_generation;
+                // A deadline in the past fires now; the host's handle_timeout moves it on.
+                let at = at.max(self.now);
+                self.schedule(
+                    at,
+                    Ev::Timer {
+                        node: i,
+                        generation,
+                    },
+                );
             }
         }
         let next = self.app.next_timeout(i);
@@ -1180,120 +1419,12 @@ impl<A: App> Sim<A> {
                 self.schedule(when.max(self.now), ev);
             }
         }
-        Ok(())
-    }
-
-    fn restart(&mut self, i: usize) -> Result<(), Violation> {
-        let up: Vec<(usize, usize)> = self
-            .links
-            .iter()
-            .filter(|((a, b), l)| l.up && (*a == i || *b == i))
-            .map(|(k, _)| *k)
-            .collect();
-        for (a, b) in &up {
-            self.link_down(*a, *b)?;
-        }
-        let config = self.nodes[i].node.config().clone();
-        let fresh = Node::new(config, Box::new(MemoryStore::new(0)), self.now);
-        let old = std::mem::replace(&mut self.nodes[i].node, fresh);
-        let store = old.into_store();
-        self.nodes[i].node = Node::new(self.nodes[i].node.config().clone(), store, self.now);
-        self.nodes[i].timer_generation += 1;
-        self.nodes[i].timer_at = None;
-        self.app.restarted(self.now, i, &mut self.nodes[i].node);
-        self.drain_checked(i)?;
-        for (a, b) in up {
-            let e = LinkEvent {
-                at: self.now - SIM_EPOCH,
-                a,
-                b,
-                up: true,
-            };
-            self.link_up(e)?;
-        }
-        Ok(())
-    }
-
-    /// Moves a node's transmits onto links and re-arms its timer.
-    fn drain(&mut self, i: usize) {
-        while let Some(t) = self.nodes[i].node.poll_transmit() {
-            let to = t.link.0 as usize;
-            if !self.link_is_up(i, to) {
-                if let Frame::Bundle(b) = &t.frame {
-                    let ev = Ev::Transfer {
-                        node: i,
-                        link: t.link,
-                        id: b.id(),
-                        result: TransferResult::Failed,
-                    };
-                    self.schedule(self.now, ev);
-                }
-                continue;
-            }
-            let (size, head) = match &t.frame {
-                Frame::Beacon(b) => (b.encode().len() as u64, 0),
-                Frame::Bundle(b) => {
-                    let (head, payload, tail) = b.encoded_sizes();
-                    ((head + payload + tail) as u64, head as u64)
-                }
-            };
-            let key = (i.min(to), i.max(to));
-            let d = usize::from(i > to);
-            if let Some(link) = self.links.get_mut(&key) {
-                let dir = &mut link.dirs[d];
-                if !t.urgent {
-                    dir.bulk.push_back((t.frame, size, head));
-                } else {
-                    dir.urgent.push_back((t.frame, size));
-                }
-            }
-            self.start_next(i, to);
-        }
-        let next = self.nodes[i].node.poll_timeout();
-        let n = &mut self.nodes[i];
-        if next != n.timer_at {
-            n.timer_generation += 1;
-            n.timer_at = next;
-            if let Some(at) = next {
-                let generation = n.timer_generation;
-                // A deadline in the past fires now; the node's handle_timeout moves it on.
-                let at = at.max(self.now);
-                self.schedule(
-                    at,
-                    Ev::Timer {
-                        node: i,
-                        generation,
-                    },
-                );
-            }
-        }
-    }
-
-    /// Checks a node's deliveries against the ledger and hands its other events to the app;
-    /// returns whether the app saw any (it may have sent something).
-    fn check_events(&mut self, i: usize) -> Result<bool, Violation> {
-        let mut app = false;
-        while let Some(event) = self.nodes[i].node.poll_event() {
-            if let Event::Delivered(d) = &event
-                && d.destination == app_endpoint(i)
-            {
-                let now = self.now;
-                match self.ledger.delivered(i, &d.id, &d.payload, now) {
-                    Ok(()) => self.delivered_count += 1,
-                    Err(what) => return Err(self.violation(i, what)),
-                }
-                continue;
-            }
-            self.app.event(self.now, i, &mut self.nodes[i].node, &event);
-            app = true;
-        }
-        Ok(app)
     }
 
     /// The invariants that need a scan of every node.
     fn check_scans(&self) -> Result<(), Violation> {
         for (i, n) in self.nodes.iter().enumerate() {
-            if let Some((id, expiry)) = n.node.held_bundles().find(|(_, e)| *e < self.now) {
+            if let Some((id, expiry)) = n.host.node().held_bundles().find(|(_, e)| *e < self.now) {
                 return Err(self.violation(
                     i,
                     format!(
@@ -1302,7 +1433,7 @@ impl<A: App> Sim<A> {
                     ),
                 ));
             }
-            if let Ok(usage) = n.node.store().usage()
+            if let Ok(usage) = n.host.node().store().usage()
                 && usage.bytes > usage.quota
             {
                 return Err(self.violation(
@@ -1312,6 +1443,30 @@ impl<A: App> Sim<A> {
             }
         }
         Ok(())
+    }
+}
+
+/// A host for a simulated node: deliveries go to the ledger (no inboxes), and its pipeline runs
+/// the daemon's timing with the disk model, or makes every commit durable at once without.
+fn new_host(node: Node, scenario: &Scenario) -> SimHost {
+    let pipeline = match scenario.disk {
+        Some(_) => PipelineConfig::default(),
+        None => PipelineConfig {
+            commit_delay: std::time::Duration::ZERO,
+            sync_delay: std::time::Duration::ZERO,
+            has_syncer: false,
+        },
+    };
+    let config = HostConfig {
+        pipeline,
+        echo_service: None,
+        inboxes: false,
+        null_procedure: None,
+    };
+    match Host::new(node, None, config) {
+        Ok(host) => host,
+        // Without inboxes a host reads nothing from its store to start.
+        Err(e) => unreachable!("a host without inboxes loads nothing: {e}"),
     }
 }
 

@@ -28,14 +28,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use bytes::Bytes;
-use node::{Event, Node, StrategyKind};
+use host::Output;
+use node::{Event, StrategyKind};
 use rpc::{CallRequest, CallState, CallView, Param, ParamType, Target, Timers};
 use wire::DtnTime;
 use wire::rpc::{CallId, Message, Mode, Transport, Value};
 
 use crate::rpc::{Behaviour, RpcApp, procedure};
 use crate::{
-    App, LinkEvent, LinkParams, Rng, SIM_EPOCH, Scenario, Sim, Topology, Violation, node_id,
+    App, LinkEvent, LinkParams, Rng, SIM_EPOCH, Scenario, Sim, SimHost, Topology, Violation,
+    node_id,
 };
 
 /// The paper's time for one call: ack 30 s + result 90 s + dtn 90 s.
@@ -81,24 +83,23 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
         self.made == self.total && self.current_over()
     }
 
-    fn make_call(&mut self, now: DtnTime, node: &mut Node) {
+    fn make_call(&mut self, now: DtnTime, host: &mut SimHost) {
         let request = (self.make)(self.made, now);
         let tag = self.made as u64;
         self.made += 1;
-        self.rpc.call(now, self.client, node, tag, request);
+        self.rpc.call(now, self.client, host, tag, request);
     }
 
     /// After anything happened at node `i`: note a first complete result, and once the current
     /// call is over, plan the next.
-    fn after(&mut self, now: DtnTime, i: usize) {
+    fn after(&mut self, now: DtnTime, i: usize, host: &SimHost) {
         if i != self.client {
             return;
         }
         if let Some((tag, Ok(id))) = self.current()
             && !self.first_result.contains_key(&tag)
-            && self
-                .rpc
-                .engine(i)
+            && host
+                .rpc()
                 .and_then(|e| e.call_view(&id))
                 .is_some_and(|v| complete_result(&v).is_some())
         {
@@ -112,36 +113,28 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
 }
 
 impl<F: FnMut(usize, DtnTime) -> CallRequest> App for Sequence<F> {
-    fn event(&mut self, now: DtnTime, i: usize, node: &mut Node, event: &Event) {
-        if let Some(log) = &mut self.log {
-            match event {
-                Event::Delivered(d) if d.payload.len() >= 1_000_000 => log.push((
-                    now,
-                    i,
-                    format!(
-                        "delivered {} to {} ({} bytes)",
-                        d.id,
-                        d.destination,
-                        d.payload.len()
-                    ),
-                )),
-                Event::Dropped { id, reason } if id.source.to_string().contains("~rpc-data") => {
-                    log.push((now, i, format!("dropped {id}: {reason:?}")))
-                }
-                _ => {}
-            }
-        }
-        self.rpc.event(now, i, node, event);
-        self.after(now, i);
+    fn started(&mut self, now: DtnTime, i: usize, host: &mut SimHost) {
+        self.rpc.started(now, i, host);
     }
 
-    fn timeout(&mut self, now: DtnTime, i: usize, node: &mut Node) {
+    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<()>) {
+        if let Some(log) = &mut self.log
+            && let Output::Node(Event::Dropped { id, reason }) = &output
+            && id.source.to_string().contains("~rpc-data")
+        {
+            log.push((now, i, format!("dropped {id}: {reason:?}")));
+        }
+        self.rpc.output(now, i, host, output);
+        self.after(now, i, host);
+    }
+
+    fn timeout(&mut self, now: DtnTime, i: usize, host: &mut SimHost) {
         if i == self.client && self.next_at.is_some_and(|t| t <= now) {
             self.next_at = None;
-            self.make_call(now, node);
+            self.make_call(now, host);
         }
-        self.rpc.timeout(now, i, node);
-        self.after(now, i);
+        self.rpc.timeout(now, i, host);
+        self.after(now, i, host);
     }
 
     fn next_timeout(&self, i: usize) -> Option<DtnTime> {
@@ -152,17 +145,13 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> App for Sequence<F> {
         }
     }
 
-    fn action(&mut self, now: DtnTime, i: usize, node: &mut Node, action: u64) {
+    fn action(&mut self, now: DtnTime, i: usize, host: &mut SimHost, action: u64) {
         if action == START && i == self.client && self.made == 0 && self.total > 0 {
-            self.make_call(now, node);
-            self.after(now, i);
+            self.make_call(now, host);
+            self.after(now, i, host);
         } else {
-            self.rpc.action(now, i, node, action);
+            self.rpc.action(now, i, host, action);
         }
-    }
-
-    fn restarted(&mut self, now: DtnTime, i: usize, node: &mut Node) {
-        self.rpc.restarted(now, i, node);
     }
 }
 
@@ -605,7 +594,7 @@ impl Fig5 {
         }
         let report = sim.run_until(Sequence::done)?;
         let app = sim.app();
-        let refused = |n: usize| app.rpc.engine(n).map_or(0, |e| e.stats().files_refused);
+        let refused = |n: usize| sim.engine(n).map_or(0, |e| e.stats().files_refused);
         let mut run = CellRun {
             seed,
             calls: self.calls,

@@ -1,12 +1,13 @@
-//! DTN-RPC in the simulator: an [`App`] that puts one [`rpc::Rpc`] engine on every node, runs
-//! simulated procedures (each a [`Behaviour`] with a running time), makes scripted calls and keeps
-//! the record the RPC invariants are checked against: how many times each call ran on each server
-//! (at most once), and how every call ended.
+//! DTN-RPC in the simulator: an [`App`] that puts one [`rpc::Rpc`] engine on every node's host,
+//! runs simulated procedures (each a [`Behaviour`] with a running time) when the host says a
+//! call is durable, makes scripted calls and keeps the record the RPC invariants are checked
+//! against: how many times each call ran on each server (at most once, across crashes and power
+//! cuts), and how every call ended.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use node::{Event, Node};
+use host::Output;
 use rpc::{
     CallRequest, CallState, CallView, Job, JobId, Outcome, ParamType, ProcedureSpec, Rpc,
     RpcConfig, RpcEvent, Target,
@@ -14,7 +15,7 @@ use rpc::{
 use wire::DtnTime;
 use wire::rpc::{CallId, Message, RejectCode, Value};
 
-use crate::App;
+use crate::{App, SimHost};
 
 /// What a simulated procedure does.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,11 +85,11 @@ pub struct Made {
 
 /// The RPC layer of a simulated network.
 pub struct RpcApp {
-    engines: Vec<Option<Rpc>>,
     configs: Vec<RpcConfig>,
     procedures: Vec<BTreeMap<String, Behaviour>>,
     secrets: Vec<[u8; 32]>,
-    restarts: Vec<u64>,
+    /// How often each node started (its engine's seed differs at each start).
+    starts: Vec<u64>,
     jobs: BTreeMap<(usize, JobId), Running>,
     nested: BTreeMap<(usize, CallId), JobId>,
     script: BTreeMap<u64, CallRequest>,
@@ -109,7 +110,6 @@ impl RpcApp {
     /// An RPC layer for `nodes` nodes, none offering anything yet.
     pub fn new(nodes: usize) -> Self {
         Self {
-            engines: (0..nodes).map(|_| None).collect(),
             configs: vec![RpcConfig::default(); nodes],
             procedures: vec![BTreeMap::new(); nodes],
             // Node identities are fixed by index, so a run is reproducible.
@@ -120,7 +120,7 @@ impl RpcApp {
                     s
                 })
                 .collect(),
-            restarts: vec![0; nodes],
+            starts: vec![0; nodes],
             jobs: BTreeMap::new(),
             nested: BTreeMap::new(),
             script: BTreeMap::new(),
@@ -160,21 +160,15 @@ impl RpcApp {
         &mut self,
         now: DtnTime,
         i: usize,
-        node: &mut Node,
+        host: &mut SimHost,
         tag: u64,
         request: CallRequest,
     ) {
-        let id = self
-            .engine_mut(now, i, node)
-            .call(now, node, request)
-            .map_err(|e| e.to_string());
+        let id = match host.rpc_mut() {
+            Some((rpc, node)) => rpc.call(now, node, request).map_err(|e| e.to_string()),
+            None => Err("the node has no RPC engine".to_string()),
+        };
         self.made.push(Made { node: i, tag, id });
-        self.pump(now, i, node);
-    }
-
-    /// Node `i`'s engine, if it was started.
-    pub fn engine(&self, i: usize) -> Option<&Rpc> {
-        self.engines[i].as_ref()
     }
 
     /// The call made by the action with this tag.
@@ -194,63 +188,32 @@ impl RpcApp {
         self.executions.values().copied().max().unwrap_or(0)
     }
 
-    fn engine_mut(&mut self, now: DtnTime, i: usize, node: &mut Node) -> &mut Rpc {
-        if self.engines[i].is_none() {
-            let identity = seal::Identity::from_secret(self.secrets[i]);
-            let mut seed = [0u8; 32];
-            seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            seed[8..16].copy_from_slice(&self.restarts[i].to_le_bytes());
-            let rpc = Rpc::new(self.configs[i].clone(), identity, seed, node, now);
-            self.engines[i] = Some(rpc);
-        }
-        self.engines[i].as_mut().expect("just created")
+    /// A job the node's restart cut off: a simulated execution dies with its server's process,
+    /// so it ran if it was ever started.
+    fn resume(&mut self, now: DtnTime, i: usize, host: &mut SimHost, job: Job) {
+        let prior = if self.executions.contains_key(&(i, job.call)) {
+            rpc::PriorRun::Started {
+                detail: "it was running when the server restarted".into(),
+            }
+        } else {
+            rpc::PriorRun::NeverStarted
+        };
+        // If it runs, the host hands it back as an execution once that is durable.
+        host.resume(now, job, prior);
     }
 
-    /// Handles what the engine of node `i` asks for.
-    fn pump(&mut self, now: DtnTime, i: usize, node: &mut Node) {
-        loop {
-            let Some(event) = self.engine_mut(now, i, node).poll_event() else {
-                break;
-            };
-            match event {
-                RpcEvent::Execute(job) if job.resumed => {
-                    // A simulated execution dies with its server's process: it ran if it was
-                    // ever started.
-                    let prior = if self.executions.contains_key(&(i, job.call)) {
-                        rpc::PriorRun::Started {
-                            detail: "it was running when the server restarted".into(),
-                        }
-                    } else {
-                        rpc::PriorRun::NeverStarted
-                    };
-                    let engine = self.engine_mut(now, i, node);
-                    match engine.resume(&job, prior) {
-                        Some(outcome) => engine.finished(now, node, job.id, outcome),
-                        None => self.execute(now, i, node, job),
-                    }
-                }
-                RpcEvent::Execute(job) => self.execute(now, i, node, job),
-                RpcEvent::Abort { job, .. } => {
-                    if self.jobs.remove(&(i, job)).is_some() {
-                        self.aborted += 1;
-                    }
-                }
-                RpcEvent::CallChanged(_) | RpcEvent::KeyMismatch { .. } => {}
-                RpcEvent::CallFinished(id) => {
-                    // From the store if the call has left the engine's memory already.
-                    let Some(view) = self.engine_mut(now, i, node).call_record(node, &id) else {
-                        continue;
-                    };
-                    if let Some(job) = self.nested.remove(&(i, id)) {
-                        let outcome = nested_outcome(i, &view);
-                        self.jobs.remove(&(i, job));
-                        self.engine_mut(now, i, node)
-                            .finished(now, node, job, outcome);
-                    }
-                    self.finished.insert((i, id), view);
-                }
-            }
+    /// A call node `i` made is over: recorded, and a nested call's outcome ends its job.
+    fn call_finished(&mut self, now: DtnTime, i: usize, host: &mut SimHost, id: CallId) {
+        // From the store if the call has left the engine's memory already.
+        let Some(view) = host.rpc().and_then(|rpc| rpc.call_record(host.node(), &id)) else {
+            return;
+        };
+        if let Some(job) = self.nested.remove(&(i, id)) {
+            let outcome = nested_outcome(i, &view);
+            self.jobs.remove(&(i, job));
+            host.finished(now, job, outcome);
         }
+        self.finished.insert((i, id), view);
     }
 
     /// The echo of a file: every byte inverted, computed once per file and shared.
@@ -266,7 +229,7 @@ impl RpcApp {
         echo
     }
 
-    fn execute(&mut self, now: DtnTime, i: usize, node: &mut Node, job: Job) {
+    fn execute(&mut self, now: DtnTime, i: usize, host: &mut SimHost, job: Job) {
         *self.executions.entry((i, job.call)).or_default() += 1;
         let behaviour = self.procedures[i].get(&job.procedure).cloned();
         let running = match behaviour {
@@ -337,7 +300,11 @@ impl RpcApp {
                 let params = job.params.iter().cloned().map(rpc::Param::Value).collect();
                 let mut request = CallRequest::new(target, &procedure, params);
                 request.deadline = Some(job.deadline);
-                match self.engine_mut(now, i, node).call(now, node, request) {
+                let made = match host.rpc_mut() {
+                    Some((rpc, node)) => rpc.call(now, node, request).map_err(|e| e.to_string()),
+                    None => Err("no RPC engine".to_string()),
+                };
+                match made {
                     Ok(id) => {
                         self.nested.insert((i, id), job.id);
                         Running::Nested
@@ -392,17 +359,38 @@ fn nested_outcome(i: usize, view: &CallView) -> Outcome {
 }
 
 impl App for RpcApp {
-    fn event(&mut self, now: DtnTime, i: usize, node: &mut Node, event: &Event) {
-        self.engine_mut(now, i, node)
-            .handle_node_event(now, node, event);
-        self.pump(now, i, node);
+    fn started(&mut self, now: DtnTime, i: usize, host: &mut SimHost) {
+        // A restart: the process died, its executions and its engine's memory with it.
+        self.jobs.retain(|(n, _), _| *n != i);
+        self.nested.retain(|(n, _), _| *n != i);
+        let identity = seal::Identity::from_secret(self.secrets[i]);
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        seed[8..16].copy_from_slice(&self.starts[i].to_le_bytes());
+        self.starts[i] += 1;
+        let rpc = Rpc::new(
+            self.configs[i].clone(),
+            identity,
+            seed,
+            host.node_mut(),
+            now,
+        );
+        host.set_rpc(rpc);
     }
 
-    fn timeout(&mut self, now: DtnTime, i: usize, node: &mut Node) {
-        let engine = self.engine_mut(now, i, node);
-        if engine.poll_timeout().is_some_and(|t| t <= now) {
-            engine.handle_timeout(now, node);
+    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<()>) {
+        match output {
+            Output::Execute(job) => self.execute(now, i, host, job),
+            Output::Resume(job) => self.resume(now, i, host, job),
+            Output::Abort { job, .. } if self.jobs.remove(&(i, job)).is_some() => {
+                self.aborted += 1;
+            }
+            Output::Rpc(RpcEvent::CallFinished(id)) => self.call_finished(now, i, host, id),
+            _ => {}
         }
+    }
+
+    fn timeout(&mut self, now: DtnTime, i: usize, host: &mut SimHost) {
         let due: Vec<JobId> = self
             .jobs
             .iter()
@@ -411,45 +399,27 @@ impl App for RpcApp {
             .collect();
         for job in due {
             if let Some(Running::Timed(_, outcome)) = self.jobs.remove(&(i, job)) {
-                self.engine_mut(now, i, node)
-                    .finished(now, node, job, outcome);
+                host.finished(now, job, outcome);
             }
         }
-        self.pump(now, i, node);
     }
 
     fn next_timeout(&self, i: usize) -> Option<DtnTime> {
-        let engine = self.engines[i].as_ref().and_then(|e| e.poll_timeout());
-        let job = self
-            .jobs
+        self.jobs
             .iter()
             .filter(|((n, _), _)| *n == i)
             .filter_map(|(_, r)| match r {
                 Running::Timed(t, _) => Some(*t),
                 Running::Nested => None,
             })
-            .min();
-        match (engine, job) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .min()
     }
 
-    fn action(&mut self, now: DtnTime, i: usize, node: &mut Node, action: u64) {
+    fn action(&mut self, now: DtnTime, i: usize, host: &mut SimHost, action: u64) {
         let Some(request) = self.script.get(&action).cloned() else {
             return;
         };
-        self.call(now, i, node, action, request);
-    }
-
-    fn restarted(&mut self, now: DtnTime, i: usize, node: &mut Node) {
-        // The process died: its executions and its engine's memory with it.
-        self.engines[i] = None;
-        self.jobs.retain(|(n, _), _| *n != i);
-        self.nested.retain(|(n, _), _| *n != i);
-        self.restarts[i] += 1;
-        self.engine_mut(now, i, node);
-        self.pump(now, i, node);
+        self.call(now, i, host, action, request);
     }
 }
 

@@ -7,6 +7,12 @@
 //! large value is interned: every node that stores the same value (same hash, same expiry, same
 //! length) holds a reference to one shared buffer, as the simulator's bundle payloads are shared.
 //! What each node sees is unchanged: the same keys, the same bytes, the same answers.
+//!
+//! With the simulator's disk model ([`crate::DiskModel`]) the store also keeps what a disk would
+//! hold ([`Disk`]): a snapshot at every commit that changed something (a process crash restarts
+//! from the last one) and the snapshot the last finished sync covered (a power cut restarts from
+//! that one, losing every commit after it). Snapshots share payloads and file buffers; only the
+//! maps are copied.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,25 +55,108 @@ impl Interner {
     }
 }
 
+/// A node's whole store at one moment.
+#[derive(Clone)]
+pub(crate) struct Snapshot {
+    inner: MemoryStore,
+    files: BTreeMap<Bytes, Bytes>,
+}
+
+/// What a simulated disk holds of one node's store, shared by the store (which takes a snapshot
+/// at each commit) and the simulator (which runs the syncs and the crashes).
+#[derive(Default)]
+pub(crate) struct Disk {
+    /// The store as of its last commit: a process crash restarts from here.
+    committed: Option<Arc<Snapshot>>,
+    /// What the sync under way will make durable (every commit before it started).
+    syncing: Option<Arc<Snapshot>>,
+    /// What survives a power cut.
+    durable: Option<Arc<Snapshot>>,
+    /// Commits that changed the store, and how many of them a power cut took.
+    pub(crate) commits: u64,
+    pub(crate) lost_commits: u64,
+    /// Commits covered by the last finished sync.
+    durable_commits: u64,
+    syncing_commits: u64,
+}
+
+/// One node's [`Disk`], shared.
+pub(crate) type DiskHandle = Arc<Mutex<Disk>>;
+
+fn lock(disk: &DiskHandle) -> std::sync::MutexGuard<'_, Disk> {
+    disk.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A sync starts: it covers every commit so far.
+pub(crate) fn begin_sync(disk: &DiskHandle) {
+    let mut d = lock(disk);
+    d.syncing = d.committed.clone();
+    d.syncing_commits = d.commits;
+}
+
+/// The sync under way ended: what it covered is durable.
+pub(crate) fn end_sync(disk: &DiskHandle) {
+    let mut d = lock(disk);
+    if let Some(s) = d.syncing.take() {
+        d.durable = Some(s);
+        d.durable_commits = d.syncing_commits;
+    }
+}
+
+/// The node crashed: the store it restarts with. A power cut leaves what the last sync made
+/// durable (commits after it are lost, and counted); a process crash what the last commit wrote.
+pub(crate) fn after_crash(disk: &DiskHandle, power_cut: bool) -> Option<Snapshot> {
+    let mut d = lock(disk);
+    d.syncing = None;
+    if power_cut {
+        d.lost_commits += d.commits - d.durable_commits;
+        d.commits = d.durable_commits;
+        d.committed = d.durable.clone();
+    }
+    d.committed.as_deref().cloned()
+}
+
 /// A memory store whose large RPC file values are interned across the network.
 pub(crate) struct SimStore {
     inner: MemoryStore,
     files: BTreeMap<Bytes, Bytes>,
     interner: Interner,
+    /// The disk model's view of this store, if the run has one.
+    disk: Option<DiskHandle>,
+    /// Whether something changed since the last commit.
+    dirty: bool,
 }
 
 impl SimStore {
-    pub(crate) fn new(quota: u64, interner: Interner) -> Self {
+    pub(crate) fn new(quota: u64, interner: Interner, disk: Option<DiskHandle>) -> Self {
         Self {
             inner: MemoryStore::new(quota),
             files: BTreeMap::new(),
             interner,
+            disk,
+            dirty: false,
         }
+    }
+
+    /// The store a crashed node restarts with (empty if its disk held nothing yet).
+    pub(crate) fn restored(
+        snapshot: Option<Snapshot>,
+        quota: u64,
+        interner: Interner,
+        disk: DiskHandle,
+    ) -> Self {
+        let mut store = Self::new(quota, interner, Some(disk));
+        if let Some(s) = snapshot {
+            store.inner = s.inner;
+            store.files = s.files;
+        }
+        store
     }
 }
 
 impl Store for SimStore {
     fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted> {
+        self.dirty = true;
         self.inner.insert(now, bundle)
     }
 
@@ -80,6 +169,7 @@ impl Store for SimStore {
     }
 
     fn remove(&mut self, id: &BundleId) -> Result<bool> {
+        self.dirty = true;
         self.inner.remove(id)
     }
 
@@ -100,6 +190,7 @@ impl Store for SimStore {
     }
 
     fn mark_sent(&mut self, id: &BundleId, peer: &Eid) -> Result<()> {
+        self.dirty = true;
         self.inner.mark_sent(id, peer)
     }
 
@@ -112,6 +203,7 @@ impl Store for SimStore {
     }
 
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
+        self.dirty = true;
         if table != RpcTable::Files {
             return self.inner.rpc_put(table, key, value);
         }
@@ -132,6 +224,7 @@ impl Store for SimStore {
     }
 
     fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
+        self.dirty = true;
         if table != RpcTable::Files {
             return self.inner.rpc_remove(table, key);
         }
@@ -160,6 +253,27 @@ impl Store for SimStore {
     fn flush(&mut self) -> Result<()> {
         self.inner.flush()
     }
+
+    fn commit(&mut self) -> Result<bool> {
+        let Some(disk) = &self.disk else {
+            return Ok(true);
+        };
+        if !std::mem::take(&mut self.dirty) {
+            return Ok(false);
+        }
+        let snapshot = Snapshot {
+            inner: self.inner.clone(),
+            files: self.files.clone(),
+        };
+        let mut d = lock(disk);
+        d.committed = Some(Arc::new(snapshot));
+        d.commits += 1;
+        Ok(true)
+    }
+
+    fn has_uncommitted(&self) -> bool {
+        self.disk.is_some() && self.dirty
+    }
 }
 
 #[cfg(test)]
@@ -169,8 +283,8 @@ mod tests {
     #[test]
     fn large_files_are_shared_and_answers_unchanged() {
         let interner = Interner::default();
-        let mut a = SimStore::new(1 << 20, interner.clone());
-        let mut b = SimStore::new(1 << 20, interner.clone());
+        let mut a = SimStore::new(1 << 20, interner.clone(), None);
+        let mut b = SimStore::new(1 << 20, interner.clone(), None);
         let mut value = vec![0u8; 8];
         value.extend((0..200_000u32).map(|k| k as u8));
         let key = [7u8; 32];

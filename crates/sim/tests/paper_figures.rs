@@ -278,7 +278,7 @@ fn a_waiting_calls_result_file_is_not_refused_for_finished_calls_files() {
     sim.run_in_place().expect("no invariant broken");
     let app = sim.app();
     let refused: u64 = (0..2)
-        .map(|n| app.engine(n).unwrap().stats().files_refused)
+        .map(|n| sim.engine(n).unwrap().stats().files_refused)
         .sum();
     let ended: Vec<Option<CallState>> = (0..8).map(|t| app.outcome(t).map(|v| v.state)).collect();
     assert_eq!(refused, 0, "calls: {ended:?}");
@@ -328,7 +328,7 @@ fn finished_calls_results_make_room_for_a_waiting_calls_result() {
     }
     sim.run_in_place().expect("no invariant broken");
     let app = sim.app();
-    let engine = app.engine(0).unwrap();
+    let engine = sim.engine(0).unwrap();
     let ended: Vec<Option<CallState>> = (1..=servers as u64)
         .map(|t| app.outcome(t).map(|v| v.state))
         .collect();
@@ -403,7 +403,7 @@ fn result_files_over_the_servers_file_budget_end_the_call_with_a_reason() {
         }
         other => panic!("{other:?}"),
     }
-    let server = app.engine(1).unwrap();
+    let server = sim.engine(1).unwrap();
     assert_eq!(server.stats().files_refused, 1);
 }
 
@@ -433,7 +433,7 @@ fn an_auto_call_to_an_unreachable_server_goes_by_dtn_at_once() {
     let mut sim = Sim::with_app(scenario, app);
     sim.schedule_action(5_000, 0, 1);
     sim.run_in_place().expect("no invariant broken");
-    let view = sim.app().engine(0).and_then(|e| {
+    let view = sim.engine(0).and_then(|e| {
         let id = sim.app().made_by(1)?.id.clone().ok()?;
         e.call_view(&id)
     });
@@ -553,7 +553,7 @@ fn a_result_file_cut_on_the_way_shows_how_much_of_it_is_here() {
             app.outcome(1).map(|v| &v.timeline)
         );
         let id = *app.made_by(1).unwrap().id.as_ref().unwrap();
-        let engine = app.engine(0).unwrap();
+        let engine = sim.engine(0).unwrap();
         let view = engine.call_view(&id).unwrap();
         assert_eq!(view.replies.len(), 1, "{transport:?}: {:#?}", view.timeline);
         assert_eq!(view.replies[0].missing_files, 1, "{:#?}", view.timeline);

@@ -320,7 +320,7 @@ fn a_call_arriving_by_datagram_and_by_dtn_runs_once() {
         text.iter().any(|t| t.contains("call sent by dtn")),
         "{text:#?}"
     );
-    let server = app.engine(2).unwrap().stats();
+    let server = sim.engine(2).unwrap().stats();
     assert!(server.duplicates >= 1, "{server:?}");
     assert_eq!(server.executions, 1);
     assert_eq!(app.max_executions(), 1);
@@ -542,7 +542,7 @@ fn predicates_and_allow_lists_reject_with_a_reason() {
     assert!(detail.contains("expected 1 parameters"), "{detail}");
     // The allowed key gets through.
     assert_eq!(app.outcome(6).unwrap().state, CallState::Succeeded);
-    assert_eq!(app.engine(1).unwrap().stats().executions, 1);
+    assert_eq!(sim.engine(1).unwrap().stats().executions, 1);
 }
 
 #[test]
@@ -649,7 +649,7 @@ fn thousand_calls(finished_in_memory: Option<usize>) {
     assert_eq!(app.max_executions(), 1);
     if let Some(n) = finished_in_memory {
         for i in 0..nodes {
-            let (made, served) = app.engine(i).unwrap().calls_in_memory();
+            let (made, served) = sim.engine(i).unwrap().calls_in_memory();
             assert!(
                 made <= n && served <= n,
                 "node {i}: {made} made, {served} served"
@@ -677,7 +677,7 @@ fn any_mode_runs_on_one_server_when_the_others_hear_it_started() {
     let view = app.outcome(1).expect("finished");
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
     let runs: u32 = app.executions.values().sum();
-    let skipped: u64 = (1..6).map(|i| app.engine(i).unwrap().stats().skipped).sum();
+    let skipped: u64 = (1..6).map(|i| sim.engine(i).unwrap().stats().skipped).sum();
     // The broadcast reaches the five servers at once; each waits a random moment before it
     // starts, and those that hear STARTED first skip the call. Two that start within the time a
     // notice takes to cross hear each other's STARTED, and the one with the larger key stops:
@@ -717,7 +717,7 @@ fn any_mode_notices_count_only_from_trusted_servers() {
     let app = sim.app();
     let view = app.outcome(1).expect("finished");
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
-    let stats: Vec<rpc::RpcStats> = (1..6).map(|i| app.engine(i).unwrap().stats()).collect();
+    let stats: Vec<rpc::RpcStats> = (1..6).map(|i| sim.engine(i).unwrap().stats()).collect();
     let untrusted: u64 = stats.iter().map(|s| s.untrusted_notices).sum();
     let skipped: u64 = stats.iter().map(|s| s.skipped).sum();
     // Only server 1's notices count: whoever else started first, the servers that did not run
@@ -765,7 +765,7 @@ fn a_procedure_runs_at_most_its_concurrency_limit_at_once() {
     }
     let third = app.outcome(3).expect("finished");
     assert_eq!(third.state, CallState::Succeeded, "{:#?}", third.timeline);
-    assert_eq!(app.engine(1).unwrap().stats().executions, 2);
+    assert_eq!(sim.engine(1).unwrap().stats().executions, 2);
 }
 
 #[test]
@@ -852,5 +852,5 @@ fn a_server_restarted_before_its_stream_reply_got_through_answers_the_call_again
     assert!(view.replies[0].at >= sim::SIM_EPOCH + 20_000, "{text:#?}");
     assert_eq!(result_value(view), ["s@2"]);
     assert_eq!(app.max_executions(), 1);
-    assert!(app.engine(2).unwrap().stats().duplicates >= 1);
+    assert!(sim.engine(2).unwrap().stats().duplicates >= 1);
 }

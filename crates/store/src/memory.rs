@@ -13,6 +13,7 @@ use crate::{
     plan_eviction,
 };
 
+#[derive(Clone)]
 struct Entry {
     meta: BundleMeta,
     bundle: Bundle,
@@ -21,7 +22,9 @@ struct Entry {
 }
 
 /// A store in memory with a byte quota. All operations are logarithmic except the scans
-/// (`list`, `not_sent_to`), which are linear.
+/// (`list`, `not_sent_to`), which are linear. A clone is a snapshot (payloads are shared, not
+/// copied): the simulator keeps one per commit to model what a power cut leaves.
+#[derive(Clone)]
 pub struct MemoryStore {
     quota: u64,
     used: u64,
