@@ -108,8 +108,34 @@ impl Default for Workload {
     }
 }
 
-/// A node's host in the simulator: the daemon's own host core, with no promises of the shell's.
-pub type SimHost = Host<()>;
+/// What the simulator's shell holds back until the host says it is durable, as the daemon
+/// holds its answers and acknowledgements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimToken {
+    /// A store-carry-forward bundle received from node `from`: its sender learns that the
+    /// transfer completed (and may drop its copy) only now, as the daemon's last XFER_ACK waits.
+    Confirm {
+        /// The sender.
+        from: usize,
+        /// The bundle.
+        id: BundleId,
+    },
+    /// A bundle for the ledger's application endpoint: the application takes it only now, as
+    /// the daemon's inbox readers are woken.
+    Deliver {
+        /// The bundle.
+        id: BundleId,
+        /// Its payload.
+        payload: Bytes,
+    },
+    /// A workload bundle its source took: the ledger counts it as sent only now.
+    Accepted(BundleId),
+    /// The app's own (a call made, say): handed back to it in [`Output::Release`].
+    App(u64),
+}
+
+/// A node's host in the simulator: the daemon's own host core.
+pub type SimHost = Host<SimToken>;
 
 /// The simulated disk under every node's store (see [`Scenario::disk`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,6 +281,8 @@ enum Ev {
         from: usize,
         to: usize,
         frame: Frame,
+        /// A store-carry-forward transfer: its sender learns it completed once durable here.
+        confirm: bool,
     },
     Transfer {
         node: usize,
@@ -288,7 +316,9 @@ impl Ev {
         match self {
             Ev::Timer { node, .. } => 1 + ((*node as u64) << 8),
             Ev::TxDone { from, to, .. } => 2 + ((*from as u64) << 8) + ((*to as u64) << 32),
-            Ev::Arrive { from, to, frame } => {
+            Ev::Arrive {
+                from, to, frame, ..
+            } => {
                 let k = match frame {
                     Frame::Beacon(_) => 0,
                     Frame::Bundle(b) => bundle_key(&b.id()),
@@ -357,6 +387,8 @@ struct SimNode {
     disk: Option<DiskHandle>,
     /// How often it (re)started: a sync started before a crash never reports.
     start: u64,
+    /// Bundles received whose senders wait to hear that they are durable here.
+    unconfirmed: BTreeSet<(usize, BundleId)>,
     timer_generation: u64,
     timer_at: Option<DtnTime>,
     bytes_sent: u64,
@@ -367,6 +399,9 @@ struct Sent {
     created: DtnTime,
     payload: Bytes,
     delivered_at: Option<DtnTime>,
+    /// Whether the source said it took the bundle: once durable there, as the daemon answers a
+    /// send. A power cut before may take it, and nobody was told otherwise.
+    accepted: bool,
 }
 
 /// What the applications sent and received: the record the delivery invariants are checked
@@ -388,6 +423,7 @@ impl Ledger {
                 created,
                 payload,
                 delivered_at: None,
+                accepted: true,
             },
         );
     }
@@ -435,7 +471,7 @@ pub trait App {
     /// an RPC engine on the host if the node has one ([`Host::set_rpc`]).
     fn started(&mut self, now: DtnTime, i: usize, host: &mut SimHost);
     /// Node `i`'s host asked something of its shell.
-    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<()>);
+    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<SimToken>);
     /// The app's timer for node `i` fired.
     fn timeout(&mut self, now: DtnTime, i: usize, host: &mut SimHost);
     /// When the app next wants [`App::timeout`] for node `i`.
@@ -450,7 +486,7 @@ pub struct NoApp;
 
 impl App for NoApp {
     fn started(&mut self, _: DtnTime, _: usize, _: &mut SimHost) {}
-    fn output(&mut self, _: DtnTime, _: usize, _: &mut SimHost, _: Output<()>) {}
+    fn output(&mut self, _: DtnTime, _: usize, _: &mut SimHost, _: Output<SimToken>) {}
     fn timeout(&mut self, _: DtnTime, _: usize, _: &mut SimHost) {}
     fn next_timeout(&self, _: usize) -> Option<DtnTime> {
         None
@@ -547,6 +583,7 @@ impl<A: App> Sim<A> {
                     host: new_host(node, &scenario),
                     disk,
                     start: 0,
+                    unconfirmed: BTreeSet::new(),
                     timer_generation: 0,
                     timer_at: None,
                     bytes_sent: 0,
@@ -793,13 +830,14 @@ impl<A: App> Sim<A> {
             .ledger
             .sent
             .values()
+            .filter(|s| s.accepted)
             .filter_map(|s| s.delivered_at.map(|t| t.saturating_sub(s.created)))
             .collect();
         latencies_ms.sort_unstable();
         Report {
             seed: self.scenario.seed,
             nodes: self.nodes.len(),
-            sent: self.ledger.sent.len(),
+            sent: self.ledger.sent.values().filter(|s| s.accepted).count(),
             delivered: latencies_ms.len(),
             latencies_ms,
             bytes_sent: self.nodes.iter().map(|n| n.bytes_sent).collect(),
@@ -847,15 +885,31 @@ impl<A: App> Sim<A> {
                 self.drain_checked(node)?;
             }
             Ev::TxDone { from, to, epoch } => self.tx_done(from, to, epoch)?,
-            Ev::Arrive { from, to, frame } => {
+            Ev::Arrive {
+                from,
+                to,
+                frame,
+                confirm,
+            } => {
                 // A frame that left completely arrives even if the link went down meanwhile: its
                 // bits were already on their way.
-                let n = self.nodes[to].host.node_mut();
+                let n = &mut self.nodes[to];
                 match frame {
-                    Frame::Beacon(beacon) => n.handle_beacon(now, LinkId(from as u64), beacon),
+                    Frame::Beacon(beacon) => {
+                        n.host
+                            .node_mut()
+                            .handle_beacon(now, LinkId(from as u64), beacon);
+                    }
                     Frame::Bundle(bundle) => {
-                        self.receiving.remove(&(to, bundle.id()));
-                        n.handle_bundle(now, LinkId(from as u64), bundle);
+                        let id = bundle.id();
+                        self.receiving.remove(&(to, id.clone()));
+                        n.host
+                            .node_mut()
+                            .handle_bundle(now, LinkId(from as u64), bundle);
+                        if confirm {
+                            n.unconfirmed.insert((from, id.clone()));
+                            n.host.promise(SimToken::Confirm { from, id });
+                        }
                     }
                 }
                 self.drain_checked(to)?;
@@ -927,7 +981,11 @@ impl<A: App> Sim<A> {
         out.lifetime_ms = w.lifetime_ms;
         if let Ok(id) = self.nodes[src].host.node_mut().send(self.now, out) {
             self.ledger
-                .sent(id, dst, self.now, self.payloads[i].clone());
+                .sent(id.clone(), dst, self.now, self.payloads[i].clone());
+            if let Some(sent) = self.ledger.sent.get_mut(&id) {
+                sent.accepted = false;
+            }
+            self.nodes[src].host.promise(SimToken::Accepted(id));
         }
         self.drain_checked(src)
     }
@@ -1196,7 +1254,13 @@ impl<A: App> Sim<A> {
             Some(Busy::Urgent { frame, size }) => {
                 self.nodes[from].bytes_sent += size;
                 if !self.rng.chance(self.scenario.link.loss) {
-                    self.schedule(arrive, Ev::Arrive { from, to, frame });
+                    let ev = Ev::Arrive {
+                        from,
+                        to,
+                        frame,
+                        confirm: false,
+                    };
+                    self.schedule(arrive, ev);
                 }
             }
             Some(Busy::Segment { len, .. }) => {
@@ -1222,24 +1286,23 @@ impl<A: App> Sim<A> {
                         let frame = sending.frame.clone();
                         self.log_transfer(from, to, &frame, sending.size, "complete".to_string());
                     }
-                    self.schedule(
-                        arrive,
-                        Ev::Transfer {
+                    if sending.refused {
+                        let ev = Ev::Transfer {
                             node: from,
                             link: LinkId(to as u64),
                             id,
                             result,
-                        },
-                    );
-                    if !sending.refused {
-                        self.schedule(
-                            arrive,
-                            Ev::Arrive {
-                                from,
-                                to,
-                                frame: sending.frame,
-                            },
-                        );
+                        };
+                        self.schedule(arrive, ev);
+                    } else {
+                        // Its sender hears of it once the receiver made it durable.
+                        let ev = Ev::Arrive {
+                            from,
+                            to,
+                            frame: sending.frame,
+                            confirm: true,
+                        };
+                        self.schedule(arrive, ev);
                     }
                 }
             }
@@ -1286,13 +1349,40 @@ impl<A: App> Sim<A> {
                 match output {
                     Output::Transmit(t) => self.transmit(i, t),
                     Output::Node(Event::Delivered(d)) if d.destination == app_endpoint(i) => {
-                        match self.ledger.delivered(i, &d.id, &d.payload, now) {
-                            Ok(()) => self.delivered_count += 1,
-                            Err(what) => return Err(self.violation(i, what)),
+                        let token = SimToken::Deliver {
+                            id: d.id,
+                            payload: d.payload,
+                        };
+                        self.nodes[i].host.promise(token);
+                    }
+                    Output::Release {
+                        token: SimToken::Deliver { id, payload },
+                        ..
+                    } => match self.ledger.delivered(i, &id, &payload, now) {
+                        Ok(()) => self.delivered_count += 1,
+                        Err(what) => return Err(self.violation(i, what)),
+                    },
+                    Output::Release {
+                        token: SimToken::Accepted(id),
+                        ..
+                    } => {
+                        if let Some(sent) = self.ledger.sent.get_mut(&id) {
+                            sent.accepted = true;
                         }
                     }
-                    // The simulator's shell promises nothing of its own.
-                    Output::Release { .. } => {}
+                    Output::Release {
+                        token: SimToken::Confirm { from, id },
+                        ..
+                    } => {
+                        self.nodes[i].unconfirmed.remove(&(from, id.clone()));
+                        let ev = Ev::Transfer {
+                            node: from,
+                            link: LinkId(i as u64),
+                            id,
+                            result: TransferResult::Complete,
+                        };
+                        self.schedule(now, ev);
+                    }
                     other => self.app.output(now, i, &mut self.nodes[i].host, other),
                 }
             }
@@ -1337,6 +1427,17 @@ impl<A: App> Sim<A> {
         n.start += 1;
         n.timer_generation += 1;
         n.timer_at = None;
+        // Bundles it received but never said it held: their senders keep them, as a TCPCL
+        // sender keeps a bundle whose session died before its last XFER_ACK.
+        for (from, id) in std::mem::take(&mut n.unconfirmed) {
+            let ev = Ev::Transfer {
+                node: from,
+                link: LinkId(i as u64),
+                id,
+                result: TransferResult::Failed,
+            };
+            self.schedule(self.now, ev);
+        }
         self.app.started(self.now, i, &mut self.nodes[i].host);
         self.drain_checked(i)?;
         for (a, b) in up {

@@ -36,8 +36,8 @@ use wire::rpc::{CallId, Message, Mode, Transport, Value};
 
 use crate::rpc::{Behaviour, RpcApp, procedure};
 use crate::{
-    App, LinkEvent, LinkParams, Rng, SIM_EPOCH, Scenario, Sim, SimHost, Topology, Violation,
-    node_id,
+    App, LinkEvent, LinkParams, Rng, SIM_EPOCH, Scenario, Sim, SimHost, SimToken, Topology,
+    Violation, node_id,
 };
 
 /// The paper's time for one call: ack 30 s + result 90 s + dtn 90 s.
@@ -117,7 +117,7 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> App for Sequence<F> {
         self.rpc.started(now, i, host);
     }
 
-    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<()>) {
+    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<SimToken>) {
         if let Some(log) = &mut self.log
             && let Output::Node(Event::Dropped { id, reason }) = &output
             && id.source.to_string().contains("~rpc-data")

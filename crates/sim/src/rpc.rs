@@ -15,7 +15,7 @@ use rpc::{
 use wire::DtnTime;
 use wire::rpc::{CallId, Message, RejectCode, Value};
 
-use crate::{App, SimHost};
+use crate::{App, SimHost, SimToken};
 
 /// What a simulated procedure does.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +81,9 @@ pub struct Made {
     pub tag: u64,
     /// The call's id, or why it could not be made.
     pub id: Result<CallId, String>,
+    /// When the call became durable at its node (the daemon answers its caller only then): a
+    /// power cut before it may take the call with it, unnoticed by anyone.
+    pub durable_at: Option<DtnTime>,
 }
 
 /// The RPC layer of a simulated network.
@@ -168,7 +171,15 @@ impl RpcApp {
             Some((rpc, node)) => rpc.call(now, node, request).map_err(|e| e.to_string()),
             None => Err("the node has no RPC engine".to_string()),
         };
-        self.made.push(Made { node: i, tag, id });
+        if id.is_ok() {
+            host.promise(SimToken::App(tag));
+        }
+        self.made.push(Made {
+            node: i,
+            tag,
+            id,
+            durable_at: None,
+        });
     }
 
     /// The call made by the action with this tag.
@@ -378,7 +389,7 @@ impl App for RpcApp {
         host.set_rpc(rpc);
     }
 
-    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<()>) {
+    fn output(&mut self, now: DtnTime, i: usize, host: &mut SimHost, output: Output<SimToken>) {
         match output {
             Output::Execute(job) => self.execute(now, i, host, job),
             Output::Resume(job) => self.resume(now, i, host, job),
@@ -386,6 +397,14 @@ impl App for RpcApp {
                 self.aborted += 1;
             }
             Output::Rpc(RpcEvent::CallFinished(id)) => self.call_finished(now, i, host, id),
+            Output::Release {
+                token: SimToken::App(tag),
+                error: None,
+            } => {
+                if let Some(made) = self.made.iter_mut().find(|m| m.tag == tag && m.node == i) {
+                    made.durable_at = Some(now);
+                }
+            }
             _ => {}
         }
     }
