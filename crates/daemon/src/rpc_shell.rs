@@ -103,8 +103,8 @@ impl RpcShell {
             // The directory's name must be durable too: each record is synced with its
             // directory before its spawn, but a power cut that took `executions` itself (a
             // name never synced in `data_dir`) would take every record with it, and the next
-            // start would run again calls whose programs had run (found by
-            // crates/ferry/tests/soak_powercut.rs).
+            // start would run again calls whose programs had run (found by the power-cut soak,
+            // crates/ferry/tests/soak.rs; tested by exec_crash.rs).
             std::fs::File::open(data_dir)
                 .and_then(|d| d.sync_all())
                 .with_context(|| format!("syncing {}", data_dir.display()))?;

@@ -2,8 +2,8 @@
 //! while its procedures run leaves them running (nothing can stop that), but the next start
 //! kills what is left, tells each caller the truth (it ran and its result was lost, in the
 //! words of what is known of the run) instead of `internal`, and runs an idempotent procedure
-//! again; a graceful stop (SIGTERM) answers the callers of running executions at once. Every
-//! wait is bounded.
+//! again; a graceful stop (SIGTERM) answers the callers of running executions at once; a power
+//! cut (`ferry-powercut`) while a procedure runs never runs it twice. Every wait is bounded.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -236,4 +236,74 @@ fn a_graceful_stop_answers_the_callers_of_running_executions_at_once() {
         "answered after {answered:?}"
     );
     eprintln!("graceful stop answered the caller {answered:?} after SIGTERM");
+}
+
+/// Whether this is root with `/dev/fuse`, as a power-loss mount needs. Without them a power-cut
+/// test says so and passes, unless `FERRY_REQUIRE_FUSE=1` (set by CI), where it fails.
+fn power_cut_possible() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next())
+            == Some("0")
+    });
+    if root && Path::new("/dev/fuse").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("FERRY_REQUIRE_FUSE").is_none(),
+        "FERRY_REQUIRE_FUSE is set but this is not root with /dev/fuse"
+    );
+    eprintln!("SKIPPED: needs root and /dev/fuse");
+    false
+}
+
+/// A power cut (`ferry-powercut`: every write no fsync made durable is lost) while a procedure
+/// runs, on the node's first start: the call was durable before the procedure started, and so
+/// must be the record that it started, or the restarted node finds a call that (by its records)
+/// never ran and runs it a second time. The record and its directory were synced, but the
+/// directory's own name in the data directory was once made after the start's last sync of that
+/// directory: the power cut took the whole `executions` directory, and the call ran twice.
+#[test]
+fn a_power_cut_while_a_procedure_runs_never_runs_it_twice() {
+    if !power_cut_possible() {
+        return;
+    }
+    let dir = TestDir::new("exec-crash-power");
+    let mount = dir.path().join("disk");
+    std::fs::create_dir_all(&mount).unwrap();
+    let disk =
+        ferry_powercut::PowerCut::mount(&mount).expect("mounting the power-loss file system");
+    let solo = Node::build(dir.path(), "solo")
+        .keepalive("1s")
+        .log_level("info")
+        .data_dir(&mount.join("solo"))
+        .config(&rpc_section(&write_procedure(dir.path())))
+        .start();
+    // The watch directory is on the ordinary disk: the power cut cannot hide a second run.
+    let watch = watch_dir(dir.path(), "watch");
+    let id = call(&solo, "solo", "work", &watch, 30);
+    let pid = pids(&watch, 1)[0];
+
+    // The power cut: the node and its procedure die at once (the procedure leads its own
+    // process group), then every unsynced write is gone; then the node starts again.
+    let solo = solo.crash_and_restart(|| {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status();
+        wait_until("the procedure dies", Duration::from_secs(5), || !alive(pid));
+        disk.cut();
+        eprintln!("power cut: {:?}", disk.counters());
+    });
+    let (ok, _, err) = wait_for(&solo, &id);
+    assert!(!ok, "{err}");
+    assert!(err.contains("result_lost"), "{err}\n{}", solo.log());
+    assert_eq!(
+        pids(&watch, 1),
+        vec![pid],
+        "the call ran again after the power cut"
+    );
+    // The node stops before its mount goes (a mount with open files cannot be unmounted).
+    solo.stop();
+    drop(disk);
 }

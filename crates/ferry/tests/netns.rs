@@ -14,64 +14,16 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+use common::FERRY;
+use common::netns::{Namespaces, ip};
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("running ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The namespaces and links, removed on drop.
-struct Chain {
-    prefix: String,
-}
-
-impl Chain {
-    fn ns(&self, n: &str) -> String {
-        format!("{}{n}", self.prefix)
-    }
-
-    fn create() -> Self {
-        let prefix = format!("fy{}", std::process::id() % 100_000);
-        let chain = Chain { prefix };
-        let (a, b, c) = (chain.ns("a"), chain.ns("b"), chain.ns("c"));
-        for ns in [&a, &b, &c] {
-            ip(&["netns", "add", ns]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        // a0 – b0 and b1 – c0.
-        ip(&[
-            "link", "add", "fya0", "netns", &a, "type", "veth", "peer", "name", "fyb0", "netns", &b,
-        ]);
-        ip(&[
-            "link", "add", "fyb1", "netns", &b, "type", "veth", "peer", "name", "fyc0", "netns", &c,
-        ]);
-        for (ns, dev, addr) in [
-            (&a, "fya0", "10.77.1.1/24"),
-            (&b, "fyb0", "10.77.1.2/24"),
-            (&b, "fyb1", "10.77.2.1/24"),
-            (&c, "fyc0", "10.77.2.2/24"),
-        ] {
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-        }
-        chain
-    }
-}
-
-impl Drop for Chain {
-    fn drop(&mut self) {
-        for n in ["a", "b", "c"] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.ns(n)])
-                .status();
-        }
-    }
+/// The namespaces `a`, `b` and `c` in a chain: a0 – b0 (10.77.1.0/24) and b1 – c0
+/// (10.77.2.0/24). Removed on drop.
+fn chain() -> Namespaces {
+    let chain = Namespaces::create("fy", &["a", "b", "c"]);
+    chain.veth(("a", "fya0", "10.77.1.1/24"), ("b", "fyb0", "10.77.1.2/24"));
+    chain.veth(("b", "fyb1", "10.77.2.1/24"), ("c", "fyc0", "10.77.2.2/24"));
+    chain
 }
 
 /// A `ferry node` in a namespace, killed when dropped.
@@ -153,18 +105,9 @@ fn stored_count(ns: &str) -> usize {
     text.matches("\"id\"").count()
 }
 
-fn can_run() -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let has_ip = Command::new("ip").arg("-V").output().is_ok();
-    root && has_ip
-}
-
 #[test]
 fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart() {
-    if !can_run() {
+    if !common::netns::can_run() {
         assert!(
             std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
             "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
@@ -172,7 +115,7 @@ fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart(
         eprintln!("SKIPPED: needs root and iproute2");
         return;
     }
-    let chain = Chain::create();
+    let chain = chain();
     let (na, nb, nc) = (chain.ns("a"), chain.ns("b"), chain.ns("c"));
     let dir = std::env::temp_dir().join(format!("ferry-netns-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,7 +1,8 @@
 //! The file system mounted for real: system calls, not the model, see writes vanish at a cut.
-//! (SQLite in WAL mode on it is the soak's part, crates/ferry/tests/soak_powercut.rs: its
-//! shared mapping of `-shm` must belong to another process, because a process that serves a
-//! FUSE file system and maps a file of it deadlocks at exit, writing back to itself.)
+//! (SQLite in WAL mode on it is `store.rs`'s part and the power-cut soak's,
+//! crates/ferry/tests/soak.rs: its shared mapping of `-shm` must belong to another process,
+//! because a process that serves a FUSE file system and maps a file of it deadlocks at exit,
+//! writing back to itself.)
 //!
 //! Needs root and `/dev/fuse`. Without them the test says so and passes, unless
 //! `FERRY_REQUIRE_FUSE=1` (set by CI where /dev/fuse exists), where it fails.

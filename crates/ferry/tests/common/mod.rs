@@ -1,11 +1,13 @@
 //! Scaffolding shared by the tests that run `ferry node` processes: [`Node`] (one process,
-//! its configuration, log and API) and [`TestDir`] in `node.rs`, `terminate` and `free_port`.
+//! its configuration, log and API) and [`TestDir`] in `node.rs`, network namespaces joined by
+//! veth pairs in `netns.rs`, `terminate` and `free_port`.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+pub(crate) mod netns;
 mod node;
 #[allow(unused_imports)] // netns.rs and soak.rs run their processes themselves
 pub(crate) use node::{FERRY, Node, TestDir};

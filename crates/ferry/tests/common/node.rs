@@ -61,6 +61,7 @@ pub(crate) struct Builder {
     keepalive: Option<String>,
     log_level: Option<String>,
     config: String,
+    data_dir: Option<PathBuf>,
 }
 
 impl Builder {
@@ -95,6 +96,13 @@ impl Builder {
         self
     }
 
+    /// Its data directory (default: `<name>/` in the test's directory), such as one on a
+    /// power-loss mount (`ferry-powercut`).
+    pub(crate) fn data_dir(mut self, path: &Path) -> Self {
+        self.data_dir = Some(path.to_owned());
+        self
+    }
+
     /// TOML appended to the configuration file, after `node_id` and `data_dir` (tables such
     /// as `[rpc]` or `[tcpcl]`: the addresses, peers, keepalive and discovery are flags, so
     /// any table may be given here).
@@ -107,13 +115,12 @@ impl Builder {
     /// Writes the configuration, starts the node and waits until its API answers.
     pub(crate) fn start(self) -> Node {
         let config = self.dir.join(format!("{}.toml", self.name));
+        let data_dir = self.data_dir.unwrap_or_else(|| self.dir.join(&self.name));
         std::fs::write(
             &config,
             format!(
                 "node_id = \"dtn://{}/\"\ndata_dir = {:?}\n{}",
-                self.name,
-                self.dir.join(&self.name),
-                self.config
+                self.name, data_dir, self.config
             ),
         )
         .unwrap();
@@ -142,6 +149,7 @@ impl Builder {
             child: None,
             name: self.name,
             dir: self.dir,
+            data_dir,
             args,
             log_level: self.log_level,
             api,
@@ -161,6 +169,7 @@ pub(crate) struct Node {
     /// Its name: the node id is `dtn://<name>/`.
     pub(crate) name: String,
     dir: PathBuf,
+    data_dir: PathBuf,
     /// `ferry` and its arguments, to start it again the same way.
     args: Vec<String>,
     log_level: Option<String>,
@@ -185,6 +194,7 @@ impl Node {
             keepalive: None,
             log_level: None,
             config: String::new(),
+            data_dir: None,
         }
     }
 
@@ -222,7 +232,7 @@ impl Node {
 
     /// Its data directory.
     pub(crate) fn data_dir(&self) -> PathBuf {
-        self.dir.join(&self.name)
+        self.data_dir.clone()
     }
 
     /// Its log so far.

@@ -440,11 +440,21 @@ impl Rpc {
             let (phase, realtime) = (c.phase, c.realtime);
             self.note(now, id, "resumed after a restart".to_string());
             match (phase, realtime) {
-                // The stream died with the previous run.
+                // The stream died with the previous run, and with it whatever was on its way or
+                // had come on it unkept: a result the server handed to the stream (and counts as
+                // delivered once the stream acknowledged it) but this node crashed before
+                // keeping. Listening on dtn alone would wait for a reply the server never sends
+                // again, so the call is asked again by dtn, acknowledged or not: the server
+                // answers the copy from its dedup record without running it again, or runs it
+                // once if it never had it.
                 (Phase::Acked { .. }, Some(Transport::Stream)) => {
-                    if let Some(c) = self.calls.get_mut(&id) {
-                        c.phase = Phase::Dtn;
-                    }
+                    self.go_dtn(
+                        now,
+                        node,
+                        id,
+                        "the stream did not survive the restart, nor a result that may have \
+                         come on it",
+                    );
                 }
                 (Phase::RealTime { .. }, Some(Transport::Stream)) => {
                     self.go_dtn(now, node, id, "the stream did not survive the restart");
