@@ -1,15 +1,18 @@
-//! The event loop: one task owns the node and its store and turns everything that happens —
-//! TCPCL session events, UDP datagrams, beacons heard, API requests, timers, signals — into the
-//! node's inputs, then carries out what the node asks.
+//! The event loop: one task owns the [`host::Host`] (the node, its RPC engine, its inboxes and
+//! the store) and turns everything that happens — TCPCL session events, UDP datagrams, beacons
+//! heard, API requests, finished executions, timers, signals — into the host's inputs, then
+//! carries out what the host asks: transmits onto sessions and UDP, executions as processes,
+//! answers to the API.
 //!
-//! After every input the loop *pumps*: it takes the node's events (deliveries go to the durable
-//! inboxes) and commits the store's batch. What the batch promised (the node's store-carry-forward
-//! transmits, RPC executions, XFER_ACKs of received bundles, inbox subscribers, API answers) is
-//! held until a sync on a blocking thread has made the commit durable, so nothing is announced to
-//! a peer or an application, and no program runs, that a power loss could lose; meanwhile the loop
-//! goes on, and one sync covers every commit made while the last one ran (group commit).
-//! Real-time transmits (which promise nothing durable) leave at once. A commit that promised
-//! nothing waits up to [`SYNC_DELAY`] for the next one that does, or for that time to pass.
+//! After every input the loop *pumps*: the host handles the node's events and the loop takes its
+//! outputs, then the host commits the store's batch. What the batch promised (the node's
+//! store-carry-forward transmits, RPC executions, XFER_ACKs of received bundles, inbox
+//! subscribers, API answers) the host holds until a sync on a blocking thread has made the
+//! commit durable, so nothing is announced to a peer or an application, and no program runs,
+//! that a power loss could lose; meanwhile the loop goes on, and one sync covers every commit
+//! made while the last one ran (group commit). Real-time transmits (which promise nothing
+//! durable) leave at once. A commit that promised nothing waits up to [`SYNC_DELAY`] for the
+//! next one that does, or for that time to pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};

@@ -283,7 +283,7 @@ pub struct Fig5 {
     /// (`RpcConfig::any_start_jitter_ms`; the default is the engine's, 250 ms).
     pub any_start_jitter_ms: u64,
     /// Print, for each call without a result, what happened to it (its timeline, its runs per
-    /// server, the journeys, the bridges between islands, every transfer, delivery and drop of
+    /// server, the journeys, the bridges between islands, every transfer and drop of
     /// its large bundles) to stderr. `ferry sim --rpc fig5` sets it when `FERRY_FIG5_DEBUG` is
     /// set; this crate reads no environment.
     pub debug: bool,
@@ -666,7 +666,7 @@ impl Fig5 {
 impl Fig5 {
     /// What happened to a call without a result ([`Fig5::debug`]): its timeline, its runs on
     /// the servers, the journeys the links offered, the bridges between islands as they came and
-    /// went, and every transfer, delivery and drop of the large bundles made during the call.
+    /// went, and every transfer and drop of the large bundles made during the call.
     #[allow(clippy::too_many_arguments)]
     fn debug_call<F: FnMut(usize, DtnTime) -> CallRequest>(
         &self,
