@@ -44,7 +44,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use node::{Node, NodeConfig};
-use store::{DiskStore, Store};
+use store::{DiskStore, Store, Tables as _};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;

@@ -304,6 +304,7 @@ fn decode(mut value: Bytes, destination: &str) -> Option<LetterMeta> {
 mod tests {
     use super::*;
     use store::MemoryStore;
+    use store::Tables as _;
 
     fn letter(dest: &str, n: u8) -> Letter {
         let payload = Bytes::from(vec![n; usize::from(n) * 10]);

@@ -25,6 +25,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+use store::Tables as _;
 
 use ferry_powercut::PowerCut;
 use store::{DiskStore, PAYLOAD_FILE_MIN, RpcTable, Store};

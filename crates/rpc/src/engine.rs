@@ -1,13 +1,14 @@
 //! The engine: one [`Rpc`] per node, beside its [`Node`]. Client and server halves share it
 //! because a node is usually both (and a procedure may itself call out).
 
+use crate::port::NodePort;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
 
 use bytes::Bytes;
 use node::stream::{StreamEvent, StreamId};
-use node::{Class, Event, Node, Outgoing, SendError};
+use node::{Class, Event, Outgoing, SendError};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use seal::{Identity, PublicKey};
@@ -910,7 +911,7 @@ impl Rpc {
         config: RpcConfig,
         identity: Identity,
         seed: [u8; 32],
-        node: &mut Node,
+        node: &mut dyn NodePort,
         now: DtnTime,
     ) -> Self {
         let me = node.id().clone();
@@ -984,7 +985,7 @@ impl Rpc {
     }
 
     /// Writes the records changed since the last write (each once, however often it changed).
-    pub fn write_records(&mut self, node: &mut Node) {
+    pub fn write_records(&mut self, node: &mut dyn NodePort) {
         self.write_dirty(node);
     }
 
@@ -1017,7 +1018,7 @@ impl Rpc {
 
     /// A call this node made and did not remove, from memory or, if it left memory, read back
     /// from the store.
-    pub fn call_record(&self, node: &Node, id: &CallId) -> Option<CallView> {
+    pub fn call_record(&self, node: &dyn NodePort, id: &CallId) -> Option<CallView> {
         if let Some(c) = self.call_ref(id) {
             return Some(c.to_view());
         }
@@ -1068,8 +1069,8 @@ impl Rpc {
     /// is not here: not arrived (yet), expired (a result file lives as long as its call is kept),
     /// or dropped to make room for newer files (a finished call's result file: its timeline says
     /// so; see [`RpcConfig::max_file_bytes`]).
-    pub fn file(&self, node: &Node, hash: &[u8; 32]) -> Option<Bytes> {
-        let raw = node.store().rpc_get(RpcTable::Files, hash).ok()??;
+    pub fn file(&self, node: &dyn NodePort, hash: &[u8; 32]) -> Option<Bytes> {
+        let raw = node.tables().rpc_get(RpcTable::Files, hash).ok()??;
         (raw.len() >= 8).then(|| raw.slice(8..))
     }
 
@@ -1077,12 +1078,13 @@ impl Rpc {
     /// a shell shows while a large file travels. A file is matched to an arriving bundle by its
     /// server and its length (as sent, or sealed for us); a file that comes whole, has not
     /// started, or has arrived is not listed.
-    pub fn files_arriving(&self, node: &Node, id: &CallId) -> Vec<([u8; 32], u64)> {
+    pub fn files_arriving(&self, node: &dyn NodePort, id: &CallId) -> Vec<([u8; 32], u64)> {
         let Some(c) = self.calls.get(id) else {
             return Vec::new();
         };
         let mut pieces: Vec<node::Arriving<'_>> = node
             .arriving()
+            .into_iter()
             .filter(|a| *a.destination == self.data_endpoint)
             .collect();
         let mut out = Vec::new();
@@ -1138,7 +1140,12 @@ impl Rpc {
 
     /// Offers a node event to the engine; returns whether it was the engine's (deliveries to the
     /// RPC endpoints, the RPC streams). Everything else is for the shell.
-    pub fn handle_node_event(&mut self, now: DtnTime, node: &mut Node, event: &Event) -> bool {
+    pub fn handle_node_event(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        event: &Event,
+    ) -> bool {
         let mine = match event {
             Event::Delivered(d) => {
                 let demux = match &d.destination {
@@ -1178,7 +1185,7 @@ impl Rpc {
     }
 
     /// Fires the timers that are due.
-    pub fn handle_timeout(&mut self, now: DtnTime, node: &mut Node) {
+    pub fn handle_timeout(&mut self, now: DtnTime, node: &mut dyn NodePort) {
         while let Some(&(at, timer)) = self.timers.first() {
             if at > now {
                 break;
@@ -1207,14 +1214,14 @@ impl Rpc {
 
     /// What every public entry point that changes state ends with: messages this node sent
     /// to itself are handled, then the records changed meanwhile are written (once each).
-    fn finish_input(&mut self, now: DtnTime, node: &mut Node) {
+    fn finish_input(&mut self, now: DtnTime, node: &mut dyn NodePort) {
         self.drain_local(now, node);
         if !self.defer_writes {
             self.write_dirty(node);
         }
     }
 
-    fn drain_local(&mut self, now: DtnTime, node: &mut Node) {
+    fn drain_local(&mut self, now: DtnTime, node: &mut dyn NodePort) {
         // Bounded: each local message is a reply or notice, which produces no further local
         // message except a call's single reply.
         let mut budget = 1_000;
@@ -1304,7 +1311,7 @@ impl Rpc {
     fn send_bundle(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         to: Option<&Eid>,
         channel: Channel,
         payload: Bytes,
@@ -1351,7 +1358,7 @@ impl Rpc {
 
     /// Writes the rows staged by `write_dirty`, in order: each run of puts to one table as one
     /// [`store::Store::rpc_put_many`], removals one by one.
-    fn write_staged(&mut self, node: &mut Node) {
+    fn write_staged(&mut self, node: &mut dyn NodePort) {
         let mut staged = std::mem::take(&mut self.staged);
         let mut bytes = std::mem::take(&mut self.staged_bytes);
         let mut rest = &staged[..];
@@ -1369,7 +1376,7 @@ impl Rpc {
                 .iter()
                 .filter_map(|(_, k, v)| Some((&bytes[k.clone()], &bytes[v.clone()?])))
                 .collect();
-            if let Err(source) = node.store_mut().rpc_put_many(*table, &rows) {
+            if let Err(source) = node.tables_mut().rpc_put_many(*table, &rows) {
                 self.errors.push(StateError::Write {
                     table: *table,
                     source,
@@ -1396,10 +1403,16 @@ impl Rpc {
         self.staged.push((table, start..end, value));
     }
 
-    fn persist(&mut self, node: &mut Node, table: RpcTable, key: &[u8], value: Option<&[u8]>) {
+    fn persist(
+        &mut self,
+        node: &mut dyn NodePort,
+        table: RpcTable,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) {
         let result = match value {
-            Some(v) => node.store_mut().rpc_put(table, key, v),
-            None => node.store_mut().rpc_remove(table, key).map(|_| ()),
+            Some(v) => node.tables_mut().rpc_put(table, key, v),
+            None => node.tables_mut().rpc_remove(table, key).map(|_| ()),
         };
         if let Err(source) = result {
             self.errors.push(StateError::Write { table, source });
@@ -1408,7 +1421,7 @@ impl Rpc {
 
     /// Sends this node's hello (signed: the signature carries its key) to `to` by datagram,
     /// unless it did so within [`HELLO_INTERVAL_MS`].
-    fn introduce(&mut self, now: DtnTime, node: &mut Node, to: &Eid) {
+    fn introduce(&mut self, now: DtnTime, node: &mut dyn NodePort, to: &Eid) {
         if *to == self.me
             || self
                 .hellos
@@ -1435,7 +1448,7 @@ impl Rpc {
 
     // ----- receiving -----
 
-    fn handle_sealed(&mut self, now: DtnTime, node: &mut Node, sealed: Bytes, via: Via) {
+    fn handle_sealed(&mut self, now: DtnTime, node: &mut dyn NodePort, sealed: Bytes, via: Via) {
         let opened = match self.open(&sealed) {
             Ok(o) => o,
             Err(_) => {
@@ -1478,7 +1491,12 @@ impl Rpc {
         }
     }
 
-    fn handle_stream(&mut self, now: DtnTime, node: &mut Node, event: &StreamEvent) -> bool {
+    fn handle_stream(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        event: &StreamEvent,
+    ) -> bool {
         match event {
             StreamEvent::Opened { id, local, .. } => {
                 let ours = matches!(local, Eid::Dtn(d) if d.demux() == RPC_DEMUX);
@@ -1579,7 +1597,13 @@ impl Rpc {
         }
     }
 
-    fn handle_file(&mut self, now: DtnTime, node: &mut Node, content: Bytes, expiry: DtnTime) {
+    fn handle_file(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        content: Bytes,
+        expiry: DtnTime,
+    ) {
         let hash = hash_of(&content);
         if self
             .fit_new_files(now, node, &[(hash, content.len() as u64)])
@@ -1621,7 +1645,7 @@ impl Rpc {
     /// makes room, so results are not lost for a file that is refused anyway. Never dropped: a
     /// file a call still waiting needs (its parameters, the files of its results so far) or a
     /// served call not yet answered needs (its parameters), even if finished calls share it.
-    fn make_room_for_files(&mut self, now: DtnTime, node: &mut Node, size: u64) {
+    fn make_room_for_files(&mut self, now: DtnTime, node: &mut dyn NodePort, size: u64) {
         let budget = self.config.max_file_bytes;
         let file_params = |params: &[Value]| -> Vec<[u8; 32]> {
             params
@@ -1745,7 +1769,7 @@ impl Rpc {
     }
 
     /// Forgets a data-channel file: gone from the budget and the store.
-    fn drop_file(&mut self, node: &mut Node, hash: &[u8; 32]) {
+    fn drop_file(&mut self, node: &mut dyn NodePort, hash: &[u8; 32]) {
         if let Some((size, _)) = self.files.remove(hash) {
             self.file_bytes -= size;
         }
@@ -1759,7 +1783,7 @@ impl Rpc {
     fn fit_new_files(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         files: &[([u8; 32], u64)],
     ) -> Result<(), (u64, u64)> {
         let mut seen = BTreeSet::new();
@@ -1780,7 +1804,13 @@ impl Rpc {
     }
 
     /// Keeps a file this node made (its hash given), until `expiry` at least.
-    fn keep_file(&mut self, node: &mut Node, hash: [u8; 32], content: &Bytes, expiry: DtnTime) {
+    fn keep_file(
+        &mut self,
+        node: &mut dyn NodePort,
+        hash: [u8; 32],
+        content: &Bytes,
+        expiry: DtnTime,
+    ) {
         match self.files.entry(hash) {
             std::collections::btree_map::Entry::Vacant(e) => {
                 e.insert((content.len() as u64, expiry));
@@ -1803,7 +1833,7 @@ impl Rpc {
         self.timers.insert((at, timer));
     }
 
-    fn sweep(&mut self, now: DtnTime, node: &mut Node) {
+    fn sweep(&mut self, now: DtnTime, node: &mut dyn NodePort) {
         let retention = self.config.retention_ms;
         let old_calls: Vec<CallId> = self
             .calls
@@ -1865,7 +1895,7 @@ impl Rpc {
         self.arm(now + next, Timer::Sweep);
     }
 
-    fn forget_serving(&mut self, node: &mut Node, key: &ServeKey) {
+    fn forget_serving(&mut self, node: &mut dyn NodePort, key: &ServeKey) {
         let removed = self.serving.remove(key);
         if let Some(s) = &removed {
             self.unfinished.remove(key);
@@ -1906,8 +1936,8 @@ pub use server::check_params;
 /// A client node `dtn://client/` and its engine, the call `x` to `dtn://server/` made at 1000
 /// (by dtn: no path here): what the submodules' unit tests start from.
 #[cfg(test)]
-fn test_call() -> (Node, Rpc, CallId) {
-    let mut node = Node::new(
+fn test_call() -> (node::Node, Rpc, CallId) {
+    let mut node = node::Node::new(
         node::NodeConfig::new("dtn://client/".parse().expect("a node id")),
         Box::new(store::MemoryStore::new(1 << 20)),
         1_000,

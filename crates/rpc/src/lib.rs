@@ -41,6 +41,7 @@
 
 mod config;
 mod engine;
+mod port;
 mod record;
 pub mod require;
 
@@ -50,6 +51,7 @@ pub use engine::{
     KeySource, KnownKey, MAX_LEARNT_KEYS, Outcome, Param, PresentedKey, PriorRun, RPC_DEMUX, Reply,
     Rpc, RpcEvent, RpcStats, StateError, Target, TimelineRef, Via, check_params,
 };
+pub use port::NodePort;
 pub use record::RecordError;
 
 use std::fmt;

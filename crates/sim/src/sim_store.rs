@@ -18,7 +18,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use store::{BundleMeta, Inserted, MemoryStore, Result, RpcTable, Store, StoredBundle, Usage};
+use store::{
+    BundleMeta, BundleStore, Inserted, MemoryStore, Result, RpcTable, Store, StoredBundle, Tables,
+    Usage,
+};
 use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
 
 /// Values at least this long are interned.
@@ -154,7 +157,7 @@ impl SimStore {
     }
 }
 
-impl Store for SimStore {
+impl BundleStore for SimStore {
     fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted> {
         self.dirty = true;
         self.inner.insert(now, bundle)
@@ -201,7 +204,9 @@ impl Store for SimStore {
     fn usage(&self) -> Result<Usage> {
         self.inner.usage()
     }
+}
 
+impl Tables for SimStore {
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
         self.dirty = true;
         if table != RpcTable::Files {
@@ -249,7 +254,9 @@ impl Store for SimStore {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
     }
+}
 
+impl Store for SimStore {
     fn flush(&mut self) -> Result<()> {
         self.inner.flush()
     }

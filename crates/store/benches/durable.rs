@@ -15,6 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use store::BundleStore as _;
 
 use bytes::Bytes;
 use store::{BundleMeta, DiskStore, Retention, Store, StoredBundle};

@@ -93,8 +93,8 @@ use crate::keys::{
     decode_eid, decode_id, eid_key, id_key, origin_prefix, origin_upper, time_from_sql, time_to_sql,
 };
 use crate::{
-    BundleMeta, Inserted, Rank, Result, Retention, RpcTable, Store, StoreError, StoredBundle,
-    Usage, plan_eviction,
+    BundleMeta, BundleStore, Inserted, Rank, Result, Retention, RpcTable, Store, StoreError,
+    StoredBundle, Tables, Usage, plan_eviction,
 };
 
 /// Bundles whose encoded length, and RPC values whose length, is at least this many bytes are kept
@@ -1069,7 +1069,7 @@ impl DiskStore {
     }
 }
 
-impl Store for DiskStore {
+impl BundleStore for DiskStore {
     fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted> {
         // What is stored is read back with `Bundle::decode`, which validates: refuse now what
         // could not be read later.
@@ -1269,7 +1269,9 @@ impl Store for DiskStore {
             quota: self.options.quota,
         })
     }
+}
 
+impl Tables for DiskStore {
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
         self.rpc_put_many(table, &[(key, value)])
     }
@@ -1432,7 +1434,9 @@ impl Store for DiskStore {
         }
         Ok(out)
     }
+}
 
+impl Store for DiskStore {
     fn flush(&mut self) -> Result<()> {
         self.commit()?;
         if std::mem::take(&mut self.commits_unsynced) {

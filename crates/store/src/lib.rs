@@ -268,10 +268,10 @@ pub enum StoreError {
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// Storage for bundles and RPC state. See the crate documentation for the durability contract and
-/// the eviction policy. Methods return ids in a deterministic order (ascending [`BundleId`]) so
-/// that callers stay deterministic.
-pub trait Store {
+/// The bundles a node holds, with their metadata, quota and eviction policy (see the crate
+/// documentation). Methods return ids in a deterministic order (ascending [`BundleId`]) so that
+/// callers stay deterministic. Part of a [`Store`]: its changes join the store's one batch.
+pub trait BundleStore {
     /// Stores a bundle, evicting per the policy if the quota requires. `now` decides which bundles
     /// are expired. Inserting an id that is already stored changes nothing and reports `new: false`.
     fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted>;
@@ -306,11 +306,17 @@ pub trait Store {
 
     /// Current usage and quota.
     fn usage(&self) -> Result<Usage>;
+}
 
+/// Named key-value tables ([`RpcTable`]: the RPC engine's calls, dedup cache, outbox, keys and
+/// files; the inboxes), keys and values as bytes, keys in ascending order. Part of a [`Store`]:
+/// a table's changes join the same batch as the bundles', so one commit holds a bundle and the
+/// records that refer to it.
+pub trait Tables {
     /// Puts a value in an RPC table, replacing any value under the same key.
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()>;
 
-    /// Puts several values in one RPC table, in order, as [`Store::rpc_put`] does each: for a
+    /// Puts several values in one RPC table, in order, as [`Tables::rpc_put`] does each: for a
     /// store that writes many rows at a lower cost per row together (the disk store prepares
     /// its statement once for all of them). Stops at the first error.
     fn rpc_put_many(&mut self, table: RpcTable, rows: &[(&[u8], &[u8])]) -> Result<()> {
@@ -356,7 +362,12 @@ pub trait Store {
             })
             .collect())
     }
+}
 
+/// A node's storage: its bundles and its tables, changed in one batch that [`Store::commit`]
+/// closes and a [`Syncer`] makes durable. See the crate documentation for the durability
+/// contract.
+pub trait Store: BundleStore + Tables {
     /// Makes every mutation so far durable (one transaction, one sync for the whole batch).
     fn flush(&mut self) -> Result<()>;
 

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use wire::{Bundle, BundleId, CreationTimestamp, DtnTime, Eid};
 
 use crate::{
-    BundleMeta, Inserted, Rank, Result, RpcTable, Store, StoreError, StoredBundle, Usage,
-    plan_eviction,
+    BundleMeta, BundleStore, Inserted, Rank, Result, RpcTable, Store, StoreError, StoredBundle,
+    Tables, Usage, plan_eviction,
 };
 
 #[derive(Clone)]
@@ -90,7 +90,7 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
+impl BundleStore for MemoryStore {
     fn insert(&mut self, now: DtnTime, bundle: StoredBundle) -> Result<Inserted> {
         let id = bundle.meta.id.clone();
         if self.bundles.contains_key(&id) {
@@ -205,7 +205,9 @@ impl Store for MemoryStore {
             quota: self.quota,
         })
     }
+}
 
+impl Tables for MemoryStore {
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
         self.rpc.insert(
             (table, Bytes::copy_from_slice(key)),
@@ -240,7 +242,9 @@ impl Store for MemoryStore {
             .map(|((_, k), v)| (k.clone(), v.clone()))
             .collect())
     }
+}
 
+impl Store for MemoryStore {
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }

@@ -31,6 +31,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use store::{BundleStore as _, Tables as _};
 
 use bytes::Bytes;
 use store::{

@@ -10,6 +10,7 @@
 mod common;
 
 use common::{bundle, id};
+use store::BundleStore as _;
 use store::{DiskStore, PAYLOAD_FILE_MIN, Recovery, Store, StoreError};
 
 #[path = "support/tmpfs.rs"]

@@ -13,6 +13,7 @@ use store::{
     BundleMeta, DiskOptions, DiskStore, MemoryStore, Retention, RpcTable, Store, StoreError,
     StoredBundle,
 };
+use store::{BundleStore as _, Tables as _};
 use wire::{Bundle, BundleId, CreationTimestamp, Eid, PrimaryBlock};
 
 /// Small enough that eviction and `Full` happen often.

@@ -6,6 +6,7 @@
 mod common;
 
 use std::fs;
+use store::{BundleStore as _, Tables as _};
 
 use bytes::Bytes;
 use common::{bundle, id};

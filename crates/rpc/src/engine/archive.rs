@@ -28,6 +28,7 @@
 //! usual span this is the rare late copy.
 
 use super::*;
+use crate::port::NodePort;
 
 /// The creation time an id made by this engine carries (its first 8 bytes, big-endian). Ids
 /// from other callers give any number: it only decides where their row sorts, never whether a
@@ -140,10 +141,10 @@ impl Rpc {
 
     /// A call this node made that left memory, read back from the store (`None` if it is not
     /// there: never made here, forgotten, or swept).
-    pub(super) fn call_from_store(&self, node: &Node, id: &CallId) -> Option<ClientCall> {
+    pub(super) fn call_from_store(&self, node: &dyn NodePort, id: &CallId) -> Option<ClientCall> {
         let row = RowOrder::Since(id_time(id));
         let value = node
-            .store()
+            .tables()
             .rpc_get(RpcTable::Pending, &row.key(&id.0))
             .ok()??;
         let c = Self::parse_call(value, row).ok()?;
@@ -152,14 +153,19 @@ impl Rpc {
 
     /// Brings a served call back into memory from the store if it left, so a late copy of the
     /// call finds it (and gets its stored reply). `deadline` is the copy's: the row's key.
-    pub(super) fn bring_back_serving(&mut self, node: &Node, key: &ServeKey, deadline: DtnTime) {
+    pub(super) fn bring_back_serving(
+        &mut self,
+        node: &dyn NodePort,
+        key: &ServeKey,
+        deadline: DtnTime,
+    ) {
         // The common case first: a call with a later deadline than any that left memory.
         if self.served_out_through.is_none_or(|t| deadline > t) || self.serving.contains_key(key) {
             return;
         }
         let row = RowOrder::Since(deadline);
         let k = row.key(&serve_key_bytes(key));
-        let value = match node.store().rpc_get(RpcTable::Dedup, &k) {
+        let value = match node.tables().rpc_get(RpcTable::Dedup, &k) {
             Ok(Some(v)) => v,
             Ok(None) => return,
             Err(source) => {
@@ -183,7 +189,7 @@ impl Rpc {
     /// Removes the rows of records that left memory and whose time is up: served calls whose
     /// deadline is `retention_ms` past, calls this node made that finished `retention_ms` ago.
     /// Returns whether it stopped before the end (the rest at the next sweep, soon).
-    pub(super) fn sweep_stored(&mut self, now: DtnTime, node: &mut Node) -> bool {
+    pub(super) fn sweep_stored(&mut self, now: DtnTime, node: &mut dyn NodePort) -> bool {
         let Some(due) = now.checked_sub(self.config.retention_ms) else {
             return false;
         };
@@ -215,7 +221,7 @@ impl Rpc {
     /// stopped before the end.
     fn sweep_rows(
         &mut self,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         table: RpcTable,
         below: &[u8; 8],
         done: impl Fn(&Self, &[u8], Bytes) -> Option<()>,
@@ -229,7 +235,7 @@ impl Rpc {
         let mut seen = 0;
         loop {
             let rows = match node
-                .store()
+                .tables()
                 .rpc_range(table, &from, Some(&below[..]), PAGE_ROWS)
             {
                 Ok(rows) => rows,

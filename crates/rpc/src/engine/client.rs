@@ -2,6 +2,7 @@
 //! collecting replies.
 
 use super::*;
+use crate::port::NodePort;
 
 impl Rpc {
     /// Makes a call. Returns at once with its id; replies arrive as [`RpcEvent::CallChanged`] and
@@ -10,7 +11,7 @@ impl Rpc {
     pub fn call(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         request: CallRequest,
     ) -> Result<CallId, CallError> {
         let requirement =
@@ -229,7 +230,12 @@ impl Rpc {
 
     /// Withdraws a call: the servers are told (they stop it if it runs) and the call ends as
     /// cancelled. A call that already ended is left as it is.
-    pub fn cancel(&mut self, now: DtnTime, node: &mut Node, id: CallId) -> Result<(), CallError> {
+    pub fn cancel(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        id: CallId,
+    ) -> Result<(), CallError> {
         let Some(c) = self.calls.get(&id) else {
             // A call that left memory has ended: nothing to withdraw.
             return match self.call_from_store(node, &id) {
@@ -289,7 +295,7 @@ impl Rpc {
     }
 
     /// Removes a call (finished or not) from this node's records; later replies are ignored.
-    pub fn forget(&mut self, node: &mut Node, id: CallId) -> bool {
+    pub fn forget(&mut self, node: &mut dyn NodePort, id: CallId) -> bool {
         let row = match self.calls.remove(&id) {
             Some(c) => c.row,
             // A call that left memory is forgotten in the store.
@@ -335,7 +341,7 @@ impl Rpc {
         }
     }
 
-    pub(super) fn client_timer(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+    pub(super) fn client_timer(&mut self, now: DtnTime, node: &mut dyn NodePort, id: CallId) {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
@@ -465,7 +471,7 @@ impl Rpc {
     }
 
     /// Sends the call by dtn (once) and waits there until the deadline.
-    pub(super) fn go_dtn(&mut self, now: DtnTime, node: &mut Node, id: CallId, why: &str) {
+    pub(super) fn go_dtn(&mut self, now: DtnTime, node: &mut dyn NodePort, id: CallId, why: &str) {
         let Some(c) = self.calls.get_mut(&id) else {
             return;
         };
@@ -498,7 +504,7 @@ impl Rpc {
         }
     }
 
-    pub(super) fn client_path_lost(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+    pub(super) fn client_path_lost(&mut self, now: DtnTime, node: &mut dyn NodePort, id: CallId) {
         let Some(c) = self.calls.get_mut(&id) else {
             return;
         };
@@ -528,7 +534,7 @@ impl Rpc {
     pub(super) fn client_reply(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         message: Message,
         sender: PublicKey,
         via: Via,
@@ -678,7 +684,7 @@ impl Rpc {
     fn note_key_mismatch(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         id: CallId,
         server: &Eid,
         presented: PublicKey,
@@ -708,7 +714,12 @@ impl Rpc {
         self.save_call(node, id);
     }
 
-    pub(super) fn client_files_arrived(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+    pub(super) fn client_files_arrived(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        id: CallId,
+    ) {
         let files = &self.files;
         let Some(c) = self.calls.get_mut(&id) else {
             return;
@@ -738,7 +749,7 @@ impl Rpc {
     }
 
     /// Ends the call if its replies are enough for its mode.
-    pub(super) fn settle(&mut self, now: DtnTime, node: &mut Node, id: CallId) {
+    pub(super) fn settle(&mut self, now: DtnTime, node: &mut dyn NodePort, id: CallId) {
         let Some(c) = self.calls.get(&id) else {
             return;
         };
@@ -763,7 +774,7 @@ impl Rpc {
     pub(super) fn finish(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         id: CallId,
         state: CallState,
         why: &'static str,
@@ -1031,7 +1042,7 @@ fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
-fn hops(node: &Node, to: &Eid) -> u32 {
+fn hops(node: &dyn NodePort, to: &Eid) -> u32 {
     node.reachable(to).unwrap_or(0)
 }
 

@@ -27,6 +27,7 @@
 //! earlier versions wrote, read as [`KeySource::Learnt`] at an unknown time.
 
 use super::*;
+use crate::port::NodePort;
 
 /// Most nodes whose presented key (one that is not the key known for them) is kept.
 pub(super) const MAX_PRESENTED: usize = 256;
@@ -233,7 +234,7 @@ impl Rpc {
     pub fn accept_key(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         node_id: &Eid,
         key: Option<PublicKey>,
     ) -> Result<KnownKey, KeyError> {
@@ -276,7 +277,7 @@ impl Rpc {
     pub fn forget_key(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         node_id: &Eid,
     ) -> Result<PublicKey, KeyError> {
         let node_id = node_id.node_id();
@@ -303,7 +304,7 @@ impl Rpc {
         Ok(())
     }
 
-    fn keep_key(&mut self, node: &mut Node, node_id: &Eid, learnt: Learnt) {
+    fn keep_key(&mut self, node: &mut dyn NodePort, node_id: &Eid, learnt: Learnt) {
         self.keys.insert(node_id.clone(), learnt);
         let id = node_id.to_string();
         self.persist(node, RpcTable::Keys, id.as_bytes(), Some(&learnt.encode()));
@@ -314,7 +315,7 @@ impl Rpc {
     pub(super) fn learn_key(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         node_id: &Eid,
         key: PublicKey,
         source: KeySource,
@@ -410,7 +411,7 @@ impl Rpc {
 
     /// After the key of `server` changed: its waiting calls are sealed again for the key now
     /// known (or signed only, if none), and those already handed to dtn go again.
-    fn reseal_calls_to(&mut self, now: DtnTime, node: &mut Node, server: &Eid, how: &str) {
+    fn reseal_calls_to(&mut self, now: DtnTime, node: &mut dyn NodePort, server: &Eid, how: &str) {
         let to = self.key_of(server);
         let ids: Vec<CallId> = self
             .calls

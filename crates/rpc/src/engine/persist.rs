@@ -7,6 +7,7 @@
 
 use super::client::Derived;
 use super::*;
+use crate::port::NodePort;
 
 const VIA_NAMES: [&str; 4] = ["datagram", "stream", "dtn", "local"];
 
@@ -33,13 +34,13 @@ impl Rpc {
     /// Marks a call's record to be written when the current input is done
     /// ([`Rpc::write_dirty`]): a call that changes several times while one input is handled
     /// (sent, answered, finished) costs one write, not one per change.
-    pub(super) fn save_call(&mut self, _node: &mut Node, id: CallId) {
+    pub(super) fn save_call(&mut self, _node: &mut dyn NodePort, id: CallId) {
         self.dirty_calls.insert(id);
     }
 
     /// Writes the records changed while handling the current input. Every public entry point
     /// that changes state ends here, before the shell flushes the store.
-    pub(super) fn write_dirty(&mut self, node: &mut Node) {
+    pub(super) fn write_dirty(&mut self, node: &mut dyn NodePort) {
         let calls = std::mem::take(&mut self.dirty_calls);
         for &id in &calls {
             self.write_call(id);
@@ -82,7 +83,7 @@ impl Rpc {
 
     /// Marks a served call's record to be written when the current input is done (see
     /// [`Rpc::save_call`]).
-    pub(super) fn save_serving(&mut self, _node: &mut Node, key: &ServeKey) {
+    pub(super) fn save_serving(&mut self, _node: &mut dyn NodePort, key: &ServeKey) {
         let Some(s) = self.serving.get(key) else {
             return;
         };
@@ -97,7 +98,7 @@ impl Rpc {
 
     /// Marks a served call's outbox row to be written when the current input is done, when
     /// nothing else of its record changed.
-    pub(super) fn save_outbox(&mut self, _node: &mut Node, key: &ServeKey) {
+    pub(super) fn save_outbox(&mut self, _node: &mut dyn NodePort, key: &ServeKey) {
         self.dirty_outbox.insert(*key);
     }
 
@@ -262,8 +263,8 @@ impl Rpc {
         })
     }
 
-    fn scan(&mut self, node: &Node, table: RpcTable) -> Vec<(Bytes, Bytes)> {
-        match node.store().rpc_scan(table) {
+    fn scan(&mut self, node: &dyn NodePort, table: RpcTable) -> Vec<(Bytes, Bytes)> {
+        match node.tables().rpc_scan(table) {
             Ok(rows) => rows,
             Err(source) => {
                 self.errors.push(StateError::Read { table, source });
@@ -277,14 +278,14 @@ impl Rpc {
     /// records leave memory after each page.
     fn scan_pages(
         &mut self,
-        node: &Node,
+        node: &dyn NodePort,
         table: RpcTable,
         mut each: impl FnMut(&mut Self, Bytes, Bytes),
     ) {
         let mut from: Vec<u8> = Vec::new();
         loop {
             let rows = match node
-                .store()
+                .tables()
                 .rpc_range(table, &from, None, archive::PAGE_ROWS)
             {
                 Ok(rows) => rows,
@@ -310,7 +311,7 @@ impl Rpc {
     }
 
     /// Loads the durable state and resumes it at `now`.
-    pub(super) fn load(&mut self, node: &mut Node, now: DtnTime) {
+    pub(super) fn load(&mut self, node: &mut dyn NodePort, now: DtnTime) {
         for (k, v) in self.scan(node, RpcTable::Keys) {
             let id = std::str::from_utf8(&k)
                 .ok()
@@ -324,7 +325,7 @@ impl Rpc {
         }
         // Only each file's header (its expiry) and length: the contents stay on disk until a
         // call needs them (a full budget is a gigabyte).
-        let files = match node.store().rpc_scan_heads(RpcTable::Files, 8) {
+        let files = match node.tables().rpc_scan_heads(RpcTable::Files, 8) {
             Ok(rows) => rows,
             Err(source) => {
                 self.errors.push(StateError::Read {

@@ -3,6 +3,7 @@
 //! call came by while it lives, else by dtn.
 
 use super::*;
+use crate::port::NodePort;
 
 /// Checks a call's parameters against a procedure's declared types and returns them as the
 /// procedure receives them. Text stands for a declared `int`, `float` or `bool` when it is
@@ -155,7 +156,7 @@ impl Rpc {
     pub(super) fn serve_call(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         call: Call,
         caller_key: PublicKey,
         via: Via,
@@ -236,7 +237,7 @@ impl Rpc {
     }
 
     /// Starts a call whose files are all here.
-    pub(super) fn try_start(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+    pub(super) fn try_start(&mut self, now: DtnTime, node: &mut dyn NodePort, key: ServeKey) {
         self.try_start_as(now, node, key, false);
     }
 
@@ -244,7 +245,7 @@ impl Rpc {
     pub(super) fn try_start_as(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         key: ServeKey,
         resumed: bool,
     ) {
@@ -354,7 +355,7 @@ impl Rpc {
     /// `ServerStopped` at once, rather than left waiting for its deadline. Calls still waiting
     /// for their parameter files stay as they are (durable, they go on after the next start).
     /// Returns how many were stopped.
-    pub fn stop_executions(&mut self, now: DtnTime, node: &mut Node) -> usize {
+    pub fn stop_executions(&mut self, now: DtnTime, node: &mut dyn NodePort) -> usize {
         let running: Vec<(ServeKey, JobId)> = self
             .unfinished
             .iter()
@@ -385,7 +386,13 @@ impl Rpc {
     }
 
     /// Reports how an execution ended. An execution that was aborted (or is unknown) is ignored.
-    pub fn finished(&mut self, now: DtnTime, node: &mut Node, job: JobId, outcome: Outcome) {
+    pub fn finished(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        job: JobId,
+        outcome: Outcome,
+    ) {
         let Some(key) = self.jobs.remove(&job) else {
             return;
         };
@@ -569,7 +576,7 @@ impl Rpc {
     fn reject(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         call: Call,
         caller_key: PublicKey,
         via: Via,
@@ -584,7 +591,7 @@ impl Rpc {
     pub(super) fn answer_reject(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         key: ServeKey,
         code: RejectCode,
         detail: String,
@@ -602,7 +609,7 @@ impl Rpc {
     }
 
     /// Seals and stores the reply (the result cache), puts it in the outbox, and sends it.
-    fn answer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey, message: Message) {
+    fn answer(&mut self, now: DtnTime, node: &mut dyn NodePort, key: ServeKey, message: Message) {
         let sealed = match self.seal(&message, Some(key.caller)) {
             Ok(s) => s,
             Err(e) => {
@@ -636,7 +643,7 @@ impl Rpc {
     /// Sends the stored reply: on the live stream it came by, by datagram if it came so and the
     /// caller is reachable, else by dtn (the paper: the path is checked when the result is
     /// ready). What could not be handed to the node stays in the outbox and is retried.
-    pub(super) fn send_reply(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+    pub(super) fn send_reply(&mut self, now: DtnTime, node: &mut dyn NodePort, key: ServeKey) {
         let Some(s) = self.serving.get(&key) else {
             return;
         };
@@ -698,7 +705,7 @@ impl Rpc {
         }
     }
 
-    fn mark_sent(&mut self, node: &mut Node, key: ServeKey, stream: Option<StreamId>) {
+    fn mark_sent(&mut self, node: &mut dyn NodePort, key: ServeKey, stream: Option<StreamId>) {
         if let Some(s) = self.serving.get_mut(&key) {
             s.unsent = false;
         }
@@ -723,7 +730,7 @@ impl Rpc {
         }
     }
 
-    pub(super) fn stream_delivered(&mut self, node: &mut Node, stream: StreamId) {
+    pub(super) fn stream_delivered(&mut self, node: &mut dyn NodePort, stream: StreamId) {
         let keys: Vec<ServeKey> = self
             .reply_streams
             .range((stream, ServeKey::new(PublicKey([0; 32]), CallId([0; 16])))..)
@@ -735,7 +742,12 @@ impl Rpc {
         }
     }
 
-    pub(super) fn server_path_lost(&mut self, now: DtnTime, node: &mut Node, stream: StreamId) {
+    pub(super) fn server_path_lost(
+        &mut self,
+        now: DtnTime,
+        node: &mut dyn NodePort,
+        stream: StreamId,
+    ) {
         let keys: Vec<ServeKey> = self
             .serving
             .iter()
@@ -757,7 +769,7 @@ impl Rpc {
         }
     }
 
-    fn send_ack(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+    fn send_ack(&mut self, now: DtnTime, node: &mut dyn NodePort, key: ServeKey) {
         let Some(s) = self.serving.get_mut(&key) else {
             return;
         };
@@ -819,7 +831,7 @@ impl Rpc {
         }
     }
 
-    pub(super) fn serve_timer(&mut self, now: DtnTime, node: &mut Node, key: ServeKey) {
+    pub(super) fn serve_timer(&mut self, now: DtnTime, node: &mut dyn NodePort, key: ServeKey) {
         let Some(s) = self.serving.get_mut(&key) else {
             return;
         };
@@ -886,7 +898,7 @@ impl Rpc {
     pub(super) fn serve_cancel(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         cancel: Cancel,
         sender: PublicKey,
     ) {
@@ -920,7 +932,7 @@ impl Rpc {
     pub(super) fn serve_notice(
         &mut self,
         now: DtnTime,
-        node: &mut Node,
+        node: &mut dyn NodePort,
         notice: Notice,
         sender: PublicKey,
         done: bool,
@@ -987,7 +999,13 @@ impl Rpc {
         }
     }
 
-    fn record_skipped(&mut self, node: &mut Node, call: Call, caller_key: PublicKey, via: Via) {
+    fn record_skipped(
+        &mut self,
+        node: &mut dyn NodePort,
+        call: Call,
+        caller_key: PublicKey,
+        via: Via,
+    ) {
         let key = ServeKey::new(caller_key, call.id);
         self.insert_serving(call, caller_key, ServeState::Skipped, via);
         self.save_serving(node, &key);
