@@ -270,7 +270,7 @@ pub(crate) struct Daemon {
     /// as they get (a memory store).
     syncer: Option<store::Syncer>,
     /// Where a finished sync reports (commits it covers, its error); set by `run`.
-    sync_done: Option<mpsc::UnboundedSender<(u64, Result<(), String>)>>,
+    sync_done: Option<mpsc::UnboundedSender<(u64, store::Result<()>)>>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
     broadcast_round: std::collections::BTreeSet<(BundleId, u16)>,
     reports: std::collections::VecDeque<ReportInfo>,
@@ -571,7 +571,7 @@ impl Daemon {
     async fn stop_executions(
         &mut self,
         inputs: &mut Inputs,
-        synced: &mut mpsc::UnboundedReceiver<(u64, Result<(), String>)>,
+        synced: &mut mpsc::UnboundedReceiver<(u64, store::Result<()>)>,
     ) {
         let now = self.now();
         let (rpc, node) = self.engine_mut();
@@ -1379,13 +1379,12 @@ impl Daemon {
             return;
         };
         tokio::task::spawn_blocking(move || {
-            let result = syncer.sync().map_err(|e| e.to_string());
-            let _ = done.send((commits, result));
+            let _ = done.send((commits, syncer.sync()));
         });
     }
 
     /// A sync of the first `commits` commits ended: their promises are kept, or fail.
-    fn on_synced(&mut self, commits: u64, result: Result<(), String>) {
+    fn on_synced(&mut self, commits: u64, result: store::Result<()>) {
         self.metrics.store_syncs += 1;
         if let Err(e) = &result {
             self.metrics.store_errors += 1;

@@ -422,12 +422,14 @@ impl<T> Host<T> {
         self.pipeline.poll_sync(now)
     }
 
-    /// A sync of the first `upto` commits ended: their promises are kept, or fail.
-    pub fn synced(&mut self, now: DtnTime, upto: u64, result: Result<(), String>) {
+    /// A sync of the first `upto` commits ended: their promises are kept, or fail with the
+    /// store's error.
+    pub fn synced(&mut self, now: DtnTime, upto: u64, result: store::Result<()>) {
+        let error = result.err().map(|e| e.to_string());
         for promised in self.pipeline.synced(upto) {
-            match &result {
-                Ok(()) => self.keep(promised),
-                Err(e) => self.fail(now, promised, e),
+            match &error {
+                None => self.keep(promised),
+                Some(e) => self.fail(now, promised, e),
             }
         }
     }

@@ -17,6 +17,14 @@ use wire::{DtnTime, Eid};
 const START: DtnTime = 820_454_400_000;
 const LINK: LinkId = LinkId(1);
 
+/// A sync's failure, as the disk store reports one.
+fn io_error(what: &str) -> store::StoreError {
+    store::StoreError::Io {
+        context: "syncing the store's log".into(),
+        source: std::io::Error::other(what.to_string()),
+    }
+}
+
 fn eid(s: &str) -> Eid {
     s.parse().unwrap()
 }
@@ -242,7 +250,7 @@ fn a_failed_sync_runs_nothing_and_tells_the_caller_why() {
     let upto = server.syncing.take().expect("the server asked for a sync");
     server
         .host
-        .synced(now, upto, Err("the disk is gone".into()));
+        .synced(now, upto, Err(io_error("the disk is gone")));
     pair.server().auto_sync = true;
     pair.settle();
     assert!(pair.server().seen.executed.is_empty());
@@ -342,12 +350,14 @@ fn an_answer_waits_for_the_sync_that_covers_it_and_fails_with_it() {
     assert_eq!(pair.server().seen.released, vec![(7, None)]);
     let server = pair.server();
     let upto = server.syncing.take().expect("the second commit's sync");
-    server.host.synced(now, upto, Err("I/O error".into()));
+    server.host.synced(now, upto, Err(io_error("I/O error")));
     pair.round(1);
-    assert_eq!(
-        pair.server().seen.released,
-        vec![(7, None), (8, Some("I/O error".into()))]
-    );
+    let released = &pair.server().seen.released;
+    assert_eq!(released.len(), 2);
+    assert_eq!(released[0], (7, None));
+    assert_eq!(released[1].0, 8);
+    let error = released[1].1.as_deref().expect("the failed sync's error");
+    assert!(error.contains("I/O error"), "{error}");
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub use node::{
     Arriving, CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, LinkLoad, MAX_SUMMARY_PURGE_KEYS, Node,
     NodeConfig, NodeStats, Outgoing, SendError,
 };
-pub use strategy::{Direct, Epidemic, SprayAndWait, Strategy, StrategyKind};
+pub use strategy::{Direct, Epidemic, ParseStrategyError, SprayAndWait, Strategy, StrategyKind};
 
 /// Identifies a link: one adjacency the shell maintains (a TCPCL session, a simulated edge).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -64,12 +64,26 @@ impl StrategyKind {
     }
 }
 
+/// Why a strategy's name does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseStrategyError {
+    /// `spray-and-wait:0`.
+    #[error("spray-and-wait needs at least 1 copy")]
+    NoCopies,
+    /// `spray-and-wait:` followed by something other than a number.
+    #[error("spray-and-wait copies must be a number, got {0:?}")]
+    Copies(String),
+    /// None of the names.
+    #[error("unknown strategy {0:?}: expected epidemic, spray-and-wait[:COPIES] or direct")]
+    Unknown(String),
+}
+
 impl std::str::FromStr for StrategyKind {
-    type Err = String;
+    type Err = ParseStrategyError;
 
     /// Parses `epidemic`, `direct`, `spray-and-wait` (8 copies) or `spray-and-wait:COPIES`
     /// (`spray` for short), as configuration files and command lines spell them.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ParseStrategyError> {
         match s.split_once(':') {
             None if s == "epidemic" => Ok(StrategyKind::Epidemic),
             None if s == "direct" => Ok(StrategyKind::Direct),
@@ -77,13 +91,11 @@ impl std::str::FromStr for StrategyKind {
                 Ok(StrategyKind::SprayAndWait { copies: 8 })
             }
             Some(("spray-and-wait" | "spray", n)) => match n.parse::<u64>() {
-                Ok(0) => Err("spray-and-wait needs at least 1 copy".into()),
+                Ok(0) => Err(ParseStrategyError::NoCopies),
                 Ok(copies) => Ok(StrategyKind::SprayAndWait { copies }),
-                Err(_) => Err(format!("spray-and-wait copies must be a number, got {n:?}")),
+                Err(_) => Err(ParseStrategyError::Copies(n.to_string())),
             },
-            _ => Err(format!(
-                "unknown strategy {s:?}: expected epidemic, spray-and-wait[:COPIES] or direct"
-            )),
+            _ => Err(ParseStrategyError::Unknown(s.to_string())),
         }
     }
 }

@@ -1931,7 +1931,7 @@ mod server;
 
 pub use keys::{KeyError, KeySource, KnownKey, MAX_LEARNT_KEYS, PresentedKey};
 
-pub use server::check_params;
+pub use server::{ParamError, check_params};
 
 /// A client node `dtn://client/` and its engine, the call `x` to `dtn://server/` made at 1000
 /// (by dtn: no path here): what the submodules' unit tests start from.

@@ -166,7 +166,11 @@ fn text_stands_for_a_declared_number_or_flag_only_when_it_is_one() {
         (T::Float, ""),
     ] {
         let e = check_params(&[ty], &[text(bad)]).unwrap_err();
-        assert!(e.starts_with("parameter 1 must be"), "{e}");
+        assert!(
+            matches!(e, rpc::ParamError::Unreadable { position: 1, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("parameter 1 must be"), "{e}");
     }
     // Typed values are never converted to text, nor numbers to flags.
     assert!(check_params(&[T::Text], &[V::Int(1)]).is_err());

@@ -5,26 +5,69 @@
 use super::*;
 use crate::port::NodePort;
 
+/// Why a call's parameters do not fit the procedure (its `Display` is the detail the caller is
+/// sent with `bad_arguments`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamError {
+    /// Not as many parameters as declared.
+    #[error("expected {} parameters ({}), got {got}", .declared.len(), names(.declared))]
+    Count {
+        /// The declared types.
+        declared: Vec<ParamType>,
+        /// How many came.
+        got: usize,
+    },
+    /// Text that does not read as the declared type (`position` counts from 1).
+    #[error("parameter {position} must be {}, and {text} is not one", .expected.name())]
+    Unreadable {
+        /// Which parameter.
+        position: usize,
+        /// Its declared type.
+        expected: ParamType,
+        /// The text, quoted and shortened.
+        text: String,
+    },
+    /// A value of another type.
+    #[error("parameter {position} must be {}, not {got}", .expected.name())]
+    Type {
+        /// Which parameter.
+        position: usize,
+        /// Its declared type.
+        expected: ParamType,
+        /// The type it has.
+        got: &'static str,
+    },
+    /// Text with a NUL character (a program's argument cannot hold one).
+    #[error("parameter {position} contains a NUL character")]
+    Nul {
+        /// Which parameter.
+        position: usize,
+    },
+}
+
+fn names(types: &[ParamType]) -> String {
+    types
+        .iter()
+        .map(|t| t.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Checks a call's parameters against a procedure's declared types and returns them as the
 /// procedure receives them. Text stands for a declared `int`, `float` or `bool` when it is
 /// exactly one (`42`, `-0.5`, `true`): a command line has only text, and the server, which
 /// knows the types, reads it. Anything else must already have the declared type (an `int` may
 /// stand for a `float`, a `file` for `bytes`).
-pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<Vec<Value>, String> {
+pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<Vec<Value>, ParamError> {
     if declared.len() != params.len() {
-        return Err(format!(
-            "expected {} parameters ({}), got {}",
-            declared.len(),
-            declared
-                .iter()
-                .map(|t| t.name())
-                .collect::<Vec<_>>()
-                .join(", "),
-            params.len()
-        ));
+        return Err(ParamError::Count {
+            declared: declared.to_vec(),
+            got: params.len(),
+        });
     }
     let mut out = Vec::with_capacity(params.len());
     for (i, (ty, value)) in declared.iter().zip(params).enumerate() {
+        let position = i + 1;
         let read = match (ty, value) {
             (ParamType::Int, Value::Text(t)) => t.parse().ok().map(Value::Int),
             (ParamType::Float, Value::Text(t)) => t.parse().ok().map(Value::Float),
@@ -35,26 +78,24 @@ pub fn check_params(declared: &[ParamType], params: &[Value]) -> Result<Vec<Valu
             Some(v) => v,
             None if type_matches(*ty, value) => value.clone(),
             None if matches!(value, Value::Text(_)) => {
-                return Err(format!(
-                    "parameter {} must be {}, and {} is not one",
-                    i + 1,
-                    ty.name(),
-                    value_type_name_quoted(value)
-                ));
+                return Err(ParamError::Unreadable {
+                    position,
+                    expected: *ty,
+                    text: value_type_name_quoted(value),
+                });
             }
             None => {
-                return Err(format!(
-                    "parameter {} must be {}, not {}",
-                    i + 1,
-                    ty.name(),
-                    value_type_name(value)
-                ));
+                return Err(ParamError::Type {
+                    position,
+                    expected: *ty,
+                    got: value_type_name(value),
+                });
             }
         };
         if let Value::Text(t) = &value
             && t.contains('\0')
         {
-            return Err(format!("parameter {} contains a NUL character", i + 1));
+            return Err(ParamError::Nul { position });
         }
         out.push(value);
     }
@@ -116,7 +157,7 @@ impl Rpc {
         }
         let params = match check_params(&spec.params, &call.params) {
             Ok(params) => params,
-            Err(detail) => return Admission::Refuse(RejectCode::BadArguments, detail),
+            Err(e) => return Admission::Refuse(RejectCode::BadArguments, e.to_string()),
         };
         let facts = &self.facts;
         let verdicts = [
