@@ -29,7 +29,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
@@ -38,6 +37,7 @@ use subtle::ConstantTimeEq;
 
 use crate::api_body::{Bodies, RAW_ROUTE};
 use crate::control::ApiError;
+use crate::error::{IoContext as _, StartError};
 
 /// The token file's name in the data directory.
 pub const TOKEN_FILE: &str = "api-token";
@@ -179,47 +179,55 @@ pub async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> 
 
 /// The node's API token from `<data_dir>/api-token`, created (32 random bytes as 64 hex digits,
 /// mode 0600) if missing. A file that others may read is refused: they could use the node.
-pub fn load_or_create_token(data_dir: &Path) -> anyhow::Result<String> {
+pub fn load_or_create_token(data_dir: &Path) -> Result<String, StartError> {
     let path = data_dir.join(TOKEN_FILE);
     match File::open(&path) {
         Ok(mut file) => {
-            let mode = file.metadata()?.permissions().mode() & 0o7777;
+            let mode = file
+                .metadata()
+                .doing(|| format!("reading {}", path.display()))?
+                .permissions()
+                .mode()
+                & 0o7777;
             if mode & 0o077 != 0 {
-                anyhow::bail!(
+                return Err(StartError::File(format!(
                     "{} may be read by others (mode {mode:04o}); make it private with `chmod 600 {}`",
                     path.display(),
                     path.display()
-                );
+                )));
             }
             let mut text = String::new();
             file.read_to_string(&mut text)
-                .with_context(|| format!("reading {}", path.display()))?;
+                .doing(|| format!("reading {}", path.display()))?;
             let token = text.trim();
             if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_graphic()) {
-                anyhow::bail!(
+                return Err(StartError::File(format!(
                     "{} does not hold a token (at least 32 printable characters); delete it and a new one is made",
                     path.display()
-                );
+                )));
             }
             Ok(token.to_owned())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut bytes = [0u8; 32];
-            getrandom::getrandom(&mut bytes)
-                .map_err(|e| anyhow::anyhow!("drawing an API token: {e}"))?;
+            getrandom::getrandom(&mut bytes).map_err(|error| StartError::Random {
+                what: "an API token",
+                error,
+            })?;
             let token = wire::hex(&bytes);
             let mut file = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&path)
-                .with_context(|| format!("creating {}", path.display()))?;
-            file.set_permissions(fs::Permissions::from_mode(0o600))?;
-            file.write_all(format!("{token}\n").as_bytes())?;
-            file.sync_all()?;
+                .doing(|| format!("creating {}", path.display()))?;
+            file.set_permissions(fs::Permissions::from_mode(0o600))
+                .and_then(|()| file.write_all(format!("{token}\n").as_bytes()))
+                .and_then(|()| file.sync_all())
+                .doing(|| format!("writing {}", path.display()))?;
             Ok(token)
         }
-        Err(e) => Err(e).with_context(|| format!("opening {}", path.display())),
+        Err(e) => Err(e).doing(|| format!("opening {}", path.display())),
     }
 }
 

@@ -28,8 +28,9 @@ use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
 use seal::{Identity, Zeroizing};
+
+use crate::error::{IoContext as _, StartError};
 
 /// The first line of an identity file.
 pub const HEADER: &str = "ferry-identity v1";
@@ -42,49 +43,51 @@ const MAX_FILE_LEN: u64 = 1024;
 ///
 /// Fails, saying what to do, if the file may be read by group or others, is not an identity file,
 /// or cannot be read or written.
-pub fn load_or_create(path: &Path) -> anyhow::Result<(Identity, bool)> {
+pub fn load_or_create(path: &Path) -> Result<(Identity, bool), StartError> {
     match File::open(path) {
         Ok(file) => load(path, file).map(|identity| (identity, false)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             create(path).map(|identity| (identity, true))
         }
-        Err(e) => Err(e).with_context(|| format!("opening the identity file {}", path.display())),
+        Err(e) => Err(e).doing(|| format!("opening the identity file {}", path.display())),
     }
 }
 
-fn load(path: &Path, mut file: File) -> anyhow::Result<Identity> {
+fn load(path: &Path, mut file: File) -> Result<Identity, StartError> {
     let shown = path.display();
     // The opened file's own metadata: no window between the check and the read.
     let meta = file
         .metadata()
-        .with_context(|| format!("reading the identity file {shown}"))?;
+        .doing(|| format!("reading the identity file {shown}"))?;
     if !meta.is_file() {
-        bail!("the identity file {shown} is not a regular file");
+        return Err(StartError::File(format!(
+            "the identity file {shown} is not a regular file"
+        )));
     }
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
-        bail!(
+        return Err(StartError::File(format!(
             "the identity file {shown} holds this node's secret key but group or others may \
              access it (mode {mode:04o}); make it private with `chmod 600 {shown}` (or, if \
              others may have read it, delete it and a new identity is made at the next start)"
-        );
+        )));
     }
     // Room for the whole file from the start, so the buffer never moves (leaving a copy behind).
     let mut text = Zeroizing::new(Vec::with_capacity(MAX_FILE_LEN as usize + 1));
     (&mut file)
         .take(MAX_FILE_LEN + 1)
         .read_to_end(&mut text)
-        .with_context(|| format!("reading the identity file {shown}"))?;
+        .doing(|| format!("reading the identity file {shown}"))?;
     match parse(&text) {
         Ok(secret) => Ok(Identity::from_secret(*secret)),
-        Err(Malformed::Version(version)) => bail!(
+        Err(Malformed::Version(version)) => Err(StartError::File(format!(
             "the identity file {shown} is `{version}`, a format this version of Ferry does not \
              read (it reads `{HEADER}`)"
-        ),
-        Err(Malformed::Content) => bail!(
+        ))),
+        Err(Malformed::Content) => Err(StartError::File(format!(
             "the identity file {shown} is not a Ferry identity file: expected the line \
              `{HEADER}` and then the secret key as 64 hex digits"
-        ),
+        ))),
     }
 }
 
@@ -128,10 +131,12 @@ fn hex_digit(c: u8) -> Option<u8> {
     char::from(c).to_digit(16).map(|d| d as u8)
 }
 
-fn create(path: &Path) -> anyhow::Result<Identity> {
+fn create(path: &Path) -> Result<Identity, StartError> {
     let shown = path.display();
     let Some(name) = path.file_name() else {
-        bail!("the identity file {shown} does not name a file");
+        return Err(StartError::File(format!(
+            "the identity file {shown} does not name a file"
+        )));
     };
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -141,11 +146,13 @@ fn create(path: &Path) -> anyhow::Result<Identity> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .with_context(|| format!("creating the directory {}", dir.display()))?;
+        .doing(|| format!("creating the directory {}", dir.display()))?;
 
     let mut secret = Zeroizing::new([0u8; 32]);
-    getrandom::getrandom(&mut secret[..])
-        .map_err(|e| anyhow::anyhow!("drawing a secret key from the operating system: {e}"))?;
+    getrandom::getrandom(&mut secret[..]).map_err(|error| StartError::Random {
+        what: "a secret key",
+        error,
+    })?;
     let mut text = Zeroizing::new(String::with_capacity(HEADER.len() + 66));
     text.push_str(HEADER);
     text.push('\n');
@@ -176,7 +183,7 @@ fn create(path: &Path) -> anyhow::Result<Identity> {
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing a new identity file {shown}"));
+        return Err(e).doing(|| format!("writing a new identity file {shown}"));
     }
     Ok(Identity::from_secret(*secret))
 }

@@ -30,6 +30,7 @@ pub mod config;
 pub mod control;
 pub mod core;
 pub mod discovery;
+mod error;
 pub mod exec;
 pub mod facts;
 pub mod identity;
@@ -42,7 +43,6 @@ pub mod udp;
 
 use std::net::SocketAddr;
 
-use anyhow::Context as _;
 use node::{Node, NodeConfig};
 use store::{DiskStore, Store, Tables as _};
 use tokio::net::TcpListener;
@@ -51,6 +51,8 @@ use tokio::task::JoinHandle;
 
 pub use config::Config;
 pub use control::ControlHandle;
+pub use error::StartError;
+use error::{IoContext as _, StoreContext as _};
 
 /// A daemon that is running.
 pub struct Running {
@@ -88,7 +90,7 @@ impl Running {
 
 /// Opens the store, binds every listener and starts the event loop. Errors say which address or
 /// directory was the problem.
-pub async fn start(mut config: Config) -> anyhow::Result<Running> {
+pub async fn start(mut config: Config) -> Result<Running, StartError> {
     raise_open_file_limit();
     // Certificates first: a mistake there is the operator's to fix before anything runs.
     let tls = match &config.tls {
@@ -101,13 +103,17 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         None => {
             let xdg = std::env::var_os("XDG_DATA_HOME");
             let home = std::env::var_os("HOME");
-            store::default_data_dir(xdg.as_deref(), home.as_deref()).context(
-                "finding the default data directory: neither XDG_DATA_HOME nor HOME is an absolute path; set data_dir",
-            )?
+            store::default_data_dir(xdg.as_deref(), home.as_deref()).ok_or_else(|| {
+                StartError::Config(
+                    "finding the default data directory: neither XDG_DATA_HOME nor HOME is an \
+                     absolute path; set data_dir"
+                        .into(),
+                )
+            })?
         }
     };
     let (mut store, recovery) = DiskStore::open(&data_dir, config.store_quota)
-        .with_context(|| format!("opening the store in {}", data_dir.display()))?;
+        .doing(|| format!("opening the store in {}", data_dir.display()))?;
     if !recovery.dropped.is_empty()
         || !recovery.rpc_dropped.is_empty()
         || recovery.orphans_removed > 0
@@ -128,9 +134,11 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     for (_, key) in lost_payloads {
         store
             .rpc_remove(store::RpcTable::Inbox, key)
-            .context("removing an inbox entry whose payload was lost")?;
+            .doing(|| "removing an inbox entry whose payload was lost".into())?;
     }
-    store.flush().context("flushing the store after recovery")?;
+    store
+        .flush()
+        .doing(|| "flushing the store after recovery".into())?;
     if config.seed == 0 {
         config.seed = clock.now() ^ u64::from(std::process::id()).rotate_left(32);
     }
@@ -140,10 +148,13 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     let (accepted_tx, accepted) = mpsc::channel(64);
     let mut tcpcl_addrs = Vec::new();
     for addr in &config.tcpcl_listen {
-        let listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("listening for TCPCL on {addr}"))?;
-        let local = listener.local_addr()?;
+        let bind = |source| StartError::Bind {
+            what: "listening for TCPCL",
+            addr: *addr,
+            source,
+        };
+        let listener = TcpListener::bind(addr).await.map_err(bind)?;
+        let local = listener.local_addr().map_err(bind)?;
         tcpcl_addrs.push(local);
         listening.push(format!("tcpcl://{local}"));
         let tx = accepted_tx.clone();
@@ -171,10 +182,13 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     let mut udp_addr = None;
     let udp = match config.udp_listen {
         Some(addr) => {
-            let socket = udp::bind(addr)
-                .await
-                .with_context(|| format!("binding the UDP convergence layer to {addr}"))?;
-            let local = socket.local_addr()?;
+            let bind = |source| StartError::Bind {
+                what: "binding the UDP convergence layer",
+                addr,
+                source,
+            };
+            let socket = udp::bind(addr).await.map_err(bind)?;
+            let local = socket.local_addr().map_err(bind)?;
             udp_addr = Some(local);
             listening.push(format!("udp://{local}"));
             tasks.push(tokio::spawn(udp::listen(
@@ -189,12 +203,12 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
 
     let (beacon_tx, beacons) = mpsc::channel(256);
     if config.discovery.enabled {
-        let socket = discovery::bind_listener(&config.discovery).with_context(|| {
-            format!(
-                "listening for discovery beacons on UDP port {}",
-                config.discovery.port
-            )
-        })?;
+        let socket =
+            discovery::bind_listener(&config.discovery).map_err(|source| StartError::Bind {
+                what: "listening for discovery beacons",
+                addr: SocketAddr::new(config.discovery.address.into(), config.discovery.port),
+                source,
+            })?;
         listening.push(format!(
             "beacons://{}:{}",
             config.discovery.address, config.discovery.port
@@ -203,18 +217,18 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
     }
 
     let (control, control_ends) = ControlHandle::channel(256);
-    let api_token = api_guard::load_or_create_token(&data_dir).context("reading the API token")?;
+    let api_token = api_guard::load_or_create_token(&data_dir)?;
     // Shared with the loop, which shows its counters in the metrics.
     let bodies = api_body::Bodies::new(config.api_max_payload, config.api_max_uploads);
     let api_addr = match config.api_listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
                 if !config.api_allow_remote {
-                    anyhow::bail!(
+                    return Err(StartError::Config(format!(
                         "api.listen {addr} is reachable from other hosts; set api.allow_remote = true \
                          to allow it (requests still need the token, which plain HTTP does not hide \
                          from anyone on the path)"
-                    );
+                    )));
                 }
                 tracing::warn!(
                     "the API on {addr} is reachable from other hosts: anyone with the token in {} \
@@ -229,7 +243,11 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
             );
             let local = spawn_api(addr, control.clone(), bodies.clone(), guard, &mut tasks)
                 .await
-                .with_context(|| format!("starting the API on {addr}"))?;
+                .map_err(|source| StartError::Bind {
+                    what: "starting the API",
+                    addr,
+                    source,
+                })?;
             listening.push(format!("http://{local}"));
             Some(local)
         }
@@ -245,13 +263,12 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         clock.now(),
     );
     let (rpc, engine, finished) =
-        rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())
-            .context("starting remote procedure calls")?;
+        rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())?;
     // Working directories a crashed daemon left behind hold nothing anyone waits for: the
     // executions they belonged to are answered `internal` by the restarted engine.
     exec::clear_work_root(rpc.work_root())
         .await
-        .with_context(|| format!("clearing {}", rpc.work_root().display()))?;
+        .doing(|| format!("clearing {}", rpc.work_root().display()))?;
     let (readings_tx, readings) = mpsc::channel(1);
     tasks.push(tokio::spawn(read_facts(
         config.rpc.clone(),
@@ -279,7 +296,7 @@ pub async fn start(mut config: Config) -> anyhow::Result<Running> {
         (rpc, engine),
         tls,
     )
-    .context("loading the inboxes")?;
+    .doing(|| "loading the inboxes".into())?;
     daemon.api_bodies = bodies;
     daemon.udp_gate = udp_gate;
     let inputs = core::Inputs {
@@ -338,7 +355,7 @@ async fn spawn_api(
     bodies: api_body::Bodies,
     guard: api_guard::Guard,
     tasks: &mut Vec<JoinHandle<()>>,
-) -> anyhow::Result<SocketAddr> {
+) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let app = api::router(control, bodies, guard);

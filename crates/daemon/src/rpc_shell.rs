@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bytes::Bytes;
 use host::Host;
 use node::Node;
@@ -24,6 +23,7 @@ use wire::rpc::{RejectCode, Value};
 
 use crate::config::{Config, ProcedureConfig};
 use crate::core::Token;
+use crate::error::{IoContext as _, StartError};
 use crate::exec;
 use crate::facts::Readings;
 
@@ -80,7 +80,7 @@ impl RpcShell {
         data_dir: &Path,
         node: &mut Node,
         now: DtnTime,
-    ) -> anyhow::Result<(Self, Rpc, mpsc::Receiver<Finished>)> {
+    ) -> Result<(Self, Rpc, mpsc::Receiver<Finished>), StartError> {
         let identity_path = data_dir.join(IDENTITY_FILE);
         let (identity, created) = crate::identity::load_or_create(&identity_path)?;
         if created {
@@ -99,7 +99,7 @@ impl RpcShell {
                 .recursive(true)
                 .mode(0o700)
                 .create(&records)
-                .with_context(|| format!("creating {}", records.display()))?;
+                .doing(|| format!("creating {}", records.display()))?;
             // The directory's name must be durable too: each record is synced with its
             // directory before its spawn, but a power cut that took `executions` itself (a
             // name never synced in `data_dir`) would take every record with it, and the next
@@ -107,14 +107,16 @@ impl RpcShell {
             // crates/ferry/tests/soak.rs; tested by exec_crash.rs).
             std::fs::File::open(data_dir)
                 .and_then(|d| d.sync_all())
-                .with_context(|| format!("syncing {}", data_dir.display()))?;
+                .doing(|| format!("syncing {}", data_dir.display()))?;
         }
         let prior = exec::recover_records(&records)
-            .with_context(|| format!("reading the execution records in {}", records.display()))?;
+            .doing(|| format!("reading the execution records in {}", records.display()))?;
         let engine_config = engine_config(config)?;
         let mut seed = [0u8; 32];
-        getrandom::getrandom(&mut seed)
-            .map_err(|e| anyhow::anyhow!("drawing the RPC engine's seed: {e}"))?;
+        getrandom::getrandom(&mut seed).map_err(|error| StartError::Random {
+            what: "the RPC engine's seed",
+            error,
+        })?;
         let engine = Rpc::new(engine_config, identity, seed, node, now);
         let (tx, rx) = mpsc::channel(256);
         let shell = Self {
@@ -316,12 +318,15 @@ impl RpcShell {
 }
 
 /// The engine's configuration from the daemon's.
-fn engine_config(config: &Config) -> anyhow::Result<rpc::RpcConfig> {
-    let parse = |key: &str, text: &Option<String>| -> anyhow::Result<Requirement> {
+fn engine_config(config: &Config) -> Result<rpc::RpcConfig, StartError> {
+    let parse = |key: &str, text: &Option<String>| -> Result<Requirement, StartError> {
         let text = text.as_deref().unwrap_or("");
-        Requirement::parse(text)
-            .map_err(|e| anyhow::anyhow!("{key}: {}", e.render(text)))
-            .context("reading the [rpc] configuration")
+        Requirement::parse(text).map_err(|e| {
+            StartError::Config(format!(
+                "reading the [rpc] configuration: {key}: {}",
+                e.render(text)
+            ))
+        })
     };
     let mut engine = rpc::RpcConfig::default();
     let mut null = rpc::ProcedureSpec::new(NULL_PROCEDURE, Vec::new());
