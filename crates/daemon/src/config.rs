@@ -866,31 +866,24 @@ fn size(key: &str, value: Option<String>, default: &str) -> Result<u64, ConfigEr
     parse_size(&value).map_err(|e| ConfigError(format!("{key}: {e}")))
 }
 
-/// Parses `1MB`, `100KiB`, `1.5GB`, `512` (bytes).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size like 1MB or 100KiB"))?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" | "k" => 1e3,
-        "mb" | "m" => 1e6,
-        "gb" | "g" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
-    };
-    let bytes = value * scale;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(bytes as u64)
+/// A size that does not parse (its `Display` says what was wrong and shows the text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a size like 1MB, 100KiB or 512: {reason}")]
+pub struct SizeError {
+    /// The text.
+    pub text: String,
+    /// What the parser found wrong.
+    pub reason: parse_size::Error,
+}
+
+/// Parses `1MB`, `100KiB`, `1.5GB`, `10M`, `512` (bytes): decimal units (`k`, `M`, `G`, with or
+/// without `B`) are powers of 1000, binary ones (`KiB`, `MiB`, `GiB`) of 1024, as the
+/// `parse-size` crate reads them.
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
+    parse_size::parse_size(s.trim()).map_err(|reason| SizeError {
+        text: s.to_owned(),
+        reason,
+    })
 }
 
 #[cfg(test)]
@@ -1240,7 +1233,12 @@ mod tests {
         assert_eq!(parse_size("1MB").unwrap(), 1_000_000);
         assert_eq!(parse_size("100KiB").unwrap(), 102_400);
         assert_eq!(parse_size("512").unwrap(), 512);
+        assert_eq!(parse_size("10M").unwrap(), 10_000_000);
+        assert_eq!(parse_size("1.5GB").unwrap(), 1_500_000_000);
+        assert_eq!(parse_size(" 2 kB ").unwrap(), 2_000);
         assert!(parse_size("1XB").is_err());
         assert!(parse_size("MB").is_err());
+        let said = parse_size("1XB").unwrap_err().to_string();
+        assert!(said.starts_with("\"1XB\" is not a size like 1MB"), "{said}");
     }
 }
