@@ -206,29 +206,49 @@ impl Pair {
     fn state(&self, id: &CallId) -> CallState {
         self.sides[0].host.rpc().unwrap().call_state(id).unwrap()
     }
+
+    /// A few rounds on both sides, one after the other.
+    fn rounds(&mut self, n: usize) {
+        for _ in 0..n {
+            self.round(0);
+            self.round(1);
+        }
+    }
+
+    /// A call from the client that reached the server while the server's syncs wait for the
+    /// test: the call's id, and the commits the server's pending sync covers.
+    fn call_waiting_for_the_servers_sync(&mut self) -> (CallId, u64) {
+        self.server().auto_sync = false;
+        let id = self.call();
+        // The call leaves the client (its sync ends at once) and reaches the server, which
+        // commits it and asks for a sync.
+        self.rounds(4);
+        let upto = self
+            .server()
+            .syncing
+            .take()
+            .expect("the server asked for a sync");
+        (id, upto)
+    }
+
+    /// Ends the server's sync of `upto` commits with `result`; its syncs end at once again.
+    fn end_servers_sync(&mut self, upto: u64, result: store::Result<()>) {
+        let now = self.now;
+        let server = self.server();
+        server.host.synced(now, upto, result);
+        server.auto_sync = true;
+    }
 }
 
 #[test]
 fn a_procedure_runs_only_once_its_call_is_durable_on_the_server() {
     let mut pair = Pair::new();
-    pair.server().auto_sync = false;
-    let id = pair.call();
-    // The call leaves the client (its sync ends at once) and reaches the server, which commits
-    // it and asks for a sync.
-    for _ in 0..4 {
-        pair.round(0);
-        pair.round(1);
-    }
-    let server = pair.server();
-    let upto = server.syncing.expect("the server asked for a sync");
+    let (id, upto) = pair.call_waiting_for_the_servers_sync();
     assert!(
-        server.seen.executed.is_empty(),
+        pair.server().seen.executed.is_empty(),
         "the procedure started before its call was durable"
     );
-    let now = pair.now;
-    let server = pair.server();
-    server.host.synced(now, upto, Ok(()));
-    server.syncing = None;
+    pair.end_servers_sync(upto, Ok(()));
     pair.round(1);
     let executed = &pair.server().seen.executed;
     assert_eq!(executed.len(), 1, "the sync released the execution");
@@ -239,19 +259,8 @@ fn a_procedure_runs_only_once_its_call_is_durable_on_the_server() {
 #[test]
 fn a_failed_sync_runs_nothing_and_tells_the_caller_why() {
     let mut pair = Pair::new();
-    pair.server().auto_sync = false;
-    let id = pair.call();
-    for _ in 0..4 {
-        pair.round(0);
-        pair.round(1);
-    }
-    let now = pair.now;
-    let server = pair.server();
-    let upto = server.syncing.take().expect("the server asked for a sync");
-    server
-        .host
-        .synced(now, upto, Err(io_error("the disk is gone")));
-    pair.server().auto_sync = true;
+    let (id, upto) = pair.call_waiting_for_the_servers_sync();
+    pair.end_servers_sync(upto, Err(io_error("the disk is gone")));
     pair.settle();
     assert!(pair.server().seen.executed.is_empty());
     assert_eq!(pair.state(&id), CallState::Failed);
@@ -266,26 +275,13 @@ fn a_failed_sync_runs_nothing_and_tells_the_caller_why() {
 #[test]
 fn a_call_aborted_before_it_was_durable_never_runs() {
     let mut pair = Pair::new();
-    pair.server().auto_sync = false;
-    let id = pair.call();
-    for _ in 0..4 {
-        pair.round(0);
-        pair.round(1);
-    }
-    assert!(pair.server().syncing.is_some());
+    let (id, upto) = pair.call_waiting_for_the_servers_sync();
     // The caller cancels; the cancel reaches the server while its sync still runs.
     let now = pair.now;
     let (rpc, node) = pair.client().host.rpc_mut().unwrap();
     rpc.cancel(now, node, id).unwrap();
-    for _ in 0..4 {
-        pair.round(0);
-        pair.round(1);
-    }
-    let now = pair.now;
-    let server = pair.server();
-    let upto = server.syncing.take().unwrap();
-    server.host.synced(now, upto, Ok(()));
-    server.auto_sync = true;
+    pair.rounds(4);
+    pair.end_servers_sync(upto, Ok(()));
     pair.settle();
     assert!(
         pair.server().seen.executed.is_empty(),
