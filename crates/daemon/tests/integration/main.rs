@@ -9,6 +9,9 @@
 //! `cargo test -p ferry-daemon --test integration` runs them all;
 //! `cargo test -p ferry-daemon --test integration rpc::` one module.
 
+// Tests of the I/O shell (and their shared scaffolding) run processes, use sockets and files.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 #[path = "../common/mod.rs"]
 mod common;
 
