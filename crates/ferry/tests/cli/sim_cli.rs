@@ -102,7 +102,10 @@ fn a_contact_plan_file_drives_the_links() {
 fn bad_arguments_are_refused_clearly() {
     for (args, expect) in [
         (vec!["sim", "--strategy", "flood"], "unknown strategy"),
-        (vec!["sim", "--size", "12XB"], "\"12XB\" is not a size like 1MB"),
+        (
+            vec!["sim", "--size", "12XB"],
+            "\"12XB\" is not a size like 1MB",
+        ),
         (vec!["sim", "--loss", "2"], "between 0 and 1"),
         (vec!["sim", "--topology", "plan"], "needs --plan"),
         (
