@@ -1,6 +1,6 @@
 //! The local API: HTTP/JSON and a WebSocket, served by axum, bound to 127.0.0.1 by default.
-//! `openapi.yaml` (served at `/v1/openapi.yaml`) describes every route; `tests/api.rs` checks
-//! the running server against it.
+//! `openapi.yaml` (served at `/v1/openapi.yaml`) describes every route;
+//! `tests/integration/api.rs` checks the running server against it.
 //!
 //! Handlers own no state: each turns a request into a [`Request`] for the event loop and its
 //! answer into JSON. Work that needs no node state (base64, JSON, waiting) happens here, off the

@@ -20,8 +20,7 @@ use daemon::config::{PeerTls, TlsConfig};
 use daemon::control::{Request, SendRequest};
 use daemon::{Config, Running};
 
-mod common;
-use common::{TempDir, free_port, loopback_config};
+use crate::common::{TempDir, free_port, loopback_config};
 
 /// A CA whose node certificates name node ids as URI subjectAltNames.
 struct Pki {

@@ -12,8 +12,7 @@ use bytes::Bytes;
 use daemon::exec::{self, Arg, ArgTemplate, Job, Outcome, OutcomeKind, STDERR_TAIL};
 use tokio::sync::oneshot;
 
-mod common;
-use common::TempDir;
+use crate::common::TempDir;
 
 const CALL_ID: &str = "00112233445566778899aabbccddeeff";
 const CALLER: &str = "dtn://tester/";

@@ -9,9 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{FERRY, Node, TestDir, free_port};
+use crate::common::{FERRY, Node, TestDir, free_port};
 
 /// The `[rpc]` section of examples/node.toml, its `exec` paths made absolute.
 fn example_rpc_section() -> String {

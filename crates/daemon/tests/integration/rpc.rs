@@ -13,8 +13,7 @@ use daemon::calls::{CallInfo, CallSpec, FileSpec, ParamSpec};
 use daemon::control::Request;
 use daemon::relay::Relay;
 
-mod common;
-use common::{TempDir, free_port, loopback_config};
+use crate::common::{TempDir, free_port, loopback_config};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")

@@ -13,8 +13,7 @@ use base64::Engine as _;
 use daemon::control::{Received, Request, SendReply, SendRequest};
 use daemon::{Config, Running};
 
-mod common;
-use common::{TempDir, free_port, loopback_config};
+use crate::common::{TempDir, free_port, loopback_config};
 
 fn config(name: &str, dir: &Path, port: u16, peers: &[SocketAddr]) -> Config {
     let mut c = loopback_config(name, dir, port);

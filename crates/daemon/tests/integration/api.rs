@@ -16,11 +16,10 @@ use std::time::Duration;
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
 
-mod common;
-use common::{TempDir, loopback_config};
+use crate::common::{TempDir, loopback_config};
 
-const SPEC: &str = include_str!("../openapi.yaml");
-const ROUTER_SOURCE: &str = include_str!("../src/api.rs");
+const SPEC: &str = include_str!("../../openapi.yaml");
+const ROUTER_SOURCE: &str = include_str!("../../src/api.rs");
 
 fn spec() -> Yaml {
     serde_yaml_ng::from_str(SPEC).expect("openapi.yaml parses")

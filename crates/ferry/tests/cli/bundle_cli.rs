@@ -15,7 +15,7 @@ fn ferry(args: &[&str]) -> Output {
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferry-cli-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ferry-bundle-cli-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

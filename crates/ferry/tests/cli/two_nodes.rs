@@ -4,9 +4,7 @@
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-mod common;
-
-use common::{Node, TestDir};
+use crate::common::{Node, TestDir};
 
 #[test]
 fn two_ferry_nodes_exchange_text_and_a_mebibyte_file_both_ways() {
