@@ -83,7 +83,7 @@ impl CallSpec {
             "any" => rpc::Target::Any,
             "all" => rpc::Target::All,
             "" => return Err(bad("target: give a node id, `any` or `all`".into())),
-            node => rpc::Target::Node(parse_node(node).map_err(bad)?),
+            node => rpc::Target::Node(parse_node(node).map_err(|e| bad(format!("target: {e}")))?),
         };
         if self.procedure.is_empty() {
             return Err(bad("procedure: missing".into()));
@@ -152,16 +152,28 @@ impl CallSpec {
     }
 }
 
+/// A node name a user gave that is not a node id (its `Display` shows the text and why).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a node id: {reason}")]
+pub struct NodeNameError {
+    /// The text.
+    pub text: String,
+    /// Why the endpoint parser refused it (the text as a full endpoint id).
+    #[source]
+    pub reason: wire::ParseEidError,
+}
+
 /// A node named by a user: `dtn://bravo/`, `dtn://bravo`, or `bravo`.
-pub fn parse_node(text: &str) -> Result<Eid, String> {
+pub fn parse_node(text: &str) -> Result<Eid, NodeNameError> {
     let full = if text.contains(':') {
         text.to_owned()
     } else {
         format!("dtn://{text}/")
     };
-    let eid: Eid = full
-        .parse()
-        .map_err(|e| format!("target: {text:?} is not a node id: {e}"))?;
+    let eid: Eid = full.parse().map_err(|reason| NodeNameError {
+        text: text.to_owned(),
+        reason,
+    })?;
     Ok(eid.node_id())
 }
 
@@ -564,6 +576,16 @@ mod tests {
         }
         let e = spec("").to_request(0, t).unwrap_err();
         assert_eq!(e.code, "bad_request");
+        // A name that is no node id: refused, saying which text and why.
+        let e = spec("dtn://").to_request(0, t).unwrap_err();
+        assert_eq!(e.code, "bad_request");
+        assert!(
+            e.message.starts_with("target: \"dtn://\" is not a node id"),
+            "{}",
+            e.message
+        );
+        let e = parse_node("dtn://").unwrap_err();
+        assert_eq!(e.text, "dtn://");
     }
 
     #[test]

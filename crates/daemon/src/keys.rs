@@ -67,7 +67,7 @@ impl From<rpc::KnownKey> for KeyInfo {
 
 /// The node a path names: `dtn://bravo/` (percent-encoded as one segment), or just `bravo`.
 pub fn parse_key_node(text: &str) -> Result<wire::Eid, ApiError> {
-    parse_node(text).map_err(|e| ApiError::new("bad_request", e.replacen("target: ", "", 1)))
+    parse_node(text).map_err(|e| ApiError::new("bad_request", e.to_string()))
 }
 
 /// A key given as 64 hex digits.

@@ -301,7 +301,7 @@ fn check_target(target: &str) -> Result<()> {
         "" => bail!("target: give a node (bravo, dtn://bravo/), any or all"),
         node => daemon::calls::parse_node(node)
             .map(drop)
-            .map_err(|e| anyhow!("{e}")),
+            .map_err(|e| anyhow!("target: {e}")),
     }
 }
 
