@@ -979,7 +979,8 @@ impl Rpc {
     /// instead of writing them at the input's end, so that a shell can put the input's messages
     /// on the wire (a reply, a call) before the store's work. The shell must then call
     /// `write_records` before every commit of the store: what it commits is what the engine's
-    /// state says. Off by default (the simulator writes at every input's end).
+    /// state says. Off by default; `host::Host` turns it on, so the daemon and the simulator
+    /// both write at its commits.
     pub fn defer_record_writes(&mut self, defer: bool) {
         self.defer_writes = defer;
     }
