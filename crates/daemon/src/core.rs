@@ -1345,23 +1345,14 @@ impl Daemon {
         // Call watchers read the calls as the daemon holds them, as every other reader of calls
         // does (long polls and `call_for_outcome` are answered before the commit): waking them
         // promises nothing, so it needs no sync.
-        let calls_changed = self.rpc.calls_changed;
-        match self.host.commit(now, commit_off_the_workers) {
-            host::Commit::Deferred => {}
-            host::Commit::Done => {
-                if calls_changed {
-                    self.rpc.calls_changed = false;
-                    self.call_changes.send_modify(|n| *n += 1);
-                }
-            }
-            host::Commit::Failed(e) => {
-                self.metrics.store_errors += 1;
-                tracing::error!("store commit failed: {e}");
-                if calls_changed {
-                    self.rpc.calls_changed = false;
-                    self.call_changes.send_modify(|n| *n += 1);
-                }
-            }
+        let committed = self.host.commit(now, commit_off_the_workers);
+        if let host::Commit::Failed(e) = &committed {
+            self.metrics.store_errors += 1;
+            tracing::error!("store commit failed: {e}");
+        }
+        if !matches!(committed, host::Commit::Deferred) && self.rpc.calls_changed {
+            self.rpc.calls_changed = false;
+            self.call_changes.send_modify(|n| *n += 1);
         }
         self.sync_when_due();
     }

@@ -426,12 +426,8 @@ impl<T> Host<T> {
     /// store's error.
     pub fn synced(&mut self, now: DtnTime, upto: u64, result: store::Result<()>) {
         let error = result.err().map(|e| e.to_string());
-        for promised in self.pipeline.synced(upto) {
-            match &error {
-                None => self.keep(promised),
-                Some(e) => self.fail(now, promised, e),
-            }
-        }
+        let released = self.pipeline.synced(upto);
+        self.release(now, released, error.as_deref());
     }
 
     /// The node stops: the engine's records are written and the store flushed (committed and
@@ -446,12 +442,8 @@ impl<T> Host<T> {
         }
         let flushed = flush(self.node.store_mut());
         let error = flushed.as_ref().err().map(ToString::to_string);
-        for promised in self.pipeline.flushed() {
-            match &error {
-                None => self.keep(promised),
-                Some(e) => self.fail(now, promised, e),
-            }
-        }
+        let released = self.pipeline.flushed();
+        self.release(now, released, error.as_deref());
         flushed
     }
 
