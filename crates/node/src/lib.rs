@@ -40,6 +40,7 @@
 
 mod classes;
 mod expiring;
+mod held;
 mod links;
 pub mod mesh;
 mod node;

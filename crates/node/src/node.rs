@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::expiring::ExpiringMap;
+use crate::held::{Held, HeldIndex, adu_key};
 
 use bytes::Bytes;
 use store::{BundleMeta, Retention, RpcTable, Store, StoreError, StoredBundle};
@@ -250,19 +251,19 @@ pub enum SendError {
     Stream(#[from] StreamError),
 }
 
-/// What the node keeps in memory about each stored bundle, so that routing never scans the store.
-#[derive(Debug, Clone)]
-struct Held {
-    key: u64,
-    /// Key of the whole bundle (fragment info removed): what the purge set names.
-    adu_key: u64,
-    dest_node: Eid,
-    expiry: DtnTime,
-    copies: Option<u64>,
-    payload_len: u64,
-    flags: BundleFlags,
-    report_to: Eid,
-    broadcast: bool,
+/// Buffers for the stream traffic of a round, kept with their room between rounds: grown from
+/// empty for every bundle, the segment list was reallocated four or five times a bundle of a few
+/// dozen segments, blocks of kilobytes that made glibc's allocator sort its free lists.
+#[derive(Default)]
+struct StreamRoom {
+    /// A round's stream segments.
+    out: Vec<crate::stream::OutSegment>,
+    /// The segments of one bundle.
+    segments: Vec<wire::StreamSegment>,
+    /// The acknowledgements of a bundle of acknowledgements alone.
+    acks: Vec<wire::StreamAck>,
+    /// The lists of the stream bundles received.
+    received: wire::ListRoom,
 }
 
 /// One DTN node. Performs no I/O and reads no clock. See the crate documentation for how to drive
@@ -278,24 +279,13 @@ pub struct Node {
     /// Streams have segments to send or acknowledgements to make since this time; taken when the
     /// shell next takes the transmits (see `poll_transmit`).
     stream_output_at: Option<DtnTime>,
-    /// The buffer a round's stream segments are gathered in, kept with its room between rounds.
-    stream_out: Vec<crate::stream::OutSegment>,
-    /// The buffer the segments of one bundle are gathered in, kept with its room likewise: grown
-    /// from empty for every bundle it was reallocated four or five times a bundle of a few
-    /// dozen segments, blocks of kilobytes that made glibc's allocator sort its free lists.
-    segment_batch: Vec<wire::StreamSegment>,
-    /// The same for a bundle of acknowledgements alone.
-    ack_batch: Vec<wire::StreamAck>,
-    /// The lists of the stream bundles received, kept with their room the same way.
-    received_lists: wire::ListRoom,
+    /// Buffers the stream traffic of a round is gathered in, kept with their room.
+    room: StreamRoom,
     links: BTreeMap<LinkId, Link>,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
-    held: BTreeMap<BundleId, Held>,
-    /// Keys of the held bundles, and the held pieces of each whole bundle (by its key).
-    held_keys: BTreeSet<u64>,
-    by_adu: BTreeMap<u64, BTreeSet<BundleId>>,
-    expiries: BTreeSet<(DtnTime, BundleId)>,
+    /// The bundles in the store, indexed.
+    held: HeldIndex,
     /// Bundle keys each neighbour holds (its last summary, plus what we completed to it).
     known: BTreeMap<Eid, BTreeSet<u64>>,
     /// Payload bytes (a prefix) of a held bundle that a neighbour already holds as a fragment.
@@ -325,19 +315,13 @@ impl Node {
             mesh: Mesh::new(me.clone(), config.mesh.clone(), now),
             streams: Streams::new(config.stream.clone(), config.seed ^ 0x5752_4541_4d00),
             stream_output_at: None,
-            stream_out: Vec::new(),
-            segment_batch: Vec::new(),
-            ack_batch: Vec::new(),
-            received_lists: wire::ListRoom::default(),
+            room: StreamRoom::default(),
             strategy: config.strategy.build(),
             me,
             store,
             links: BTreeMap::new(),
             neighbours: BTreeMap::new(),
-            held: BTreeMap::new(),
-            held_keys: BTreeSet::new(),
-            by_adu: BTreeMap::new(),
-            expiries: BTreeSet::new(),
+            held: HeldIndex::default(),
             known: BTreeMap::new(),
             partial: BTreeMap::new(),
             purged: ExpiringMap::new(),
@@ -386,7 +370,7 @@ impl Node {
         };
         for meta in metas {
             if let Ok(Some(stored)) = self.store.get(&meta.id) {
-                let held = self.held_for(&stored.bundle, meta.expiry);
+                let held = Held::of(&stored.bundle, meta.expiry);
                 let for_me = held.dest_node == self.me;
                 self.index(meta.id.clone(), held);
                 // Pieces waiting for reassembly pick up where they were.
@@ -484,8 +468,8 @@ impl Node {
             fragment: None,
             ..id.clone()
         };
-        !(self.held.contains_key(id)
-            || self.held.contains_key(&whole)
+        !(self.held.contains(id)
+            || self.held.contains(&whole)
             || self.purged.contains_key(&adu_key(id))
             || self.seen.contains_key(&bundle_key(id)))
     }
@@ -554,7 +538,7 @@ impl Node {
             consider(link.next_summary);
             consider(link.expiry(self.config.missed_beacons));
         }
-        consider(self.expiries.first().map(|(t, _)| *t));
+        consider(self.held.first_expiry().map(|(t, _)| t));
         consider(self.purged.next_expiry());
         // An outdated expiry may wake the node early, for nothing but dropping it.
         consider(self.seen.next_expiry());
@@ -705,7 +689,7 @@ impl Node {
                 }
             }
         }
-        while let Some((t, id)) = self.expiries.first().cloned() {
+        while let Some((t, id)) = self.held.first_expiry().map(|(t, id)| (t, id.clone())) {
             if t > now {
                 break;
             }
@@ -1034,7 +1018,7 @@ impl Node {
             self.known.entry(from.clone()).or_default().insert(key);
         }
         let adu_key = adu_key(&id);
-        if self.held.contains_key(&id) || self.purged.contains_key(&adu_key) {
+        if self.held.contains(&id) || self.purged.contains_key(&adu_key) {
             self.stats.duplicates += 1;
             return;
         }
@@ -1065,7 +1049,7 @@ impl Node {
         }
         self.report(now, &bundle, Report::Received, StatusReason::NoInformation);
         let stored = self.store_bundle(now, bundle, Retention::Carried, 1, from);
-        if stored.is_err() && !self.by_adu.contains_key(&adu_key) {
+        if stored.is_err() && !self.held.holds_piece_of(adu_key) {
             // No piece of it is held here: nothing would ever end its reassembly.
             self.reassembly.remove(&(id.source, id.creation));
         }
@@ -1111,7 +1095,7 @@ impl Node {
             Eid::Dtn(d) if d.demux() == CONTROL_DEMUX
         );
         let control = if demux_is_control || class == Class::Stream {
-            Control::decode_in(&bundle.payload.data, &mut self.received_lists).ok()
+            Control::decode_in(&bundle.payload.data, &mut self.room.received).ok()
         } else {
             None
         };
@@ -1126,14 +1110,14 @@ impl Node {
                 let dst = bundle.primary.destination.clone();
                 let segments = acks.drain(..).map(|ack| ack.segment());
                 self.streams.handle_segments(now, &src, &dst, segments);
-                self.received_lists.acks = acks;
+                self.room.received.acks = acks;
             }
             (Some(Control::Segments(mut segments)), Class::Stream) => {
                 let src = bundle.primary.source.clone();
                 let dst = bundle.primary.destination.clone();
                 self.streams
                     .handle_segments(now, &src, &dst, segments.drain(..));
-                self.received_lists.segments = segments;
+                self.room.received.segments = segments;
             }
             (Some(Control::LinkState(lsa)), _) if demux_is_control => {
                 let sender = from
@@ -1213,11 +1197,7 @@ impl Node {
             Ok(r) if r.is_complete() => match r.finish() {
                 Ok(whole) => {
                     self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
-                    let pieces: Vec<BundleId> = self
-                        .by_adu
-                        .get(&adu)
-                        .map(|p| p.iter().cloned().collect())
-                        .unwrap_or_default();
+                    let pieces: Vec<BundleId> = self.held.pieces_of(adu).cloned().collect();
                     for piece in pieces {
                         self.unindex(&piece);
                         let _ = self.store.remove(&piece);
@@ -1270,11 +1250,7 @@ impl Node {
                     self.stats.purge_set_full += 1;
                 }
             }
-            let victims: Vec<BundleId> = self
-                .by_adu
-                .get(&key)
-                .map(|pieces| pieces.iter().cloned().collect())
-                .unwrap_or_default();
+            let victims: Vec<BundleId> = self.held.pieces_of(key).cloned().collect();
             for id in victims {
                 self.drop_held(now, &id, DropReason::Purged);
             }
@@ -1285,16 +1261,16 @@ impl Node {
         let mut have: BTreeSet<u64> = summary
             .have
             .into_iter()
-            .filter(|k| self.held_keys.contains(k) || self.by_adu.contains_key(k))
+            .filter(|&k| self.held.holds_key(k) || self.held.holds_piece_of(k))
             .collect();
         // What we completed to the peer since its summary was made is still true; knowledge of
         // bundles we no longer hold is dropped so the set stays as small as our store.
         if let Some(old) = self.known.get(peer) {
-            have.extend(old.iter().copied().filter(|k| self.held_keys.contains(k)));
+            have.extend(old.iter().copied().filter(|&k| self.held.holds_key(k)));
         }
         self.known.insert(peer.clone(), have);
         if let Some(&link) = self.neighbours.get(peer) {
-            let ids: Vec<BundleId> = self.held.keys().cloned().collect();
+            let ids: Vec<BundleId> = self.held.ids().cloned().collect();
             for id in ids {
                 self.offer(now, &id, peer, link, None);
             }
@@ -1332,7 +1308,7 @@ impl Node {
                 quota: self.store.usage().map(|u| u.quota).unwrap_or(0),
             });
         }
-        let held = self.held_for(&bundle, expiry);
+        let held = Held::of(&bundle, expiry);
         let meta = BundleMeta {
             id: id.clone(),
             destination: bundle.primary.destination.clone(),
@@ -1384,49 +1360,22 @@ impl Node {
         Ok(())
     }
 
-    fn held_for(&self, bundle: &Bundle, expiry: DtnTime) -> Held {
-        let id = bundle.id();
-        Held {
-            key: bundle_key(&id),
-            adu_key: adu_key(&id),
-            dest_node: bundle.primary.destination.node_id(),
-            expiry,
-            copies: copies_of(bundle),
-            payload_len: bundle.payload.data.len() as u64,
-            flags: bundle.primary.flags,
-            report_to: bundle.primary.report_to.clone(),
-            broadcast: is_broadcast(&bundle.primary.destination),
-        }
-    }
-
     fn index(&mut self, id: BundleId, held: Held) {
-        self.expiries.insert((held.expiry, id.clone()));
-        self.held_keys.insert(held.key);
-        self.by_adu
-            .entry(held.adu_key)
-            .or_default()
-            .insert(id.clone());
         self.held.insert(id, held);
     }
 
     fn unindex(&mut self, id: &BundleId) -> Option<Held> {
-        let held = self.held.remove(id)?;
-        self.expiries.remove(&(held.expiry, id.clone()));
-        self.held_keys.remove(&held.key);
-        if let Some(pieces) = self.by_adu.get_mut(&held.adu_key) {
-            pieces.remove(id);
-            if pieces.is_empty() {
-                self.by_adu.remove(&held.adu_key);
-                // The last piece held here is gone (expired, evicted, purged): so is any hope of
-                // reassembling it, and the memory its reassembly holds.
-                self.reassembly.remove(&(id.source.clone(), id.creation));
-            }
+        let removed = self.held.remove(id)?;
+        if removed.last_piece {
+            // The last piece held here is gone (expired, evicted, purged): so is any hope of
+            // reassembling it, and the memory its reassembly holds.
+            self.reassembly.remove(&(id.source.clone(), id.creation));
         }
         self.partial.retain(|(b, _), _| b != id);
         for l in self.links.values_mut() {
             l.backlog.remove(id);
         }
-        Some(held)
+        Some(removed.held)
     }
 
     fn drop_held(&mut self, now: DtnTime, id: &BundleId, reason: DropReason) {
@@ -1710,10 +1659,10 @@ impl Node {
         let expiry = held.expiry;
         self.known.entry(peer.clone()).or_default().insert(key);
         let _ = self.store.mark_sent(&flight.held, peer);
-        if let (Some(give), Some(h)) = (flight.give, self.held.get_mut(&flight.held))
-            && let Some(copies) = h.copies
+        if let (Some(give), Some(copies)) = (flight.give, self.held.copies_mut(&flight.held))
+            && let Some(left) = *copies
         {
-            h.copies = Some(copies.saturating_sub(give).max(1));
+            *copies = Some(left.saturating_sub(give).max(1));
         }
         if flags.contains(BundleFlags::REPORT_FORWARDING) {
             self.send_report(
@@ -1806,7 +1755,7 @@ impl Node {
         let Some(&link) = self.neighbours.get(peer) else {
             return;
         };
-        let mut have: Vec<u64> = self.held.values().map(|h| h.key).collect();
+        let mut have: Vec<u64> = self.held.iter().map(|(_, h)| h.key).collect();
         have.sort_unstable();
         let purged: Vec<u64> = self.purged.keys().copied().collect();
         self.send_control(now, peer, link, Control::Summary(Summary { have, purged }));
@@ -1884,7 +1833,7 @@ impl Node {
     /// Carries every segment the streams have to send: those between the same two endpoints
     /// share bundles ([`Node::carry_segment_group`]).
     fn carry_stream_output(&mut self, now: DtnTime) {
-        let mut out = std::mem::take(&mut self.stream_out);
+        let mut out = std::mem::take(&mut self.room.out);
         // Data first: a stream whose data carries its acknowledgement owes no pure one.
         while let Some(segment) = self.streams.poll_data_segment() {
             out.push(segment);
@@ -1912,7 +1861,7 @@ impl Node {
             }
         }
         // The emptied buffer goes back with its room: it fills again every round.
-        self.stream_out = out;
+        self.room.out = out;
     }
 
     /// Carries the segments of one pair of endpoints, in order, in as few bundles as
@@ -1930,7 +1879,7 @@ impl Node {
         };
         let (from, to) = (first.from.clone(), first.to.clone());
         let budget = self.segment_bytes_toward(&to);
-        let mut batch = std::mem::take(&mut self.segment_batch);
+        let mut batch = std::mem::take(&mut self.room.segments);
         batch.clear();
         let mut bytes = 0;
         while let Some(out) = segments.next() {
@@ -1944,7 +1893,7 @@ impl Node {
                 let message = match batch.len() {
                     1 => Control::Stream(batch.pop().expect("one segment")),
                     _ if batch.iter().all(|s| wire::StreamAck::of(s).is_some()) => {
-                        let mut acks = std::mem::take(&mut self.ack_batch);
+                        let mut acks = std::mem::take(&mut self.room.acks);
                         acks.clear();
                         acks.extend(batch.iter().filter_map(wire::StreamAck::of));
                         Control::StreamAcks(acks)
@@ -1956,13 +1905,13 @@ impl Node {
                 // The list's room comes back from the message it went into.
                 match message {
                     Control::Segments(sent) => batch = sent,
-                    Control::StreamAcks(sent) => self.ack_batch = sent,
+                    Control::StreamAcks(sent) => self.room.acks = sent,
                     _ => {}
                 }
                 batch.clear();
             }
         }
-        self.segment_batch = batch;
+        self.room.segments = batch;
     }
 
     /// How many bytes of segments one bundle toward `to` may carry: the next hop's MTU, less room
@@ -2210,14 +2159,6 @@ fn expiry_of(bundle: &Bundle, now: DtnTime) -> DtnTime {
                 .saturating_sub(bundle.age_ms().unwrap_or(0)),
         ),
     }
-}
-
-/// The key of the whole bundle a fragment belongs to.
-fn adu_key(id: &BundleId) -> u64 {
-    bundle_key(&BundleId {
-        fragment: None,
-        ..id.clone()
-    })
 }
 
 /// Encoded size of a bundle: what it occupies of a link's window.

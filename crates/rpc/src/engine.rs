@@ -23,6 +23,8 @@ use crate::ParamType;
 use crate::config::{RpcConfig, Timers};
 use crate::record::{Reader, RecordError, Writer};
 use crate::require::{Facts, ParseError, Requirement, Verdict};
+use archive::Archive;
+use persist::Writes;
 
 /// The endpoint demux of RPC control messages (`dtn://<node>/~rpc`).
 pub const RPC_DEMUX: &str = "~rpc";
@@ -724,7 +726,6 @@ enum Timer {
 /// The DTN-RPC engine of one node. See the crate documentation for how to drive it.
 pub struct Rpc {
     config: RpcConfig,
-    identity: Identity,
     me: Eid,
     rpc_endpoint: Eid,
     /// Servers' RPC endpoints (`dtn://<server>/rpc`), made once per server instead of formatted
@@ -741,50 +742,20 @@ pub struct Rpc {
     unfinished: BTreeSet<ServeKey>,
     /// Replies sent on a stream and not yet confirmed, by stream.
     reply_streams: BTreeSet<(StreamId, ServeKey)>,
-    /// Records changed while handling the current input, written at its end (`write_dirty`).
-    dirty_calls: BTreeSet<CallId>,
-    dirty_serving: BTreeSet<ServeKey>,
-    /// Served calls whose record is unchanged but whose outbox row may not be.
-    dirty_outbox: BTreeSet<ServeKey>,
-    /// Rows `write_dirty` gathered, written together at its end ([`Rpc::write_staged`]): table,
-    /// key and value (none: remove the row) as ranges of `staged_bytes`, where every key and
-    /// record of a commit is written one after another instead of into two allocations a row.
-    staged: Vec<(RpcTable, Range<usize>, Option<Range<usize>>)>,
-    staged_bytes: Vec<u8>,
+    /// Records changed by the current input, and the rows they become.
+    writes: Writes,
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
-    /// Finished calls that may leave memory, in the order they were offered (see `archive.rs`),
-    /// with when they finished.
-    leavable_calls: VecDeque<(DtnTime, CallId)>,
-    /// Served calls that may leave memory, by deadline: sorted, so that one call with a far
-    /// deadline does not raise `served_out_through` (and send every new call to the store)
-    /// before the calls of the usual span have left.
-    /// Keyed by (deadline, call id), the caller's key beside it: ordering by a 32-byte key
-    /// as well cost a comparison of it at every step of every insert.
-    leavable_serving: BTreeMap<(DtnTime, CallId), PublicKey>,
-    /// The latest deadline of a served call that left memory: a call with a later deadline that
-    /// memory does not know was never served here.
-    served_out_through: Option<DtnTime>,
-    /// Where the sweep of stored rows goes on in the dedup and pending tables (empty: from the
-    /// start), when the last one stopped at its limit.
-    sweep_resume: [Vec<u8>; 2],
+    /// What may leave memory for the store, and how far it has.
+    archive: Archive,
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
-    keys: BTreeMap<Eid, keys::Learnt>,
-    /// Keys other than the known one that nodes' messages were signed with lately: the latest
-    /// per node, at most [`keys::MAX_PRESENTED`] nodes.
-    presented: BTreeMap<Eid, PresentedKey>,
-    /// Keys shared with peers ([`seal::PairKey`]): one X25519 multiplication per peer instead
-    /// of a signature and two multiplications per message. Bounded; emptied when full.
-    pair_keys: BTreeMap<PublicKey, seal::PairKey>,
-    pinned: BTreeMap<Eid, PublicKey>,
+    /// This node's identity and what it knows of other nodes' keys.
+    trust: keys::Trust,
     /// Any-mode notices from other servers: call id → (done?, forget at).
     notices: BTreeMap<CallId, (bool, DtnTime)>,
-    /// When this node last introduced itself to a node (a hello), so it does not repeat itself.
-    hellos: BTreeMap<Eid, DtnTime>,
     streams: BTreeMap<StreamId, StreamState>,
-    /// Data-channel files held: hash → (size, expiry).
-    files: BTreeMap<[u8; 32], (u64, DtnTime)>,
-    file_bytes: u64,
+    /// Data-channel files held.
+    files: HeldFiles,
     facts: Facts,
     timers: BTreeSet<(DtnTime, Timer)>,
     events: VecDeque<RpcEvent>,
@@ -792,9 +763,13 @@ pub struct Rpc {
     local: VecDeque<Bytes>,
     stats: RpcStats,
     errors: Vec<StateError>,
-    /// Whether the records an input changed wait for [`Rpc::write_records`] (see
-    /// [`Rpc::defer_record_writes`]) instead of being written at the input's end.
-    defer_writes: bool,
+}
+
+/// Data-channel files held: by hash, with their size and expiry, and their total size.
+#[derive(Debug, Default)]
+struct HeldFiles {
+    held: BTreeMap<[u8; 32], (u64, DtnTime)>,
+    bytes: u64,
 }
 
 fn endpoint(node: &Eid, demux: &str) -> Option<Eid> {
@@ -838,7 +813,7 @@ enum RowOrder {
     Bare,
 }
 
-/// Room the staging buffer of RPC rows keeps between commits (see [`Rpc::write_staged`]).
+/// Room the staging buffer of RPC rows keeps between commits (see [`persist::Writes::write`]).
 const STAGED_BYTES_KEPT: usize = 256 * 1024;
 
 impl RowOrder {
@@ -922,40 +897,26 @@ impl Rpc {
             data_endpoint: endpoint(&me, DATA_DEMUX).unwrap_or(Eid::Null),
             me,
             config,
-            identity,
+            trust: keys::Trust::new(identity, pinned),
             rng: ChaCha20Rng::from_seed(seed),
             calls: BTreeMap::new(),
             serving: BTreeMap::new(),
             unfinished: BTreeSet::new(),
             reply_streams: BTreeSet::new(),
-            dirty_calls: BTreeSet::new(),
-            dirty_serving: BTreeSet::new(),
-            dirty_outbox: BTreeSet::new(),
-            staged: Vec::new(),
-            staged_bytes: Vec::new(),
+            writes: Writes::default(),
             by_call: BTreeMap::new(),
-            leavable_calls: VecDeque::new(),
-            leavable_serving: BTreeMap::new(),
-            served_out_through: None,
-            sweep_resume: [Vec::new(), Vec::new()],
+            archive: Archive::default(),
             jobs: BTreeMap::new(),
             next_job: 1,
-            keys: BTreeMap::new(),
-            presented: BTreeMap::new(),
-            pair_keys: BTreeMap::new(),
-            pinned,
             notices: BTreeMap::new(),
-            hellos: BTreeMap::new(),
             streams: BTreeMap::new(),
-            files: BTreeMap::new(),
-            file_bytes: 0,
+            files: HeldFiles::default(),
             facts: Facts::new(),
             timers: BTreeSet::new(),
             events: VecDeque::new(),
             local: VecDeque::new(),
             stats: RpcStats::default(),
             errors: Vec::new(),
-            defer_writes: false,
         };
         rpc.load(node, now);
         rpc.write_dirty(node);
@@ -967,7 +928,7 @@ impl Rpc {
 
     /// This node's public key.
     pub fn public_key(&self) -> PublicKey {
-        self.identity.public()
+        self.trust.identity.public()
     }
 
     /// Counters.
@@ -982,7 +943,7 @@ impl Rpc {
     /// state says. Off by default; `host::Host` turns it on, so the daemon and the simulator
     /// both write at its commits.
     pub fn defer_record_writes(&mut self, defer: bool) {
-        self.defer_writes = defer;
+        self.writes.deferred = defer;
     }
 
     /// Writes the records changed since the last write (each once, however often it changed).
@@ -992,9 +953,9 @@ impl Rpc {
 
     /// Whether records changed since the last [`Rpc::write_records`].
     pub fn has_records_to_write(&self) -> bool {
-        !(self.dirty_calls.is_empty()
-            && self.dirty_serving.is_empty()
-            && self.dirty_outbox.is_empty())
+        !(self.writes.calls.is_empty()
+            && self.writes.serving.is_empty()
+            && self.writes.outbox.is_empty())
     }
 
     /// Store errors met while keeping state (drained): the shell logs them.
@@ -1004,10 +965,11 @@ impl Rpc {
 
     /// The key known for a node (pinned in the configuration, else learnt from a signed message).
     pub fn key_of(&self, node: &Eid) -> Option<PublicKey> {
-        self.pinned
+        self.trust
+            .pinned
             .get(node)
             .copied()
-            .or_else(|| self.keys.get(node).map(|l| l.key))
+            .or_else(|| self.trust.learnt.get(node).map(|l| l.key))
     }
 
     /// A call this node made and keeps in memory: still waiting, or among the latest
@@ -1097,7 +1059,7 @@ impl Rpc {
             for f in res
                 .files
                 .iter()
-                .filter(|f| !self.files.contains_key(&f.hash))
+                .filter(|f| !self.files.held.contains_key(&f.hash))
             {
                 let sealed = f.size.saturating_add(seal::PAIRWISE_OVERHEAD as u64);
                 let found = pieces.iter().position(|a| {
@@ -1113,7 +1075,7 @@ impl Rpc {
 
     /// Whether this node holds a data-channel file (without reading it; [`Rpc::file`] reads it).
     pub fn holds_file(&self, hash: &[u8; 32]) -> bool {
-        self.files.contains_key(hash)
+        self.files.held.contains_key(hash)
     }
 
     /// Executions running now.
@@ -1217,7 +1179,7 @@ impl Rpc {
     /// to itself are handled, then the records changed meanwhile are written (once each).
     fn finish_input(&mut self, now: DtnTime, node: &mut dyn NodePort) {
         self.drain_local(now, node);
-        if !self.defer_writes {
+        if !self.writes.deferred {
             self.write_dirty(node);
         }
     }
@@ -1258,7 +1220,11 @@ impl Rpc {
         }
         // Only an invalid recipient key fails, and keys here were checked (pinned ones by the
         // configuration, learnt ones by a signature): signed alone rather than not at all.
-        let sealed = self.identity.seal(body, None, entropy).unwrap_or_default();
+        let sealed = self
+            .trust
+            .identity
+            .seal(body, None, entropy)
+            .unwrap_or_default();
         Bytes::from(sealed)
     }
 
@@ -1286,14 +1252,14 @@ impl Rpc {
 
     /// The key shared with `peer`, computed on first use; `None` if `peer` is no valid key.
     fn pair_key(&mut self, peer: &PublicKey) -> Option<&seal::PairKey> {
-        if !self.pair_keys.contains_key(peer) {
-            let pair = self.identity.pair_key(peer).ok()?;
-            if self.pair_keys.len() >= MAX_PAIR_KEYS {
-                self.pair_keys.clear();
+        if !self.trust.pair_keys.contains_key(peer) {
+            let pair = self.trust.identity.pair_key(peer).ok()?;
+            if self.trust.pair_keys.len() >= MAX_PAIR_KEYS {
+                self.trust.pair_keys.clear();
             }
-            self.pair_keys.insert(*peer, pair);
+            self.trust.pair_keys.insert(*peer, pair);
         }
-        self.pair_keys.get(peer)
+        self.trust.pair_keys.get(peer)
     }
 
     /// Opens an envelope: a pairwise one with the key shared with its sender, a signed one by its
@@ -1304,7 +1270,7 @@ impl Rpc {
                 Some(pair) => pair.open(sealed),
                 None => Err(seal::OpenError::Malformed("invalid sender key")),
             },
-            None => self.identity.open(sealed),
+            None => self.trust.identity.open(sealed),
         }
     }
 
@@ -1357,53 +1323,6 @@ impl Rpc {
         e
     }
 
-    /// Writes the rows staged by `write_dirty`, in order: each run of puts to one table as one
-    /// [`store::Store::rpc_put_many`], removals one by one.
-    fn write_staged(&mut self, node: &mut dyn NodePort) {
-        let mut staged = std::mem::take(&mut self.staged);
-        let mut bytes = std::mem::take(&mut self.staged_bytes);
-        let mut rest = &staged[..];
-        while let Some((table, key, value)) = rest.first() {
-            if value.is_none() {
-                self.persist(node, *table, &bytes[key.clone()], None);
-                rest = &rest[1..];
-                continue;
-            }
-            let run = rest
-                .iter()
-                .take_while(|(t, _, v)| t == table && v.is_some())
-                .count();
-            let rows: Vec<(&[u8], &[u8])> = rest[..run]
-                .iter()
-                .filter_map(|(_, k, v)| Some((&bytes[k.clone()], &bytes[v.clone()?])))
-                .collect();
-            if let Err(source) = node.tables_mut().rpc_put_many(*table, &rows) {
-                self.errors.push(StateError::Write {
-                    table: *table,
-                    source,
-                });
-            }
-            rest = &rest[run..];
-        }
-        // The allocations are kept for the next commit; the buffer's only up to a size that
-        // small commits fill (one with a large record would hold its room for good).
-        staged.clear();
-        bytes.clear();
-        bytes.shrink_to(STAGED_BYTES_KEPT);
-        self.staged = staged;
-        self.staged_bytes = bytes;
-    }
-
-    /// Stages a put (`value`: where in `staged_bytes` its record was written) or, with `None`,
-    /// a removal of the row of `id` under `row`, for when `write_dirty` is done
-    /// ([`Rpc::write_staged`]). The key is written into `staged_bytes` after the record.
-    fn stage(&mut self, table: RpcTable, row: RowOrder, id: &[u8], value: Option<Range<usize>>) {
-        let start = self.staged_bytes.len();
-        row.write_key(id, &mut self.staged_bytes);
-        let end = self.staged_bytes.len();
-        self.staged.push((table, start..end, value));
-    }
-
     fn persist(
         &mut self,
         node: &mut dyn NodePort,
@@ -1425,17 +1344,19 @@ impl Rpc {
     fn introduce(&mut self, now: DtnTime, node: &mut dyn NodePort, to: &Eid) {
         if *to == self.me
             || self
+                .trust
                 .hellos
                 .get(to)
                 .is_some_and(|&at| now < at.saturating_add(HELLO_INTERVAL_MS))
         {
             return;
         }
-        if self.hellos.len() >= 4096 {
-            self.hellos
+        if self.trust.hellos.len() >= 4096 {
+            self.trust
+                .hellos
                 .retain(|_, at| now < at.saturating_add(HELLO_INTERVAL_MS));
         }
-        self.hellos.insert(to.clone(), now);
+        self.trust.hellos.insert(to.clone(), now);
         let hello = Message::Hello(wire::rpc::Hello {
             node: self.me.clone(),
         });
@@ -1679,10 +1600,11 @@ impl Rpc {
                 }
             }
         }
-        let fits = |rpc: &Self| rpc.file_bytes.saturating_add(size) <= budget;
+        let fits = |rpc: &Self| rpc.files.bytes.saturating_add(size) <= budget;
 
         let mut spare: Vec<(DtnTime, [u8; 32], u64)> = self
             .files
+            .held
             .iter()
             .filter(|(h, _)| !protected.contains(*h) && !finished.contains_key(*h))
             .map(|(h, (size, expiry))| (*expiry, *h, *size))
@@ -1698,12 +1620,13 @@ impl Rpc {
         let mut old: Vec<(DtnTime, [u8; 32], u64)> = finished
             .into_iter()
             .filter(|(h, _)| !protected.contains(h))
-            .filter_map(|(h, at)| self.files.get(&h).map(|(size, _)| (at, h, *size)))
+            .filter_map(|(h, at)| self.files.held.get(&h).map(|(size, _)| (at, h, *size)))
             .collect();
         let freeable: u64 = old.iter().map(|(_, _, size)| size).sum();
         if fits(self)
             || self
-                .file_bytes
+                .files
+                .bytes
                 .saturating_sub(freeable)
                 .saturating_add(size)
                 > budget
@@ -1771,8 +1694,8 @@ impl Rpc {
 
     /// Forgets a data-channel file: gone from the budget and the store.
     fn drop_file(&mut self, node: &mut dyn NodePort, hash: &[u8; 32]) {
-        if let Some((size, _)) = self.files.remove(hash) {
-            self.file_bytes -= size;
+        if let Some((size, _)) = self.files.held.remove(hash) {
+            self.files.bytes -= size;
         }
         self.persist(node, RpcTable::Files, hash, None);
     }
@@ -1790,14 +1713,14 @@ impl Rpc {
         let mut seen = BTreeSet::new();
         let needed: u64 = files
             .iter()
-            .filter(|(h, _)| !self.files.contains_key(h) && seen.insert(*h))
+            .filter(|(h, _)| !self.files.held.contains_key(h) && seen.insert(*h))
             .map(|(_, size)| size)
             .sum();
         let budget = self.config.max_file_bytes;
-        if self.file_bytes.saturating_add(needed) > budget {
+        if self.files.bytes.saturating_add(needed) > budget {
             self.make_room_for_files(now, node, needed);
         }
-        if self.file_bytes.saturating_add(needed) > budget {
+        if self.files.bytes.saturating_add(needed) > budget {
             self.stats.files_refused += 1;
             return Err((needed, budget));
         }
@@ -1812,10 +1735,10 @@ impl Rpc {
         content: &Bytes,
         expiry: DtnTime,
     ) {
-        match self.files.entry(hash) {
+        match self.files.held.entry(hash) {
             std::collections::btree_map::Entry::Vacant(e) => {
                 e.insert((content.len() as u64, expiry));
-                self.file_bytes += content.len() as u64;
+                self.files.bytes += content.len() as u64;
             }
             std::collections::btree_map::Entry::Occupied(mut e) => {
                 let held = e.get_mut();
@@ -1864,6 +1787,7 @@ impl Rpc {
         }
         let old_files: Vec<[u8; 32]> = self
             .files
+            .held
             .iter()
             .filter(|(_, (_, expiry))| *expiry <= now)
             .map(|(h, _)| *h)
@@ -1877,7 +1801,7 @@ impl Rpc {
             for hash in old_files {
                 match kept_results.get(&hash) {
                     Some(&until) if until > now => {
-                        if let Some(entry) = self.files.get_mut(&hash) {
+                        if let Some(entry) = self.files.held.get_mut(&hash) {
                             entry.1 = until;
                         }
                     }
@@ -1913,8 +1837,8 @@ impl Rpc {
         let Some(s) = removed else {
             return;
         };
-        if self.leavable_serving.get(&(s.call.deadline, key.id)) == Some(&key.caller) {
-            self.leavable_serving.remove(&(s.call.deadline, key.id));
+        if self.archive.serving.get(&(s.call.deadline, key.id)) == Some(&key.caller) {
+            self.archive.serving.remove(&(s.call.deadline, key.id));
         }
         let k = s.row.key(&serve_key_bytes(key));
         self.persist(node, RpcTable::Dedup, &k, None);

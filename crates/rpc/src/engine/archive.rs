@@ -30,6 +30,26 @@
 use super::*;
 use crate::port::NodePort;
 
+/// What may leave memory, and how far served calls have.
+#[derive(Debug, Default)]
+pub(super) struct Archive {
+    /// Finished calls that may leave memory, in the order they were offered, with when they
+    /// finished.
+    pub(super) calls: VecDeque<(DtnTime, CallId)>,
+    /// Served calls that may leave memory, by deadline: sorted, so that one call with a far
+    /// deadline does not raise `served_out_through` (and send every new call to the store)
+    /// before the calls of the usual span have left.
+    /// Keyed by (deadline, call id), the caller's key beside it: ordering by a 32-byte key
+    /// as well cost a comparison of it at every step of every insert.
+    pub(super) serving: BTreeMap<(DtnTime, CallId), PublicKey>,
+    /// The latest deadline of a served call that left memory: a call with a later deadline that
+    /// memory does not know was never served here.
+    pub(super) served_out_through: Option<DtnTime>,
+    /// Where the sweep of stored rows goes on in the dedup and pending tables (empty: from the
+    /// start), when the last one stopped at its limit.
+    pub(super) sweep_resume: [Vec<u8>; 2],
+}
+
 /// The creation time an id made by this engine carries (its first 8 bytes, big-endian). Ids
 /// from other callers give any number: it only decides where their row sorts, never whether a
 /// call is found.
@@ -63,7 +83,7 @@ impl Rpc {
             && c.stream.is_none()
             && c.row == RowOrder::Since(id_time(id))
             && result_files(c).next().is_none()
-            && !self.dirty_calls.contains(id))
+            && !self.writes.calls.contains(id))
         .then_some(finished)
     }
 
@@ -76,15 +96,15 @@ impl Rpc {
             && !s.outbox_row
             && s.reply_stream.is_none()
             && s.row == RowOrder::Since(s.call.deadline)
-            && !self.dirty_serving.contains(key)
-            && !self.dirty_outbox.contains(key))
+            && !self.writes.serving.contains(key)
+            && !self.writes.outbox.contains(key))
         .then_some(s.call.deadline)
     }
 
     /// Notes a call whose record was just written as one that may leave memory, if it may.
     pub(super) fn offer_call_to_leave(&mut self, id: CallId) {
         if let Some(finished) = self.call_may_leave(&id) {
-            self.leavable_calls.push_back((finished, id));
+            self.archive.calls.push_back((finished, id));
         }
     }
 
@@ -93,7 +113,7 @@ impl Rpc {
         if let Some(deadline) = self.serving_may_leave(&key) {
             // Two callers' calls of one id and deadline share an entry: the one it does not
             // name stays in memory until its hour is up, which costs memory, never a call.
-            self.leavable_serving.insert((deadline, key.id), key.caller);
+            self.archive.serving.insert((deadline, key.id), key.caller);
         }
     }
 
@@ -104,8 +124,8 @@ impl Rpc {
     /// after the records were written).
     pub(super) fn leave_memory(&mut self) {
         let keep = self.config.finished_in_memory;
-        while self.leavable_calls.len() > keep {
-            let Some((finished, id)) = self.leavable_calls.pop_front() else {
+        while self.archive.calls.len() > keep {
+            let Some((finished, id)) = self.archive.calls.pop_front() else {
                 break;
             };
             // Checked again: a call may have changed since it was offered (and is offered
@@ -114,15 +134,16 @@ impl Rpc {
                 self.calls.remove(&id);
             }
         }
-        while self.leavable_serving.len() > keep {
-            let Some(((deadline, id), caller)) = self.leavable_serving.pop_first() else {
+        while self.archive.serving.len() > keep {
+            let Some(((deadline, id), caller)) = self.archive.serving.pop_first() else {
                 break;
             };
             let key = ServeKey::new(caller, id);
             if self.serving_may_leave(&key) == Some(deadline) {
                 self.drop_serving_from_memory(&key);
-                self.served_out_through = Some(
-                    self.served_out_through
+                self.archive.served_out_through = Some(
+                    self.archive
+                        .served_out_through
                         .map_or(deadline, |t| t.max(deadline)),
                 );
             }
@@ -160,7 +181,9 @@ impl Rpc {
         deadline: DtnTime,
     ) {
         // The common case first: a call with a later deadline than any that left memory.
-        if self.served_out_through.is_none_or(|t| deadline > t) || self.serving.contains_key(key) {
+        if self.archive.served_out_through.is_none_or(|t| deadline > t)
+            || self.serving.contains_key(key)
+        {
             return;
         }
         let row = RowOrder::Since(deadline);
@@ -231,7 +254,7 @@ impl Rpc {
             _ => 16,
         };
         let slot = usize::from(table == RpcTable::Pending);
-        let mut from: Vec<u8> = std::mem::take(&mut self.sweep_resume[slot]);
+        let mut from: Vec<u8> = std::mem::take(&mut self.archive.sweep_resume[slot]);
         let mut seen = 0;
         loop {
             let rows = match node
@@ -265,7 +288,7 @@ impl Rpc {
                 return false;
             }
             if seen >= SWEEP_ROWS {
-                self.sweep_resume[slot] = from;
+                self.archive.sweep_resume[slot] = from;
                 return true;
             }
         }

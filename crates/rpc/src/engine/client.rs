@@ -304,7 +304,7 @@ impl Rpc {
             }
             None => return false,
         };
-        self.dirty_calls.remove(&id);
+        self.writes.calls.remove(&id);
         self.persist(node, RpcTable::Pending, &row.key(&id.0), None);
         true
     }
@@ -612,7 +612,7 @@ impl Rpc {
                     Message::Result(r) => r
                         .files
                         .iter()
-                        .filter(|f| !self.files.contains_key(&f.hash))
+                        .filter(|f| !self.files.held.contains_key(&f.hash))
                         .count(),
                     _ => 0,
                 };
@@ -720,7 +720,7 @@ impl Rpc {
         node: &mut dyn NodePort,
         id: CallId,
     ) {
-        let files = &self.files;
+        let files = &self.files.held;
         let Some(c) = self.calls.get_mut(&id) else {
             return;
         };

@@ -29,6 +29,36 @@
 use super::*;
 use crate::port::NodePort;
 
+/// This node's identity and what it knows of other nodes' keys: the engine's trust state.
+pub(super) struct Trust {
+    pub(super) identity: Identity,
+    /// Keys known for nodes: learnt on first use, pinned in the store, or accepted.
+    pub(super) learnt: BTreeMap<Eid, Learnt>,
+    /// Keys other than the known one that nodes' messages were signed with lately: the latest
+    /// per node, at most [`MAX_PRESENTED`] nodes.
+    pub(super) presented: BTreeMap<Eid, PresentedKey>,
+    /// Keys shared with peers ([`seal::PairKey`]): one X25519 multiplication per peer instead
+    /// of a signature and two multiplications per message. Bounded; emptied when full.
+    pub(super) pair_keys: BTreeMap<PublicKey, seal::PairKey>,
+    /// Keys the configuration pins: never learnt, never changed.
+    pub(super) pinned: BTreeMap<Eid, PublicKey>,
+    /// When this node last introduced itself to a node (a hello), so it does not repeat itself.
+    pub(super) hellos: BTreeMap<Eid, DtnTime>,
+}
+
+impl Trust {
+    pub(super) fn new(identity: Identity, pinned: BTreeMap<Eid, PublicKey>) -> Self {
+        Self {
+            identity,
+            learnt: BTreeMap::new(),
+            presented: BTreeMap::new(),
+            pair_keys: BTreeMap::new(),
+            pinned,
+            hellos: BTreeMap::new(),
+        }
+    }
+}
+
 /// Most nodes whose presented key (one that is not the key known for them) is kept.
 pub(super) const MAX_PRESENTED: usize = 256;
 /// Most keys learnt on first use. Anyone can name new node ids, so the table is bounded; when it
@@ -189,7 +219,7 @@ impl Rpc {
     /// lately that is not the known one, if any.
     pub fn keys(&self) -> Vec<KnownKey> {
         let mut out: BTreeMap<&Eid, KnownKey> = BTreeMap::new();
-        for (node, l) in &self.keys {
+        for (node, l) in &self.trust.learnt {
             out.insert(
                 node,
                 KnownKey {
@@ -202,7 +232,7 @@ impl Rpc {
             );
         }
         // A pinned key wins over a learnt one (as in `key_of`).
-        for (node, key) in &self.pinned {
+        for (node, key) in &self.trust.pinned {
             out.insert(
                 node,
                 KnownKey {
@@ -214,7 +244,7 @@ impl Rpc {
                 },
             );
         }
-        for (node, presented) in &self.presented {
+        for (node, presented) in &self.trust.presented {
             if let Some(k) = out.get_mut(node) {
                 k.presented = Some(*presented);
             }
@@ -224,7 +254,7 @@ impl Rpc {
 
     /// The key a node presented lately that is not the one known for it (see [`Rpc::keys`]).
     pub fn presented_key(&self, node_id: &Eid) -> Option<PresentedKey> {
-        self.presented.get(&node_id.node_id()).copied()
+        self.trust.presented.get(&node_id.node_id()).copied()
     }
 
     /// The operator accepts `key` (`None`: the key the node presented, [`Rpc::presented_key`])
@@ -243,7 +273,8 @@ impl Rpc {
         let key = match key {
             Some(k) => k,
             None => {
-                self.presented
+                self.trust
+                    .presented
                     .get(&node_id)
                     .ok_or_else(|| KeyError::NothingPresented(node_id.clone()))?
                     .key
@@ -258,7 +289,7 @@ impl Rpc {
             since: Some(now),
         };
         self.keep_key(node, &node_id, learnt);
-        self.presented.remove(&node_id);
+        self.trust.presented.remove(&node_id);
         self.reseal_calls_to(now, node, &node_id, "accepted by the operator");
         self.finish_input(now, node);
         Ok(KnownKey {
@@ -282,12 +313,12 @@ impl Rpc {
     ) -> Result<PublicKey, KeyError> {
         let node_id = node_id.node_id();
         self.changeable(&node_id)?;
-        let Some(old) = self.keys.remove(&node_id) else {
+        let Some(old) = self.trust.learnt.remove(&node_id) else {
             return Err(KeyError::Unknown(node_id));
         };
         let id = node_id.to_string();
         self.persist(node, RpcTable::Keys, id.as_bytes(), None);
-        self.presented.remove(&node_id);
+        self.trust.presented.remove(&node_id);
         self.reseal_calls_to(now, node, &node_id, "forgotten by the operator");
         self.finish_input(now, node);
         Ok(old.key)
@@ -298,14 +329,14 @@ impl Rpc {
         if *node_id == self.me {
             return Err(KeyError::OwnNode(node_id.clone()));
         }
-        if self.pinned.contains_key(node_id) {
+        if self.trust.pinned.contains_key(node_id) {
             return Err(KeyError::Configured(node_id.clone()));
         }
         Ok(())
     }
 
     fn keep_key(&mut self, node: &mut dyn NodePort, node_id: &Eid, learnt: Learnt) {
-        self.keys.insert(node_id.clone(), learnt);
+        self.trust.learnt.insert(node_id.clone(), learnt);
         let id = node_id.to_string();
         self.persist(node, RpcTable::Keys, id.as_bytes(), Some(&learnt.encode()));
     }
@@ -321,7 +352,7 @@ impl Rpc {
         source: KeySource,
     ) -> bool {
         if self.key_of(node_id).is_none() && *node_id != self.me {
-            if self.keys.len() >= MAX_LEARNT_KEYS {
+            if self.trust.learnt.len() >= MAX_LEARNT_KEYS {
                 self.stats.keys_not_learnt += 1;
                 return true;
             }
@@ -347,7 +378,7 @@ impl Rpc {
         what: &'static str,
     ) -> bool {
         let known = if *node_id == self.me {
-            self.identity.public()
+            self.trust.identity.public()
         } else {
             match self.key_of(node_id) {
                 Some(k) => k,
@@ -375,24 +406,25 @@ impl Rpc {
         if *node_id == self.me {
             return;
         }
-        if let Some(p) = self.presented.get_mut(node_id) {
+        if let Some(p) = self.trust.presented.get_mut(node_id) {
             p.key = presented;
             p.last_seen = now;
             p.messages += 1;
             return;
         }
-        if self.presented.len() >= MAX_PRESENTED {
+        if self.trust.presented.len() >= MAX_PRESENTED {
             let oldest = self
+                .trust
                 .presented
                 .iter()
                 .min_by_key(|(_, p)| p.last_seen)
                 .map(|(n, _)| n.clone());
             if let Some(n) = oldest {
-                self.presented.remove(&n);
+                self.trust.presented.remove(&n);
                 self.stats.presented_keys_dropped += 1;
             }
         }
-        self.presented.insert(
+        self.trust.presented.insert(
             node_id.clone(),
             PresentedKey {
                 key: presented,

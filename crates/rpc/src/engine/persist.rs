@@ -2,12 +2,93 @@
 //! calls still waiting (`Pending`), the dedup and result cache (`Dedup`), replies not yet handed
 //! to the network (`Outbox`), learnt keys (`Keys`) and data-channel files (`Files`).
 //!
-//! Every change is written through at once; the shell's flush makes it durable together with the
-//! bundles the same input produced, before anything is sent.
+//! A change marks its record dirty ([`Writes`]); the records an input changed are staged as rows
+//! at the input's end and written together, or, when the shell defers them
+//! ([`Rpc::defer_record_writes`]), at its next [`Rpc::write_records`], which the host calls
+//! right before its commit. The commit makes them durable together with the bundles the same
+//! inputs produced, and nothing they promise leaves before that.
 
 use super::client::Derived;
 use super::*;
 use crate::port::NodePort;
+
+/// Records changed while handling the current input, and the rows they become.
+#[derive(Debug, Default)]
+pub(super) struct Writes {
+    /// Records changed while handling the current input, written at its end (`write_dirty`).
+    pub(super) calls: BTreeSet<CallId>,
+    pub(super) serving: BTreeSet<ServeKey>,
+    /// Served calls whose record is unchanged but whose outbox row may not be.
+    pub(super) outbox: BTreeSet<ServeKey>,
+    /// Rows `write_dirty` gathered, written together at its end ([`Writes::write`]): table,
+    /// key and value (none: remove the row) as ranges of `bytes`, where every key and record
+    /// of a commit is written one after another instead of into two allocations a row.
+    pub(super) rows: Vec<(RpcTable, Range<usize>, Option<Range<usize>>)>,
+    pub(super) bytes: Vec<u8>,
+    /// Whether the records an input changed wait for [`Rpc::write_records`] (see
+    /// [`Rpc::defer_record_writes`]) instead of being written at the input's end.
+    pub(super) deferred: bool,
+}
+
+impl Writes {
+    /// Stages a put (`value`: where in `bytes` its record was written) or, with `None`, a
+    /// removal of the row of `id` under `row`, for when `write_dirty` is done
+    /// ([`Writes::write`]). The key is written into `bytes` after the record.
+    pub(super) fn stage(
+        &mut self,
+        table: RpcTable,
+        row: RowOrder,
+        id: &[u8],
+        value: Option<Range<usize>>,
+    ) {
+        let start = self.bytes.len();
+        row.write_key(id, &mut self.bytes);
+        let end = self.bytes.len();
+        self.rows.push((table, start..end, value));
+    }
+
+    /// Writes the rows staged by `write_dirty`, in order: each run of puts to one table as one
+    /// [`store::Tables::rpc_put_many`], removals one by one; a failed write is pushed to
+    /// `errors`.
+    pub(super) fn write(&mut self, node: &mut dyn NodePort, errors: &mut Vec<StateError>) {
+        let mut rest = &self.rows[..];
+        while let Some((table, key, value)) = rest.first() {
+            if value.is_none() {
+                if let Err(source) = node
+                    .tables_mut()
+                    .rpc_remove(*table, &self.bytes[key.clone()])
+                {
+                    errors.push(StateError::Write {
+                        table: *table,
+                        source,
+                    });
+                }
+                rest = &rest[1..];
+                continue;
+            }
+            let run = rest
+                .iter()
+                .take_while(|(t, _, v)| t == table && v.is_some())
+                .count();
+            let rows: Vec<(&[u8], &[u8])> = rest[..run]
+                .iter()
+                .filter_map(|(_, k, v)| Some((&self.bytes[k.clone()], &self.bytes[v.clone()?])))
+                .collect();
+            if let Err(source) = node.tables_mut().rpc_put_many(*table, &rows) {
+                errors.push(StateError::Write {
+                    table: *table,
+                    source,
+                });
+            }
+            rest = &rest[run..];
+        }
+        // The allocations are kept for the next commit; the buffer's only up to a size that
+        // small commits fill (one with a large record would hold its room for good).
+        self.rows.clear();
+        self.bytes.clear();
+        self.bytes.shrink_to(STAGED_BYTES_KEPT);
+    }
+}
 
 const VIA_NAMES: [&str; 4] = ["datagram", "stream", "dtn", "local"];
 
@@ -35,25 +116,25 @@ impl Rpc {
     /// ([`Rpc::write_dirty`]): a call that changes several times while one input is handled
     /// (sent, answered, finished) costs one write, not one per change.
     pub(super) fn save_call(&mut self, _node: &mut dyn NodePort, id: CallId) {
-        self.dirty_calls.insert(id);
+        self.writes.calls.insert(id);
     }
 
     /// Writes the records changed while handling the current input. Every public entry point
     /// that changes state ends here, before the shell flushes the store.
     pub(super) fn write_dirty(&mut self, node: &mut dyn NodePort) {
-        let calls = std::mem::take(&mut self.dirty_calls);
+        let calls = std::mem::take(&mut self.writes.calls);
         for &id in &calls {
             self.write_call(id);
         }
-        let outbox = std::mem::take(&mut self.dirty_outbox);
-        let serving = std::mem::take(&mut self.dirty_serving);
+        let outbox = std::mem::take(&mut self.writes.outbox);
+        let serving = std::mem::take(&mut self.writes.serving);
         for key in &serving {
             self.write_serving(key);
         }
         for key in &outbox {
             self.write_outbox(key);
         }
-        self.write_staged(node);
+        self.writes.write(node, &mut self.errors);
         // What is written and done with may leave memory now (see `archive.rs`).
         for id in calls {
             self.offer_call_to_leave(id);
@@ -73,12 +154,13 @@ impl Rpc {
         };
         // The record goes into the commit's staging buffer, taken while `c` borrows the engine
         // and put back at once: nothing in between may return early.
-        let mut w = Writer::after(std::mem::take(&mut self.staged_bytes));
+        let mut w = Writer::after(std::mem::take(&mut self.writes.bytes));
         write_call_record(&mut w, c, true);
         let row = c.row;
         let (bytes, value) = w.finish_after();
-        self.staged_bytes = bytes;
-        self.stage(RpcTable::Pending, row, &id.0, Some(value));
+        self.writes.bytes = bytes;
+        self.writes
+            .stage(RpcTable::Pending, row, &id.0, Some(value));
     }
 
     /// Marks a served call's record to be written when the current input is done (see
@@ -93,13 +175,13 @@ impl Rpc {
         } else {
             self.unfinished.remove(key);
         }
-        self.dirty_serving.insert(*key);
+        self.writes.serving.insert(*key);
     }
 
     /// Marks a served call's outbox row to be written when the current input is done, when
     /// nothing else of its record changed.
     pub(super) fn save_outbox(&mut self, _node: &mut dyn NodePort, key: &ServeKey) {
-        self.dirty_outbox.insert(*key);
+        self.writes.outbox.insert(*key);
     }
 
     /// Puts or removes a served call's outbox row, if it is not as [`needs_outbox_row`] says.
@@ -114,8 +196,8 @@ impl Rpc {
         s.outbox_row = unsent;
         let row = s.row;
         // An outbox row is a key and an empty value.
-        let at = self.staged_bytes.len();
-        self.stage(
+        let at = self.writes.bytes.len();
+        self.writes.stage(
             RpcTable::Outbox,
             row,
             &serve_key_bytes(key),
@@ -130,7 +212,7 @@ impl Rpc {
         let Ok(call) = Message::encode_call(&s.call) else {
             return;
         };
-        let mut w = Writer::after(std::mem::take(&mut self.staged_bytes));
+        let mut w = Writer::after(std::mem::take(&mut self.writes.bytes));
         w.u8(serve_state_code(s.state))
             .u8(s.via.code())
             .bytes(&s.caller_key.0)
@@ -138,8 +220,9 @@ impl Rpc {
             .bytes(s.reply.as_deref().unwrap_or_default());
         let row = s.row;
         let (bytes, value) = w.finish_after();
-        self.staged_bytes = bytes;
-        self.stage(RpcTable::Dedup, row, &serve_key_bytes(key), Some(value));
+        self.writes.bytes = bytes;
+        self.writes
+            .stage(RpcTable::Dedup, row, &serve_key_bytes(key), Some(value));
         self.write_outbox(key);
     }
 
@@ -318,7 +401,7 @@ impl Rpc {
                 .and_then(|s| s.parse::<Eid>().ok());
             match (id, keys::Learnt::decode(&v)) {
                 (Some(id), Some(learnt)) => {
-                    self.keys.insert(id, learnt);
+                    self.trust.learnt.insert(id, learnt);
                 }
                 _ => self.stats.damaged_records += 1,
             }
@@ -344,8 +427,10 @@ impl Rpc {
                 continue;
             };
             let size = len - 8;
-            self.files.insert(hash, (size, u64::from_le_bytes(expiry)));
-            self.file_bytes += size;
+            self.files
+                .held
+                .insert(hash, (size, u64::from_le_bytes(expiry)));
+            self.files.bytes += size;
         }
         let outbox: BTreeSet<Bytes> = self
             .scan(node, RpcTable::Outbox)

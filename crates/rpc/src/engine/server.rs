@@ -978,7 +978,7 @@ impl Rpc {
         sender: PublicKey,
         done: bool,
     ) {
-        if sender == self.identity.public() {
+        if sender == self.trust.identity.public() {
             return;
         }
         if let Some(trusted) = &self.config.trusted_servers
@@ -1021,7 +1021,7 @@ impl Rpc {
                 // Two servers started within the time a notice takes to cross: each hears the
                 // other's STARTED, and both agree, without another message, that the one with
                 // the smaller key goes on.
-                ServeState::Running(job) if sender.0 < self.identity.public().0 => {
+                ServeState::Running(job) if sender.0 < self.trust.identity.public().0 => {
                     self.jobs.remove(&job);
                     self.events.push_back(RpcEvent::Abort {
                         job,
