@@ -20,6 +20,7 @@ use node::StrategyKind;
 use rpc::{CallRequest, Param, ParamType, Target};
 use sim::rpc::{Behaviour, RpcApp, procedure};
 use sim::{SIM_EPOCH, Scenario, Sim, Topology, node_id};
+use std::time::Duration;
 use wire::rpc::{Transport, Value};
 
 /// Virtual length of a run.
@@ -83,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
                     _ => Transport::Dtn,
                 };
                 let deadline_ms = at_ms + 2_000 + u64::from(step[5]) * 400;
-                request.deadline = Some(SIM_EPOCH + deadline_ms);
+                request.deadline = Some(SIM_EPOCH + Duration::from_millis(deadline_ms));
                 let tag = tag as u64;
                 app.script(tag, request);
                 calls.push((tag, deadline_ms));

@@ -137,7 +137,7 @@ impl CallSpec {
         }
         let deadline = match duration("deadline", &self.deadline)? {
             Some(0) => return Err(bad("deadline: must be after now".into())),
-            Some(ms) => Some(now.saturating_add(ms)),
+            Some(ms) => Some(now.saturating_add(Duration::from_millis(ms))),
             None => None,
         };
         Ok(rpc::CallRequest {
@@ -395,8 +395,8 @@ impl CallInfo {
             view.timeline
                 .iter()
                 .map(|(at, text)| TimelineEntry {
-                    at_ms: at,
-                    offset_ms: at.saturating_sub(view.created),
+                    at_ms: at.as_millis(),
+                    offset_ms: wire::time::millis(at - view.created),
                     text: text.into_owned(),
                 })
                 .collect()
@@ -409,8 +409,8 @@ impl CallInfo {
             target,
             transport: call.transport.name().to_owned(),
             state: view.state.name().to_owned(),
-            created_ms: view.created,
-            deadline_ms: call.deadline,
+            created_ms: view.created.as_millis(),
+            deadline_ms: call.deadline.as_millis(),
             acks: view.acks.iter().map(ToString::to_string).collect(),
             replies,
             timeline,
@@ -423,7 +423,7 @@ fn reply_info(r: &rpc::Reply, file_here: &impl Fn(&[u8; 32]) -> FileHere) -> Opt
     let mut info = ReplyInfo {
         server: String::new(),
         server_key: r.server_key.to_string(),
-        at_ms: r.at,
+        at_ms: r.at.as_millis(),
         via: r.via.to_owned(),
         ok: false,
         value_text: None,
@@ -559,25 +559,36 @@ mod tests {
     fn targets_are_any_all_or_a_node() {
         let t = rpc::Timers::default();
         assert_eq!(
-            spec("any").to_request(0, t).unwrap().target,
+            spec("any")
+                .to_request(DtnTime::from_millis(0), t)
+                .unwrap()
+                .target,
             rpc::Target::Any
         );
         assert_eq!(
-            spec("all").to_request(0, t).unwrap().target,
+            spec("all")
+                .to_request(DtnTime::from_millis(0), t)
+                .unwrap()
+                .target,
             rpc::Target::All
         );
         let bravo: Eid = "dtn://bravo/".parse().unwrap();
         for name in ["bravo", "dtn://bravo/", "dtn://bravo/inbox"] {
             assert_eq!(
-                spec(name).to_request(0, t).unwrap().target,
+                spec(name)
+                    .to_request(DtnTime::from_millis(0), t)
+                    .unwrap()
+                    .target,
                 rpc::Target::Node(bravo.clone()),
                 "{name}"
             );
         }
-        let e = spec("").to_request(0, t).unwrap_err();
+        let e = spec("").to_request(DtnTime::from_millis(0), t).unwrap_err();
         assert_eq!(e.code, "bad_request");
         // A name that is no node id: refused, saying which text and why.
-        let e = spec("dtn://").to_request(0, t).unwrap_err();
+        let e = spec("dtn://")
+            .to_request(DtnTime::from_millis(0), t)
+            .unwrap_err();
         assert_eq!(e.code, "bad_request");
         assert!(
             e.message.starts_with("target: \"dtn://\" is not a node id"),
@@ -602,8 +613,10 @@ mod tests {
         ];
         s.deadline = Some("10m".into());
         s.ack_timeout = Some("5s".into());
-        let r = s.to_request(1_000, rpc::Timers::default()).unwrap();
-        assert_eq!(r.deadline, Some(601_000));
+        let r = s
+            .to_request(DtnTime::from_millis(1_000), rpc::Timers::default())
+            .unwrap();
+        assert_eq!(r.deadline, Some(DtnTime::from_millis(601_000)));
         assert_eq!(r.timers.unwrap().ack_ms, 5_000);
         assert_eq!(r.timers.unwrap().result_ms, 90_000);
         assert_eq!(r.params[1], rpc::Param::Value(Value::Int(-3)));
@@ -620,7 +633,7 @@ mod tests {
         );
         assert!(
             spec("any")
-                .to_request(0, rpc::Timers::default())
+                .to_request(DtnTime::from_millis(0), rpc::Timers::default())
                 .unwrap()
                 .timers
                 .is_none()
@@ -633,7 +646,7 @@ mod tests {
         let mut s = spec("any");
         s.transport = Some("carrier-pigeon".into());
         assert!(
-            s.to_request(0, t)
+            s.to_request(DtnTime::from_millis(0), t)
                 .unwrap_err()
                 .message
                 .starts_with("transport")
@@ -641,7 +654,7 @@ mod tests {
         let mut s = spec("any");
         s.deadline = Some("soon".into());
         assert!(
-            s.to_request(0, t)
+            s.to_request(DtnTime::from_millis(0), t)
                 .unwrap_err()
                 .message
                 .starts_with("deadline")
@@ -649,7 +662,7 @@ mod tests {
         let mut s = spec("any");
         s.params = vec![ParamSpec::Bytes("***".into())];
         assert!(
-            s.to_request(0, t)
+            s.to_request(DtnTime::from_millis(0), t)
                 .unwrap_err()
                 .message
                 .starts_with("parameter 1")

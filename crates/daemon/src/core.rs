@@ -123,18 +123,20 @@ impl Clock {
             .unwrap_or(0);
         Self {
             start: Instant::now(),
-            start_dtn: unix_ms.saturating_sub(wire::DTN_EPOCH_UNIX_SECS * 1000),
+            start_dtn: DtnTime::from_millis(
+                unix_ms.saturating_sub(wire::DTN_EPOCH_UNIX_SECS * 1000),
+            ),
         }
     }
 
     /// Now, in DTN ms.
     pub fn now(&self) -> DtnTime {
-        self.start_dtn + self.start.elapsed().as_millis() as u64
+        self.start_dtn + self.start.elapsed()
     }
 
     /// The instant at which the clock reads `t`.
     pub fn instant(&self, t: DtnTime) -> Instant {
-        self.start + Duration::from_millis(t.saturating_sub(self.start_dtn))
+        self.start + (t - self.start_dtn)
     }
 }
 
@@ -1541,7 +1543,7 @@ impl Daemon {
             fragment: report.fragment,
         }
         .to_string();
-        let arrived_ms = self.now();
+        let arrived = self.now();
         for (status, assertion) in [
             ("received", report.received),
             ("forwarded", report.forwarded),
@@ -1556,8 +1558,8 @@ impl Daemon {
                     bundle: bundle.clone(),
                     from: from.to_string(),
                     status: status.into(),
-                    at_ms: a.time.unwrap_or(0),
-                    arrived_ms,
+                    at_ms: a.time.map_or(0, DtnTime::as_millis),
+                    arrived_ms: arrived.as_millis(),
                     reason: report.reason.code(),
                 });
             }
@@ -2088,7 +2090,7 @@ impl Daemon {
                 size: self.host.node().held_payload_len(&m.id).unwrap_or(0),
                 id: m.id.to_string(),
                 destination: m.destination.to_string(),
-                expiry_ms: m.expiry,
+                expiry_ms: m.expiry.as_millis(),
                 retention: match m.retention {
                     Retention::Carried => "carried",
                     Retention::MustDeliver => "must-deliver",
@@ -2531,8 +2533,8 @@ fn received(w: Waiting) -> crate::control::Received {
         id: w.meta.id,
         source: w.meta.source,
         destination: w.meta.destination,
-        created_ms: w.meta.created_ms,
-        expiry_ms: w.meta.expiry_ms,
+        created_ms: w.meta.created.as_millis(),
+        expiry_ms: w.meta.expiry.as_millis(),
         size: w.meta.size,
         payload_base64: w
             .payload
@@ -2664,8 +2666,11 @@ mod tests {
         let c = Clock::new();
         let now = c.now();
         // After 2020 and before 2100, in ms since 2000.
-        assert!(now > 20 * 365 * 86_400_000 && now < 100 * 365 * 86_400_000);
-        let later = c.instant(now + 1_000);
+        assert!(
+            now > DtnTime::from_millis(20 * 365 * 86_400_000)
+                && now < DtnTime::from_millis(100 * 365 * 86_400_000)
+        );
+        let later = c.instant(now + Duration::from_millis(1_000));
         let d = later.saturating_duration_since(Instant::now());
         assert!(d <= Duration::from_millis(1_000) && d >= Duration::from_millis(900));
     }

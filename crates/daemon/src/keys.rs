@@ -4,6 +4,7 @@
 //! codes.
 
 use serde::{Deserialize, Serialize};
+use wire::DtnTime;
 
 use crate::calls::parse_node;
 use crate::control::ApiError;
@@ -54,11 +55,11 @@ impl From<rpc::KnownKey> for KeyInfo {
             node: k.node.to_string(),
             key: k.key.to_string(),
             source: k.source.name().to_owned(),
-            since_ms: k.since,
+            since_ms: k.since.map(DtnTime::as_millis),
             presented: k.presented.map(|p| PresentedKeyInfo {
                 key: p.key.to_string(),
-                first_seen_ms: p.first_seen,
-                last_seen_ms: p.last_seen,
+                first_seen_ms: p.first_seen.as_millis(),
+                last_seen_ms: p.last_seen.as_millis(),
                 messages: p.messages,
             }),
         }

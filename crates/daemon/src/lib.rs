@@ -140,7 +140,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         .flush()
         .doing(|| "flushing the store after recovery".into())?;
     if config.seed == 0 {
-        config.seed = clock.now() ^ u64::from(std::process::id()).rotate_left(32);
+        config.seed = clock.now().as_millis() ^ u64::from(std::process::id()).rotate_left(32);
     }
 
     let mut listening = Vec::new();

@@ -4,6 +4,7 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use wire::DtnTime;
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -170,15 +171,17 @@ fn read_input(path: &PathBuf) -> Result<Bytes> {
     Ok(Bytes::from(buf))
 }
 
-/// The current time in milliseconds since the DTN epoch.
-fn dtn_now() -> Result<u64> {
+/// The current DTN time.
+fn dtn_now() -> Result<DtnTime> {
     let unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .context("the clock is before 1970")?;
     let ms = unix
         .as_millis()
         .saturating_sub(u128::from(DTN_EPOCH_UNIX_SECS) * 1000);
-    u64::try_from(ms).context("the clock is past the year 584 million")
+    u64::try_from(ms)
+        .map(DtnTime::from_millis)
+        .context("the clock is past the year 584 million")
 }
 
 /// A human-readable account of a bundle.

@@ -16,6 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use wire::DtnTime;
 
 use bytes::{Bytes, BytesMut};
 use wire::tcpcl::{
@@ -583,7 +584,7 @@ fn bundle_bytes(source: &str, destination: &str, sequence: u64, payload: &[u8]) 
         destination.parse().unwrap(),
         source.parse().unwrap(),
         wire::CreationTimestamp {
-            time: dtn_now(),
+            time: DtnTime::from_millis(dtn_now()),
             sequence,
         },
         3_600_000,

@@ -137,7 +137,7 @@ impl<P: Promises> Pipeline<P> {
         }
         let due = *self
             .commit_due
-            .get_or_insert(now + millis(self.config.commit_delay));
+            .get_or_insert(now + self.config.commit_delay);
         now < due
     }
 
@@ -182,9 +182,7 @@ impl<P: Promises> Pipeline<P> {
         if self.syncing {
             return None;
         }
-        let due = *self
-            .sync_due
-            .get_or_insert(now + millis(self.config.sync_delay));
+        let due = *self.sync_due.get_or_insert(now + self.config.sync_delay);
         let waited_for = self
             .awaiting
             .iter()
@@ -262,8 +260,4 @@ impl<P: Promises> Pipeline<P> {
         }
         released
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

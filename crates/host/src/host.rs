@@ -29,6 +29,7 @@
 //! (on a blocking thread in the daemon; at once, or after a simulated latency, in the simulator).
 
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
 use node::{Class, Event, Node, Outgoing, Transmit};
 use rpc::{Job, JobId, Outcome, PriorRun, Rpc, RpcEvent};
@@ -573,8 +574,8 @@ impl<T> Host<T> {
                 id: d.id.to_string(),
                 source: d.id.source.to_string(),
                 destination: d.destination.to_string(),
-                created_ms: d.created,
-                expiry_ms: d.expiry,
+                created: d.created,
+                expiry: d.expiry,
                 size: d.payload.len() as u64,
             },
             payload: d.payload,
@@ -607,7 +608,7 @@ impl<T> Host<T> {
             d.class
         };
         // The answer is worth as long as the question.
-        out.lifetime_ms = d.expiry.saturating_sub(now).max(1);
+        out.lifetime_ms = wire::time::millis((d.expiry - now).max(Duration::from_millis(1)));
         // A refused echo (no route, store full) is the asker's loss: it times out.
         let _ = self.node.send(now, out);
     }

@@ -15,6 +15,7 @@
 //! listing an inbox reads nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
+use wire::DtnTime;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use store::{RpcTable, Store, StoreError};
@@ -40,10 +41,10 @@ pub struct LetterMeta {
     pub source: String,
     /// Destination endpoint.
     pub destination: String,
-    /// Creation time, DTN ms.
-    pub created_ms: u64,
-    /// When the bundle's lifetime ends, DTN ms.
-    pub expiry_ms: u64,
+    /// Creation time.
+    pub created: DtnTime,
+    /// When the bundle's lifetime ends.
+    pub expiry: DtnTime,
     /// Payload bytes.
     pub size: u64,
 }
@@ -86,7 +87,7 @@ impl Inboxes {
 
     fn index(&mut self, n: u64, meta: LetterMeta) {
         self.expiries
-            .insert((meta.expiry_ms, meta.destination.clone(), n));
+            .insert((meta.expiry.as_millis(), meta.destination.clone(), n));
         self.waiting
             .entry(meta.destination.clone())
             .or_default()
@@ -128,15 +129,19 @@ impl Inboxes {
     }
 
     /// When the next waiting bundle expires.
-    pub fn next_expiry(&self) -> Option<u64> {
-        self.expiries.first().map(|(t, _, _)| *t)
+    pub fn next_expiry(&self) -> Option<DtnTime> {
+        (self.expiries.first().map(|(t, _, _)| *t)).map(DtnTime::from_millis)
     }
 
     /// Removes every bundle whose lifetime ended at or before `now`; returns how many.
-    pub fn purge_expired(&mut self, store: &mut dyn Store, now: u64) -> Result<usize, StoreError> {
+    pub fn purge_expired(
+        &mut self,
+        store: &mut dyn Store,
+        now: DtnTime,
+    ) -> Result<usize, StoreError> {
         let mut purged = 0;
         while let Some((expiry, endpoint, n)) = self.expiries.first().cloned()
-            && expiry <= now
+            && expiry <= now.as_millis()
         {
             if self.remove(store, &endpoint, n)? {
                 purged += 1;
@@ -218,7 +223,7 @@ impl Inboxes {
             self.waiting.remove(endpoint);
         }
         self.expiries
-            .remove(&(meta.expiry_ms, endpoint.to_owned(), seq));
+            .remove(&(meta.expiry.as_millis(), endpoint.to_owned(), seq));
         let k = key(endpoint, seq);
         store.rpc_remove(RpcTable::Inbox, &k)?;
         if meta.size as usize > INLINE_MAX {
@@ -257,8 +262,8 @@ fn encode(meta: &LetterMeta, inline: Option<&Bytes>) -> Vec<u8> {
         out.put_u32(text.len() as u32);
         out.put_slice(text.as_bytes());
     }
-    out.put_u64(meta.created_ms);
-    out.put_u64(meta.expiry_ms);
+    out.put_u64(meta.created.as_millis());
+    out.put_u64(meta.expiry.as_millis());
     out.put_u64(meta.size);
     out.put_slice(payload);
     out.to_vec()
@@ -290,8 +295,8 @@ fn decode(mut value: Bytes, destination: &str) -> Option<LetterMeta> {
         id,
         source,
         destination: destination.to_owned(),
-        created_ms: value.get_u64(),
-        expiry_ms: value.get_u64(),
+        created: DtnTime::from_millis(value.get_u64()),
+        expiry: DtnTime::from_millis(value.get_u64()),
         size: value.get_u64(),
     };
     // What follows is the inline payload, or nothing when the payload has a row of its own.
@@ -313,8 +318,8 @@ mod tests {
                 id: format!("dtn://a/-{n}-0"),
                 source: "dtn://a/".into(),
                 destination: dest.into(),
-                created_ms: u64::from(n),
-                expiry_ms: 1000 + u64::from(n),
+                created: DtnTime::from_millis(u64::from(n)),
+                expiry: DtnTime::from_millis(1000 + u64::from(n)),
                 size: payload.len() as u64,
             },
             payload,
@@ -425,20 +430,35 @@ mod tests {
         for (dest, n) in [("dtn://me/x", 5), ("dtn://me/y", 2), ("dtn://me/x", 9)] {
             inboxes.put(&mut store, letter(dest, n)).unwrap();
         }
-        assert_eq!(inboxes.next_expiry(), Some(1002));
+        assert_eq!(inboxes.next_expiry(), Some(DtnTime::from_millis(1002)));
         // Taken letters no longer count.
         assert!(inboxes.remove(&mut store, "dtn://me/y", 1).unwrap());
-        assert_eq!(inboxes.next_expiry(), Some(1005));
+        assert_eq!(inboxes.next_expiry(), Some(DtnTime::from_millis(1005)));
         let mut reloaded = Inboxes::load(&store).unwrap();
-        assert_eq!(reloaded.next_expiry(), Some(1005));
-        assert_eq!(reloaded.purge_expired(&mut store, 1004).unwrap(), 0);
-        assert_eq!(reloaded.purge_expired(&mut store, 1005).unwrap(), 1);
+        assert_eq!(reloaded.next_expiry(), Some(DtnTime::from_millis(1005)));
+        assert_eq!(
+            reloaded
+                .purge_expired(&mut store, DtnTime::from_millis(1004))
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            reloaded
+                .purge_expired(&mut store, DtnTime::from_millis(1005))
+                .unwrap(),
+            1
+        );
         assert_eq!(reloaded.len(), 1);
         assert_eq!(
             reloaded.peek(&store, "dtn://me/x", 10, None, true).unwrap(),
             vec![waiting(2, letter("dtn://me/x", 9), true)]
         );
-        assert_eq!(reloaded.purge_expired(&mut store, u64::MAX).unwrap(), 1);
+        assert_eq!(
+            reloaded
+                .purge_expired(&mut store, DtnTime::from_millis(u64::MAX))
+                .unwrap(),
+            1
+        );
         assert!(reloaded.is_empty() && reloaded.next_expiry().is_none());
         assert!(store.rpc_scan(RpcTable::Inbox).unwrap().is_empty());
         assert!(store.rpc_scan(RpcTable::InboxPayload).unwrap().is_empty());

@@ -14,7 +14,7 @@ use store::MemoryStore;
 use wire::rpc::{CallId, Value};
 use wire::{DtnTime, Eid};
 
-const START: DtnTime = 820_454_400_000;
+const START: DtnTime = DtnTime::from_millis(820_454_400_000);
 const LINK: LinkId = LinkId(1);
 
 /// A sync's failure, as the disk store reports one.
@@ -176,7 +176,7 @@ impl Pair {
         for _ in 0..200 {
             let a = self.round(0);
             let b = self.round(1);
-            self.now += 5;
+            self.now += Duration::from_millis(5);
             if !a && !b && self.sides.iter().all(|s| s.syncing.is_none()) {
                 return;
             }
@@ -199,7 +199,7 @@ impl Pair {
             "echo",
             vec![Param::Value(Value::Text("hi".into()))],
         );
-        request.deadline = Some(now + 600_000);
+        request.deadline = Some(now + Duration::from_millis(600_000));
         rpc.call(now, node, request).unwrap()
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use wire::DtnTime;
 
 use host::{Pipeline, PipelineConfig, Promises};
 use proptest::prelude::*;
@@ -44,16 +45,20 @@ fn an_answer_waits_for_the_sync_that_covers_its_commit() {
     let mut p = disk();
     p.pending_mut().waiting.push(1);
     assert!(
-        !p.may_defer_commit(0, true, false),
+        !p.may_defer_commit(DtnTime::from_millis(0), true, false),
         "a waiting promise is committed at once"
     );
     assert!(p.committed(true).is_empty(), "committed is not durable");
     assert_eq!(
-        p.poll_sync(0),
+        p.poll_sync(DtnTime::from_millis(0)),
         Some(1),
         "a waiting promise starts a sync at once"
     );
-    assert_eq!(p.poll_sync(0), None, "one sync at a time");
+    assert_eq!(
+        p.poll_sync(DtnTime::from_millis(0)),
+        None,
+        "one sync at a time"
+    );
     assert_eq!(ids(p.synced(1)), vec![1]);
     assert_eq!(p.durable(), 1);
 }
@@ -63,14 +68,18 @@ fn a_sync_started_before_a_commit_does_not_release_it() {
     let mut p = disk();
     p.pending_mut().waiting.push(1);
     p.committed(true);
-    assert_eq!(p.poll_sync(0), Some(1));
+    assert_eq!(p.poll_sync(DtnTime::from_millis(0)), Some(1));
     // While the sync runs, another commit promises something.
     p.pending_mut().waiting.push(2);
     assert!(p.committed(true).is_empty());
-    assert_eq!(p.poll_sync(1), None, "the running sync's end looks again");
+    assert_eq!(
+        p.poll_sync(DtnTime::from_millis(1)),
+        None,
+        "the running sync's end looks again"
+    );
     assert_eq!(ids(p.synced(1)), vec![1], "only commit 1 is durable");
     assert_eq!(
-        p.poll_sync(2),
+        p.poll_sync(DtnTime::from_millis(2)),
         Some(2),
         "commit 2 gets a sync of its own at once"
     );
@@ -82,12 +91,12 @@ fn a_failed_sync_releases_its_promises_to_be_failed_and_later_commits_sync_again
     let mut p = disk();
     p.pending_mut().waiting.push(1);
     p.committed(true);
-    assert_eq!(p.poll_sync(0), Some(1));
+    assert_eq!(p.poll_sync(DtnTime::from_millis(0)), Some(1));
     // The shell's sync failed: it fails what is released.
     assert_eq!(ids(p.synced(1)), vec![1]);
     p.pending_mut().waiting.push(2);
     p.committed(true);
-    assert_eq!(p.poll_sync(5), Some(2));
+    assert_eq!(p.poll_sync(DtnTime::from_millis(5)), Some(2));
 }
 
 #[test]
@@ -98,27 +107,34 @@ fn a_commit_that_failed_gives_its_promises_back_and_numbers_nothing() {
     assert_eq!(failed.waiting, vec![7]);
     assert!(p.pending().is_empty());
     assert_eq!(p.commits(), 0);
-    assert_eq!(p.poll_sync(0), None, "nothing to sync");
+    assert_eq!(
+        p.poll_sync(DtnTime::from_millis(0)),
+        None,
+        "nothing to sync"
+    );
 }
 
 #[test]
 fn changes_that_promise_nothing_wait_for_company_up_to_the_commit_delay() {
     let mut p = disk();
-    assert!(p.may_defer_commit(1000, true, false));
-    assert_eq!(p.poll_timeout(), Some(1010));
+    assert!(p.may_defer_commit(DtnTime::from_millis(1000), true, false));
+    assert_eq!(p.poll_timeout(), Some(DtnTime::from_millis(1010)));
     assert!(
-        p.may_defer_commit(1009, true, false),
+        p.may_defer_commit(DtnTime::from_millis(1009), true, false),
         "still within the delay"
     );
-    assert!(!p.may_defer_commit(1010, true, false), "due");
+    assert!(
+        !p.may_defer_commit(DtnTime::from_millis(1010), true, false),
+        "due"
+    );
     // A promise someone waits for cuts the wait short.
     let mut q = disk();
-    assert!(q.may_defer_commit(0, true, false));
+    assert!(q.may_defer_commit(DtnTime::from_millis(0), true, false));
     q.pending_mut().waiting.push(1);
-    assert!(!q.may_defer_commit(1, true, false));
+    assert!(!q.may_defer_commit(DtnTime::from_millis(1), true, false));
     // So do files to sync, and an empty batch is never held.
-    assert!(!disk().may_defer_commit(0, true, true));
-    assert!(!disk().may_defer_commit(0, false, false));
+    assert!(!disk().may_defer_commit(DtnTime::from_millis(0), true, true));
+    assert!(!disk().may_defer_commit(DtnTime::from_millis(0), false, false));
 }
 
 #[test]
@@ -126,10 +142,18 @@ fn bookkeeping_rides_with_the_next_sync_or_waits_the_sync_delay() {
     let mut p = disk();
     p.pending_mut().bookkeeping.push(1);
     p.committed(true);
-    assert_eq!(p.poll_sync(0), None, "nobody waits: the sync may wait");
-    assert_eq!(p.poll_timeout(), Some(100));
-    assert_eq!(p.poll_sync(99), None);
-    assert_eq!(p.poll_sync(100), Some(1), "due after the sync delay");
+    assert_eq!(
+        p.poll_sync(DtnTime::from_millis(0)),
+        None,
+        "nobody waits: the sync may wait"
+    );
+    assert_eq!(p.poll_timeout(), Some(DtnTime::from_millis(100)));
+    assert_eq!(p.poll_sync(DtnTime::from_millis(99)), None);
+    assert_eq!(
+        p.poll_sync(DtnTime::from_millis(100)),
+        Some(1),
+        "due after the sync delay"
+    );
     assert_eq!(ids(p.synced(1)), vec![1]);
 
     // A later waiting promise takes the bookkeeping along at once.
@@ -138,7 +162,7 @@ fn bookkeeping_rides_with_the_next_sync_or_waits_the_sync_delay() {
     p.committed(true);
     p.pending_mut().waiting.push(2);
     p.committed(true);
-    assert_eq!(p.poll_sync(1), Some(2));
+    assert_eq!(p.poll_sync(DtnTime::from_millis(1)), Some(2));
     assert_eq!(ids(p.synced(2)), vec![1, 2]);
 }
 
@@ -151,7 +175,7 @@ fn a_promise_on_an_unchanged_batch_waits_for_the_last_commit_not_yet_durable() {
     // durable yet, so the answer waits for it.
     p.pending_mut().waiting.push(2);
     assert!(p.committed(false).is_empty());
-    assert_eq!(p.poll_sync(0), Some(1));
+    assert_eq!(p.poll_sync(DtnTime::from_millis(0)), Some(1));
     assert_eq!(ids(p.synced(1)), vec![1, 2]);
     // Once everything is durable, such an answer is released by its commit at once.
     p.pending_mut().waiting.push(3);
@@ -165,9 +189,9 @@ fn a_store_without_syncs_releases_at_commit() {
         ..PipelineConfig::default()
     });
     p.pending_mut().waiting.push(1);
-    assert!(!p.may_defer_commit(0, true, false));
+    assert!(!p.may_defer_commit(DtnTime::from_millis(0), true, false));
     assert_eq!(ids(p.committed(true)), vec![1]);
-    assert_eq!(p.poll_sync(0), None);
+    assert_eq!(p.poll_sync(DtnTime::from_millis(0)), None);
     assert_eq!(p.poll_timeout(), None);
 }
 
@@ -245,7 +269,7 @@ proptest! {
                 }
                 Step::Change => changes = true,
                 Step::Commit { fails } => {
-                    if p.may_defer_commit(now, changes, false) {
+                    if p.may_defer_commit(DtnTime::from_millis(now), changes, false) {
                         continue;
                     }
                     if fails {
@@ -265,7 +289,7 @@ proptest! {
                     check(out, durable, &joined, &mut released);
                 }
                 Step::PollSync => {
-                    if let Some(n) = p.poll_sync(now) {
+                    if let Some(n) = p.poll_sync(DtnTime::from_millis(now)) {
                         assert!(running.is_none(), "two syncs at once");
                         assert_eq!(n, p.commits());
                         running = Some(n);
@@ -286,7 +310,7 @@ proptest! {
                     .iter()
                     .any(|(id, c)| *c > durable && waiting_ids.contains(id) && !released.contains(id))
             {
-                let n = p.poll_sync(now);
+                let n = p.poll_sync(DtnTime::from_millis(now));
                 assert!(n.is_some(), "a waiting promise must start a sync");
                 running = n;
             }
@@ -299,7 +323,7 @@ proptest! {
                 check(out, durable, &joined, &mut released);
             }
             now += 1_000;
-            if !p.may_defer_commit(now, changes, false) {
+            if !p.may_defer_commit(DtnTime::from_millis(now), changes, false) {
                 let out = p.committed(changes);
                 changes = false;
                 for id in gathered.drain(..) {
@@ -307,7 +331,7 @@ proptest! {
                 }
                 check(out, durable, &joined, &mut released);
             }
-            running = p.poll_sync(now + 1_000);
+            running = p.poll_sync(DtnTime::from_millis(now + 1_000));
         }
         let mut all: Vec<u32> = joined.keys().copied().collect();
         all.sort();

@@ -173,6 +173,7 @@ pub(crate) fn previous_node_is(bundle: &Bundle, node: &Eid) -> bool {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use wire::DtnTime;
     use wire::{CreationTimestamp, PrimaryBlock};
 
     fn bundle() -> Bundle {
@@ -180,7 +181,7 @@ mod tests {
             "dtn://b/x".parse().unwrap(),
             "dtn://a/x".parse().unwrap(),
             CreationTimestamp {
-                time: 1,
+                time: DtnTime::from_millis(1),
                 sequence: 0,
             },
             1000,

@@ -100,35 +100,39 @@ impl<K: Ord + Clone, V> ExpiringMap<K, V> {
 mod tests {
     use super::*;
 
+    fn t(ms: u64) -> DtnTime {
+        DtnTime::from_millis(ms)
+    }
+
     #[test]
     fn entries_expire_in_time_order_and_renewals_move_them() {
         let mut m: ExpiringMap<u64, &str> = ExpiringMap::new();
-        m.insert(1, 30, "a");
-        m.insert(2, 10, "b");
-        m.insert(3, 20, "c");
-        assert_eq!(m.next_expiry(), Some(10));
+        m.insert(1, t(30), "a");
+        m.insert(2, t(10), "b");
+        m.insert(3, t(20), "c");
+        assert_eq!(m.next_expiry(), Some(t(10)));
         // Renewing 2 moves it after 3; renewing to the same time changes nothing.
-        assert_eq!(m.insert(2, 25, "b2"), Some((10, "b")));
-        assert_eq!(m.insert(3, 20, "c"), Some((20, "c")));
-        assert_eq!(m.next_expiry(), Some(20));
-        assert_eq!(m.pop_expired(19), None);
-        assert_eq!(m.pop_expired(25), Some((3, "c")));
-        assert_eq!(m.pop_expired(25), Some((2, "b2")));
-        assert_eq!(m.pop_expired(25), None);
+        assert_eq!(m.insert(2, t(25), "b2"), Some((t(10), "b")));
+        assert_eq!(m.insert(3, t(20), "c"), Some((t(20), "c")));
+        assert_eq!(m.next_expiry(), Some(t(20)));
+        assert_eq!(m.pop_expired(t(19)), None);
+        assert_eq!(m.pop_expired(t(25)), Some((3, "c")));
+        assert_eq!(m.pop_expired(t(25)), Some((2, "b2")));
+        assert_eq!(m.pop_expired(t(25)), None);
         assert_eq!(m.len(), 1);
-        assert_eq!(m.until(&1), Some(30));
-        assert_eq!(m.pop_earliest(), Some((1, 30, "a")));
+        assert_eq!(m.until(&1), Some(t(30)));
+        assert_eq!(m.pop_earliest(), Some((1, t(30), "a")));
         assert_eq!(m.next_expiry(), None, "no index entry outlives its entry");
     }
 
     #[test]
     fn the_earliest_goes_first_to_make_room() {
         let mut m: ExpiringMap<u64, ()> = ExpiringMap::new();
-        for (k, t) in [(5, 50), (6, 40), (7, 40)] {
-            m.insert(k, t, ());
+        for (k, ms) in [(5, 50), (6, 40), (7, 40)] {
+            m.insert(k, t(ms), ());
         }
-        assert_eq!(m.pop_earliest(), Some((6, 40, ())), "ties go by key");
-        assert_eq!(m.pop_earliest(), Some((7, 40, ())));
+        assert_eq!(m.pop_earliest(), Some((6, t(40), ())), "ties go by key");
+        assert_eq!(m.pop_earliest(), Some((7, t(40), ())));
         assert_eq!(m.keys().copied().collect::<Vec<_>>(), vec![5]);
     }
 }

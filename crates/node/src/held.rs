@@ -154,7 +154,7 @@ mod tests {
         BundleId {
             source: Eid::dtn("a", "x").unwrap(),
             creation: CreationTimestamp {
-                time: 5,
+                time: DtnTime::from_millis(5),
                 sequence: seq,
             },
             fragment: fragment.map(|offset| (offset, 50)),
@@ -180,17 +180,23 @@ mod tests {
         let mut index = HeldIndex::default();
         let first = id(1, Some(0));
         let second = id(1, Some(50));
-        index.insert(first.clone(), held(&first, 30));
-        index.insert(second.clone(), held(&second, 20));
+        index.insert(first.clone(), held(&first, DtnTime::from_millis(30)));
+        index.insert(second.clone(), held(&second, DtnTime::from_millis(20)));
         let whole = adu_key(&first);
         assert_eq!(whole, adu_key(&second));
         assert!(index.holds_piece_of(whole));
         assert!(index.holds_key(bundle_key(&first)));
-        assert_eq!(index.first_expiry(), Some((20, &second)));
+        assert_eq!(
+            index.first_expiry(),
+            Some((DtnTime::from_millis(20), &second))
+        );
 
         let removed = index.remove(&second).unwrap();
         assert!(!removed.last_piece);
-        assert_eq!(index.first_expiry(), Some((30, &first)));
+        assert_eq!(
+            index.first_expiry(),
+            Some((DtnTime::from_millis(30), &first))
+        );
         assert!(!index.holds_key(bundle_key(&second)));
 
         let removed = index.remove(&first).unwrap();
@@ -205,9 +211,9 @@ mod tests {
     fn reinserting_moves_the_expiry() {
         let mut index = HeldIndex::default();
         let b = id(2, None);
-        index.insert(b.clone(), held(&b, 10));
-        index.insert(b.clone(), held(&b, 40));
-        assert_eq!(index.first_expiry(), Some((40, &b)));
+        index.insert(b.clone(), held(&b, DtnTime::from_millis(10)));
+        index.insert(b.clone(), held(&b, DtnTime::from_millis(40)));
+        assert_eq!(index.first_expiry(), Some((DtnTime::from_millis(40), &b)));
         index.remove(&b);
         assert_eq!(index.first_expiry(), None);
     }

@@ -1,6 +1,7 @@
 //! The link table: what the node knows about each adjacency the shell maintains.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use wire::{BundleId, DtnTime, Eid};
 
@@ -67,8 +68,9 @@ impl Link {
     /// When the neighbour counts as gone if no beacon arrives.
     pub(crate) fn expiry(&self, missed_periods: u64) -> Option<DtnTime> {
         (self.beacon_liveness && self.peer.is_some()).then(|| {
-            self.last_heard
-                .saturating_add(self.peer_period_ms.saturating_mul(missed_periods))
+            self.last_heard.saturating_add(Duration::from_millis(
+                self.peer_period_ms.saturating_mul(missed_periods),
+            ))
         })
     }
 
@@ -78,9 +80,9 @@ impl Link {
         if self.bandwidth_bps == 0 {
             return None;
         }
-        let ms = end.saturating_sub(now);
+        let left = end - now;
         // 95 %: leave room for beacons, control traffic and a late start.
-        let bytes = u128::from(ms) * u128::from(self.bandwidth_bps) * 95 / 800_000;
+        let bytes = left.as_millis() * u128::from(self.bandwidth_bps) * 95 / 800_000;
         Some(
             u64::try_from(bytes)
                 .unwrap_or(u64::MAX)

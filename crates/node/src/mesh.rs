@@ -16,6 +16,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::time::Duration;
 
 use wire::{DtnTime, Eid, LinkState};
 
@@ -130,10 +131,10 @@ impl Mesh {
             neighbours: BTreeMap::new(),
             lsdb: ExpiringMap::new(),
             // Newer than anything this node advertised before a restart (times only grow).
-            sequence: now,
+            sequence: now.as_millis(),
             last_origination: None,
             pending_origination: None,
-            next_refresh: now.saturating_add(config.refresh_ms),
+            next_refresh: now.saturating_add(Duration::from_millis(config.refresh_ms)),
             recompute_at: None,
             routes: BTreeMap::new(),
             floods: VecDeque::new(),
@@ -197,7 +198,7 @@ impl Mesh {
                 links.push((self.intern(eid), (*cost).max(1)));
             }
         }
-        let expiry = now.saturating_add(lsa.lifetime_ms);
+        let expiry = now.saturating_add(Duration::from_millis(lsa.lifetime_ms));
         self.lsdb.insert(
             origin,
             expiry,
@@ -321,9 +322,9 @@ impl Mesh {
 
     /// Advertises now, or as soon as the rate limit allows.
     fn originate(&mut self, now: DtnTime) {
-        let earliest = self
-            .last_origination
-            .map_or(now, |t| t.saturating_add(self.config.min_origination_ms));
+        let earliest = self.last_origination.map_or(now, |t| {
+            t.saturating_add(Duration::from_millis(self.config.min_origination_ms))
+        });
         if earliest <= now {
             self.pending_origination = None;
             self.advertise(now);
@@ -333,9 +334,9 @@ impl Mesh {
     }
 
     fn advertise(&mut self, now: DtnTime) {
-        self.sequence = self.sequence.saturating_add(1).max(now);
+        self.sequence = self.sequence.saturating_add(1).max(now.as_millis());
         self.last_origination = Some(now);
-        self.next_refresh = now.saturating_add(self.config.refresh_ms);
+        self.next_refresh = now.saturating_add(Duration::from_millis(self.config.refresh_ms));
         let to: Vec<Eid> = self.neighbours.keys().cloned().collect();
         if !to.is_empty() {
             self.floods.push_back(Flood {
@@ -347,7 +348,8 @@ impl Mesh {
 
     fn schedule_recompute(&mut self, now: DtnTime) {
         if self.recompute_at.is_none() {
-            self.recompute_at = Some(now.saturating_add(self.config.spf_delay_ms));
+            self.recompute_at =
+                Some(now.saturating_add(Duration::from_millis(self.config.spf_delay_ms)));
         }
     }
 
@@ -433,6 +435,7 @@ impl Mesh {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn id(i: usize) -> Eid {
         format!("dtn://m{i}/").parse().unwrap()
@@ -450,10 +453,10 @@ mod tests {
         fn new(n: usize) -> Self {
             Self {
                 nodes: (0..n)
-                    .map(|i| Mesh::new(id(i), MeshConfig::default(), 1_000))
+                    .map(|i| Mesh::new(id(i), MeshConfig::default(), DtnTime::from_millis(1_000)))
                     .collect(),
                 links: BTreeSet::new(),
-                now: 1_000,
+                now: DtnTime::from_millis(1_000),
                 floods_sent: 0,
             }
         }
@@ -508,7 +511,7 @@ mod tests {
         }
 
         fn advance(&mut self, ms: u64) {
-            let end = self.now + ms;
+            let end = self.now + Duration::from_millis(ms);
             loop {
                 let next = self
                     .nodes
@@ -662,8 +665,8 @@ mod tests {
 
     #[test]
     fn a_burst_of_advertisements_costs_one_computation() {
-        let mut m = Mesh::new(id(0), MeshConfig::default(), 1_000);
-        m.set_neighbour(1_000, id(1), 1);
+        let mut m = Mesh::new(id(0), MeshConfig::default(), DtnTime::from_millis(1_000));
+        m.set_neighbour(DtnTime::from_millis(1_000), id(1), 1);
         while m.poll_event().is_some() {}
         for k in 2..50 {
             let lsa = LinkState {
@@ -672,18 +675,18 @@ mod tests {
                 lifetime_ms: 60_000,
                 links: vec![(id(k - 1), 1)],
             };
-            m.handle_link_state(1_010, &id(1), lsa);
+            m.handle_link_state(DtnTime::from_millis(1_010), &id(1), lsa);
         }
-        assert_eq!(m.poll_timeout(), Some(1_110));
+        assert_eq!(m.poll_timeout(), Some(DtnTime::from_millis(1_110)));
         assert!(m.poll_event().is_none(), "no computation before the delay");
     }
 
     #[test]
     fn hostile_advertisements_stay_bounded() {
-        let mut m = Mesh::new(id(0), MeshConfig::default(), 1_000);
+        let mut m = Mesh::new(id(0), MeshConfig::default(), DtnTime::from_millis(1_000));
         let links: Vec<(Eid, u32)> = (0..10_000).map(|k| (id(100_000 + k), 1)).collect();
         m.handle_link_state(
-            1_000,
+            DtnTime::from_millis(1_000),
             &id(1),
             LinkState {
                 origin: id(9),
@@ -696,7 +699,7 @@ mod tests {
         let stored = m.lsdb.get(&origin).unwrap();
         assert!(stored.links.len() <= MAX_LINKS);
         let until = m.lsdb.until(&origin).unwrap();
-        assert!(until <= 1_000 + 10 * MeshConfig::default().lifetime_ms);
+        assert!(until <= DtnTime::from_millis(1_000 + 10 * MeshConfig::default().lifetime_ms));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! forwarding classes and the store together.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use crate::expiring::ExpiringMap;
 use crate::held::{Held, HeldIndex, adu_key};
@@ -349,7 +350,7 @@ impl Node {
             let entry = <[u8; 8]>::try_from(k.as_ref())
                 .ok()
                 .zip(<[u8; 8]>::try_from(v.as_ref()).ok())
-                .map(|(k, v)| (u64::from_be_bytes(k), u64::from_be_bytes(v)));
+                .map(|(k, v)| (u64::from_be_bytes(k), DtnTime::from_be_bytes(v)));
             match entry {
                 Some((key, until)) if until > now => {
                     self.purged.insert(key, until, ());
@@ -567,7 +568,7 @@ impl Node {
                     Link::new(
                         mtu,
                         bandwidth_bps,
-                        contact_ms.map(|ms| now.saturating_add(ms)),
+                        contact_ms.map(|ms| now.saturating_add(Duration::from_millis(ms))),
                         now,
                         self.config.beacon_period_ms,
                     ),
@@ -683,7 +684,7 @@ impl Node {
                 continue;
             };
             if l.next_summary.is_some_and(|t| t <= now) {
-                l.next_summary = Some(now + self.config.summary_period_ms);
+                l.next_summary = Some(now + Duration::from_millis(self.config.summary_period_ms));
                 if let Some(peer) = l.peer.clone() {
                     self.send_summary(now, &peer);
                 }
@@ -736,7 +737,11 @@ impl Node {
         let id = bundle.id();
         if out.class.is_real_time() {
             ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
-            self.mark_seen(now, bundle_key(&id), now + out.lifetime_ms);
+            self.mark_seen(
+                now,
+                bundle_key(&id),
+                now + Duration::from_millis(out.lifetime_ms),
+            );
             self.route_real_time(now, None, bundle);
         } else {
             ensure_hop_limit(&mut bundle, self.config.hop_limit);
@@ -844,7 +849,7 @@ impl Node {
         } else {
             0
         };
-        let next = now + period - period / 10 + jitter;
+        let next = now + Duration::from_millis(period - period / 10 + jitter);
         let Some(l) = self.links.get_mut(&link) else {
             return;
         };
@@ -888,7 +893,7 @@ impl Node {
             return;
         };
         l.peer = Some(peer.clone());
-        l.next_summary = Some(now + self.config.summary_period_ms);
+        l.next_summary = Some(now + Duration::from_millis(self.config.summary_period_ms));
         self.neighbours.insert(peer.clone(), link);
         self.mesh.set_neighbour(now, peer.clone(), 1);
         self.events.push_back(Event::NeighbourUp {
@@ -997,7 +1002,11 @@ impl Node {
                     self.stats.duplicates += 1;
                     return;
                 }
-                self.mark_seen(now, key, expiry.min(now + REAL_TIME_LIFETIME_MS));
+                self.mark_seen(
+                    now,
+                    key,
+                    expiry.min(now + Duration::from_millis(REAL_TIME_LIFETIME_MS)),
+                );
             }
             // After duplicate suppression: a flooded copy asks for no second report.
             if unsupported.report {
@@ -1166,7 +1175,10 @@ impl Node {
         if bundle.primary.fragment.is_none() {
             // In the store's batch with the delivery: the shell makes both durable before it
             // acknowledges the bundle, so no restart forgets that it was delivered.
-            self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
+            self.add_purge(
+                adu,
+                expiry.max(now + Duration::from_millis(self.config.purge_retention_ms)),
+            );
             self.deliver(now, &bundle);
             self.report(now, &bundle, Report::Delivered, StatusReason::NoInformation);
             return;
@@ -1196,7 +1208,10 @@ impl Node {
             }
             Ok(r) if r.is_complete() => match r.finish() {
                 Ok(whole) => {
-                    self.add_purge(adu, expiry.max(now + self.config.purge_retention_ms));
+                    self.add_purge(
+                        adu,
+                        expiry.max(now + Duration::from_millis(self.config.purge_retention_ms)),
+                    );
                     let pieces: Vec<BundleId> = self.held.pieces_of(adu).cloned().collect();
                     for piece in pieces {
                         self.unindex(&piece);
@@ -1245,7 +1260,10 @@ impl Node {
             // delivered twice. Refusing also costs no store write, where evicting cost two.
             if !self.purged.contains_key(&key) {
                 if self.purged.len() < self.config.max_purge_entries {
-                    self.add_purge(key, now + self.config.purge_retention_ms);
+                    self.add_purge(
+                        key,
+                        now + Duration::from_millis(self.config.purge_retention_ms),
+                    );
                 } else {
                     self.stats.purge_set_full += 1;
                 }
@@ -1683,7 +1701,10 @@ impl Node {
             let _ = self.store.remove(&flight.held);
             // A whole bundle only: one fragment at the destination says nothing about the rest.
             if !h.broadcast && h.key == h.adu_key {
-                self.add_purge(h.adu_key, expiry.max(now + self.config.purge_retention_ms));
+                self.add_purge(
+                    h.adu_key,
+                    expiry.max(now + Duration::from_millis(self.config.purge_retention_ms)),
+                );
             }
         }
     }
@@ -2046,12 +2067,12 @@ impl Node {
             Report::Delivered => report.delivered = assertion,
             Report::Deleted => report.deleted = assertion,
         }
-        let lifetime = expiry.saturating_sub(now).max(60_000);
+        let lifetime = (expiry - now).max(Duration::from_secs(60));
         let mut primary = PrimaryBlock::new(
             report_to.clone(),
             self.me.clone(),
             self.next_timestamp(now),
-            lifetime,
+            wire::time::millis(lifetime),
         );
         primary.flags = BundleFlags(BundleFlags::ADMIN_RECORD);
         let payload = AdminRecord::StatusReport(report).encode();
@@ -2075,7 +2096,7 @@ impl Node {
     }
 
     fn mark_seen(&mut self, now: DtnTime, key: u64, until: DtnTime) {
-        let until = until.max(now + 1);
+        let until = until.max(now + Duration::from_millis(1));
         self.seen.insert(key, until, ());
         // Full: the entry that expires first goes.
         while self.seen.len() > self.config.max_seen {
@@ -2152,12 +2173,12 @@ fn control_endpoint(node: &Eid) -> Result<Eid, ()> {
 fn expiry_of(bundle: &Bundle, now: DtnTime) -> DtnTime {
     match bundle.primary.expiry() {
         Some(t) => t,
-        None => now.saturating_add(
+        None => now.saturating_add(Duration::from_millis(
             bundle
                 .primary
                 .lifetime_ms
                 .saturating_sub(bundle.age_ms().unwrap_or(0)),
-        ),
+        )),
     }
 }
 

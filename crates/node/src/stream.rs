@@ -59,6 +59,7 @@
 //! [`Streams::len`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
 use wire::{DtnTime, Eid, StreamSegment};
@@ -304,11 +305,17 @@ impl Stream {
     }
 
     fn rto_deadline(&self) -> Option<DtnTime> {
-        (!self.in_flight.is_empty()).then(|| self.timer_start.saturating_add(self.rto))
+        (!self.in_flight.is_empty()).then(|| {
+            self.timer_start
+                .saturating_add(Duration::from_millis(self.rto))
+        })
     }
 
     fn liveness_deadline(&self, liveness_ms: u64) -> Option<DtnTime> {
-        (!self.in_flight.is_empty()).then(|| self.last_progress.saturating_add(liveness_ms))
+        (!self.in_flight.is_empty()).then(|| {
+            self.last_progress
+                .saturating_add(Duration::from_millis(liveness_ms))
+        })
     }
 
     /// Marks the oldest unacknowledged segment for resending and restarts the timer. Returns
@@ -860,7 +867,7 @@ impl Streams {
             // Round-trip samples only from the segment this acknowledgement answers directly,
             // and only if it is still timed (see `Sent::timed`).
             if sent.timed && seq + 1 == acknowledged {
-                let sample = now.saturating_sub(sent.sent_at);
+                let sample = wire::time::millis(now - sent.sent_at);
                 match s.srtt {
                     None => {
                         s.srtt = Some(sample);
@@ -890,7 +897,7 @@ impl Streams {
         if s.in_flight
             .values()
             .next()
-            .is_some_and(|sent| now.saturating_sub(sent.sent_at) > round_trip)
+            .is_some_and(|sent| now - sent.sent_at > Duration::from_millis(round_trip))
             && let Some(seq) = s.retransmit_oldest(now)
         {
             self.out.push_back(Queued::Sequenced { id, seq });
@@ -980,7 +987,7 @@ impl Streams {
     fn expire_ended(&mut self, now: DtnTime) {
         let linger = self.config.linger_ms;
         while let Some((at, key)) = self.ended_order.front() {
-            if now.saturating_sub(*at) < linger {
+            if now - *at < Duration::from_millis(linger) {
                 break;
             }
             // Only if it is still the same entry: a key reused and closed again is newer.
@@ -1037,6 +1044,7 @@ fn bare_segment(from: &Eid, to: &Eid, stream: u64, flags: u64, acknowledged: u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn ep(s: &str) -> Eid {
         s.parse().unwrap()
@@ -1101,7 +1109,7 @@ mod tests {
                     Streams::new(config, seed ^ 0xb),
                 ],
                 names: [ep("dtn://a/app"), ep("dtn://b/app")],
-                now: 1_000,
+                now: DtnTime::from_millis(1_000),
                 rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
                 loss_percent,
                 in_flight: Vec::new(),
@@ -1134,10 +1142,13 @@ mod tests {
                     // 10-50 ms one way, so segments overtake each other; 5 % arrive twice.
                     let delay = 10 + self.rand(40);
                     if self.rand(100) < 5 {
-                        let later = self.now + delay + self.rand(100);
+                        let later = self.now
+                            + Duration::from_millis(delay)
+                            + Duration::from_millis(self.rand(100));
                         self.in_flight.push((later, side, out.clone()));
                     }
-                    self.in_flight.push((self.now + delay, side, out));
+                    self.in_flight
+                        .push((self.now + Duration::from_millis(delay), side, out));
                 }
                 while let Some(e) = self.ends[side].poll_event() {
                     self.events[side].push(e);
@@ -1217,7 +1228,12 @@ mod tests {
     fn a_crafted_key_collision_neither_feeds_nor_replaces_the_stream() {
         let (me, peer, evil) = (ep("dtn://me/app"), ep("dtn://b/app"), ep("dtn://evil/app"));
         let mut s = Streams::new(StreamConfig::default(), 1);
-        s.handle_segment(1_000, &peer, &me, seg(7, O | F, 0, 0, b"hi"));
+        s.handle_segment(
+            DtnTime::from_millis(1_000),
+            &peer,
+            &me,
+            seg(7, O | F, 0, 0, b"hi"),
+        );
         let opened = events(&mut s);
         let Some(StreamEvent::Opened { id, .. }) = opened.first() else {
             panic!("not opened: {opened:?}");
@@ -1228,7 +1244,12 @@ mod tests {
         s.by_wire
             .insert((7, false, endpoints_digest(&me, &evil)), id);
         for flags in [O | F, F, R | F] {
-            s.handle_segment(1_010, &evil, &me, seg(7, flags, 1, 0, b"forged"));
+            s.handle_segment(
+                DtnTime::from_millis(1_010),
+                &evil,
+                &me,
+                seg(7, flags, 1, 0, b"forged"),
+            );
         }
         assert_eq!(
             events(&mut s),
@@ -1242,7 +1263,12 @@ mod tests {
         );
         assert_eq!(out.len(), 2, "a RESET for each but the RESET: {out:?}");
         // The stream still takes its own peer's data.
-        s.handle_segment(1_020, &peer, &me, seg(7, F, 1, 0, b" there"));
+        s.handle_segment(
+            DtnTime::from_millis(1_020),
+            &peer,
+            &me,
+            seg(7, F, 1, 0, b" there"),
+        );
         assert_eq!(
             events(&mut s),
             vec![StreamEvent::Data {
@@ -1266,13 +1292,13 @@ mod tests {
                 let back = message(9_000, !seed as u8);
                 p.ends[0].send(p.now, ab, there.clone()).unwrap();
                 p.ends[0].close(p.now, ab).unwrap();
-                p.run(p.now + 2_000);
+                p.run(p.now + Duration::from_millis(2_000));
                 let ba = *p.opened(1).first().unwrap_or_else(|| {
                     panic!("seed {seed} loss {loss}: not opened {:?}", p.events[1])
                 });
                 p.ends[1].send(p.now, ba, back.clone()).unwrap();
                 p.ends[1].close(p.now, ba).unwrap();
-                p.run(p.now + 3_600_000);
+                p.run(p.now + Duration::from_millis(3_600_000));
                 let what = format!("seed {seed} loss {loss}");
                 assert_eq!(p.received(1, ba), there.to_vec(), "{what}");
                 assert_eq!(p.received(0, ab), back.to_vec(), "{what}");
@@ -1313,7 +1339,7 @@ mod tests {
             let data = message(30_000, seed as u8);
             p.ends[0].send(p.now, id, data.clone()).unwrap();
             p.ends[0].close(p.now, id).unwrap();
-            p.run(p.now + 600_000);
+            p.run(p.now + Duration::from_millis(600_000));
             let theirs = p.opened(1);
             let got = theirs.first().map_or(Vec::new(), |&t| p.received(1, t));
             assert!(data.starts_with(&got), "seed {seed}: not a prefix");
@@ -1338,14 +1364,14 @@ mod tests {
             p.ends[0].send(p.now, ab, message(1, 1)),
             Err(StreamError::Closed)
         );
-        p.run(p.now + 1_000);
+        p.run(p.now + Duration::from_millis(1_000));
         let ba = p.opened(1)[0];
         assert_eq!(p.events[1].last(), Some(&StreamEvent::Finished { id: ba }));
         // Half closed: B may still send, A still receives.
         assert_eq!(p.ends[0].len(), 1);
         p.ends[1].send(p.now, ba, message(100, 2)).unwrap();
         p.ends[1].close(p.now, ba).unwrap();
-        p.run(p.now + 5_000);
+        p.run(p.now + Duration::from_millis(5_000));
         assert_eq!(p.received(0, ab), message(100, 2).to_vec());
         assert!(p.events[0].ends_with(&[
             StreamEvent::Finished { id: ab },
@@ -1371,7 +1397,7 @@ mod tests {
         assert_eq!(answer[0].segment.acknowledged, close.segment.sequence + 1);
         assert!(events(&mut p.ends[0]).is_empty());
         // Once the linger time is over it is an unknown stream like any other.
-        let later = p.now + StreamConfig::default().linger_ms;
+        let later = p.now + Duration::from_millis(StreamConfig::default().linger_ms);
         p.ends[0].handle_timeout(later);
         p.ends[0].handle_segment(later, &close.from, &close.to, close.segment);
         assert_eq!(drain(&mut p.ends[0])[0].segment.flags, R | F);
@@ -1382,22 +1408,22 @@ mod tests {
         let config = StreamConfig::default();
         let mut p = Pair::new(config.clone(), 5, 0);
         let id = p.open(0);
-        p.run(p.now + 1_000);
+        p.run(p.now + Duration::from_millis(1_000));
         let theirs = p.opened(1)[0];
         // Idle for an hour: no timer, no traffic, still open on both sides.
         assert_eq!(p.ends[0].poll_timeout(), None);
         assert_eq!(p.ends[1].poll_timeout(), None);
         let before = p.trace.len();
-        p.run(p.now + 3_600_000);
+        p.run(p.now + Duration::from_millis(3_600_000));
         assert_eq!(p.trace.len(), before);
         assert_eq!((p.ends[0].len(), p.ends[1].len()), (1, 1));
 
         p.silent = true;
         let start = p.now;
         p.ends[0].send(start, id, message(5_000, 3)).unwrap();
-        p.run(start + config.liveness_ms - 1);
+        p.run(start + Duration::from_millis(config.liveness_ms - 1));
         assert_eq!(p.count(0, is_lost), 0);
-        p.run(start + config.liveness_ms);
+        p.run(start + Duration::from_millis(config.liveness_ms));
         assert_eq!(
             p.events[0].last(),
             Some(&StreamEvent::PathLost {
@@ -1470,14 +1496,15 @@ mod tests {
             .map(|side| {
                 let out = p.ends[side].poll_segment().unwrap();
                 let stream = out.segment.stream;
-                p.in_flight.push((p.now + 10, side, out));
+                p.in_flight
+                    .push((p.now + Duration::from_millis(10), side, out));
                 stream
             })
             .collect();
         assert_eq!(ids[0], ids[1]);
         p.ends[0].send(p.now, ab, message(5_000, 1)).unwrap();
         p.ends[1].send(p.now, ba, message(7_000, 2)).unwrap();
-        p.run(p.now + 10_000);
+        p.run(p.now + Duration::from_millis(10_000));
         let (at_b, at_a) = (p.opened(1)[0], p.opened(0)[0]);
         assert_ne!(at_b, ba);
         assert_ne!(at_a, ab);
@@ -1498,14 +1525,21 @@ mod tests {
             ..StreamConfig::default()
         };
         let mut s = Streams::new(config.clone(), 1);
-        let id = s.open(0, ep("dtn://a/x"), ep("dtn://b/y")).unwrap();
+        let id = s
+            .open(DtnTime::from_millis(0), ep("dtn://a/x"), ep("dtn://b/y"))
+            .unwrap();
         assert_eq!(
-            s.send(0, id, message(1_001, 0)),
+            s.send(DtnTime::from_millis(0), id, message(1_001, 0)),
             Err(StreamError::BufferFull)
         );
-        s.send(0, id, message(600, 0)).unwrap();
-        s.send(0, id, message(400, 0)).unwrap();
-        assert_eq!(s.send(0, id, message(1, 0)), Err(StreamError::BufferFull));
+        s.send(DtnTime::from_millis(0), id, message(600, 0))
+            .unwrap();
+        s.send(DtnTime::from_millis(0), id, message(400, 0))
+            .unwrap();
+        assert_eq!(
+            s.send(DtnTime::from_millis(0), id, message(1, 0)),
+            Err(StreamError::BufferFull)
+        );
         assert_eq!(s.unacknowledged(id), Some(1_000));
         // Only the window is in flight: the OPEN marker (with the first 100 bytes) and three more.
         let out = drain(&mut s);
@@ -1515,27 +1549,41 @@ mod tests {
         assert_eq!(out[0].segment.data.len(), 100);
         // Acknowledging frees room.
         let ack = seg(out[0].segment.stream, A, 0, 2, b"");
-        s.handle_segment(10, &ep("dtn://b/y"), &ep("dtn://a/x"), ack);
+        s.handle_segment(
+            DtnTime::from_millis(10),
+            &ep("dtn://b/y"),
+            &ep("dtn://a/x"),
+            ack,
+        );
         assert_eq!(s.unacknowledged(id), Some(800));
-        s.send(10, id, message(200, 0)).unwrap();
+        s.send(DtnTime::from_millis(10), id, message(200, 0))
+            .unwrap();
         assert_eq!(drain(&mut s).len(), 2, "two more fit the window");
         assert_eq!(
-            s.open(10, ep("dtn://a/x"), ep("dtn://c/y")),
+            s.open(DtnTime::from_millis(10), ep("dtn://a/x"), ep("dtn://c/y")),
             Err(StreamError::TooManyStreams)
         );
         assert_eq!(
-            s.send(0, StreamId(99), Bytes::new()),
+            s.send(DtnTime::from_millis(0), StreamId(99), Bytes::new()),
             Err(StreamError::UnknownStream)
         );
-        assert_eq!(s.close(0, StreamId(99)), Err(StreamError::UnknownStream));
+        assert_eq!(
+            s.close(DtnTime::from_millis(0), StreamId(99)),
+            Err(StreamError::UnknownStream)
+        );
 
         // Receipt: out-of-order data is held within two windows and max_buffered bytes.
         let mut r = Streams::new(config, 2);
         let (from, to) = (ep("dtn://b/y"), ep("dtn://a/x"));
-        r.handle_segment(0, &from, &to, seg(9, O | F, 0, 0, b""));
+        r.handle_segment(
+            DtnTime::from_millis(0),
+            &from,
+            &to,
+            seg(9, O | F, 0, 0, b""),
+        );
         let big = [7u8; 400];
         for seq in 2..20 {
-            r.handle_segment(0, &from, &to, seg(9, F, seq, 0, &big));
+            r.handle_segment(DtnTime::from_millis(0), &from, &to, seg(9, F, seq, 0, &big));
         }
         let stream = r.streams.values().next().unwrap();
         assert_eq!(
@@ -1543,7 +1591,7 @@ mod tests {
             [2, 3]
         );
         assert!(stream.out_of_order_bytes <= 1_000);
-        r.handle_segment(0, &from, &to, seg(9, F, 1, 0, &big));
+        r.handle_segment(DtnTime::from_millis(0), &from, &to, seg(9, F, 1, 0, &big));
         let data: usize = events(&mut r)
             .iter()
             .map(|e| match e {
@@ -1564,7 +1612,12 @@ mod tests {
         let mut s = Streams::new(config, 1);
         let (peer, me) = (ep("dtn://d/z"), ep("dtn://a/x"));
         for (flags, data) in [(F, &b"x"[..]), (A, b""), (C | F, b""), (O, b"y")] {
-            s.handle_segment(0, &peer, &me, seg(42, flags, 3, 0, data));
+            s.handle_segment(
+                DtnTime::from_millis(0),
+                &peer,
+                &me,
+                seg(42, flags, 3, 0, data),
+            );
             let reply = drain(&mut s);
             assert_eq!(reply.len(), 1, "flags {flags:#x}");
             let r = &reply[0];
@@ -1573,14 +1626,25 @@ mod tests {
             // does not carry FROM_OPENER, and the reverse.
             assert_eq!(r.segment.flags, R | (F & !flags), "flags {flags:#x}");
         }
-        s.handle_segment(0, &peer, &me, seg(42, R | F, 0, 0, b""));
-        s.handle_segment(0, &peer, &me, seg(42, R, 0, 0, b""));
+        s.handle_segment(
+            DtnTime::from_millis(0),
+            &peer,
+            &me,
+            seg(42, R | F, 0, 0, b""),
+        );
+        s.handle_segment(DtnTime::from_millis(0), &peer, &me, seg(42, R, 0, 0, b""));
         assert!(drain(&mut s).is_empty());
         assert!(events(&mut s).is_empty() && s.is_empty());
         // No room for another stream: the OPEN is refused the same way.
-        s.open(0, me.clone(), ep("dtn://b/y")).unwrap();
+        s.open(DtnTime::from_millis(0), me.clone(), ep("dtn://b/y"))
+            .unwrap();
         drain(&mut s);
-        s.handle_segment(0, &peer, &me, seg(43, O | F, 0, 0, b""));
+        s.handle_segment(
+            DtnTime::from_millis(0),
+            &peer,
+            &me,
+            seg(43, O | F, 0, 0, b""),
+        );
         assert_eq!(drain(&mut s)[0].segment.flags, R);
         assert!(events(&mut s).is_empty());
     }
@@ -1589,13 +1653,20 @@ mod tests {
     fn a_peer_reset_is_a_lost_path() {
         let mut s = Streams::new(StreamConfig::default(), 1);
         let (me, peer) = (ep("dtn://a/x"), ep("dtn://b/y"));
-        let id = s.open(0, me.clone(), peer.clone()).unwrap();
-        s.send(0, id, message(10, 0)).unwrap();
+        let id = s
+            .open(DtnTime::from_millis(0), me.clone(), peer.clone())
+            .unwrap();
+        s.send(DtnTime::from_millis(0), id, message(10, 0)).unwrap();
         let wire = drain(&mut s)[0].segment.stream;
         // A RESET for the other direction's stream of the same id is not ours.
-        s.handle_segment(5, &peer, &me, seg(wire, R | F, 0, 0, b""));
+        s.handle_segment(
+            DtnTime::from_millis(5),
+            &peer,
+            &me,
+            seg(wire, R | F, 0, 0, b""),
+        );
         assert!(events(&mut s).is_empty());
-        s.handle_segment(5, &peer, &me, seg(wire, R, 0, 0, b""));
+        s.handle_segment(DtnTime::from_millis(5), &peer, &me, seg(wire, R, 0, 0, b""));
         assert_eq!(
             events(&mut s),
             [StreamEvent::PathLost {
@@ -1614,7 +1685,12 @@ mod tests {
         // first to arrive creates the stream.
         for seq in [3, 1, 0, 2, 2, 0, 4] {
             let data = [seq as u8; 10];
-            s.handle_segment(0, &peer, &me, seg(5, O | A | F, seq, 0, &data[..]));
+            s.handle_segment(
+                DtnTime::from_millis(0),
+                &peer,
+                &me,
+                seg(5, O | A | F, seq, 0, &data[..]),
+            );
         }
         let out = drain(&mut s);
         assert_eq!(out.len(), 1);
@@ -1639,12 +1715,22 @@ mod tests {
             .collect();
         assert_eq!(data, (0..5u8).flat_map(|i| [i; 10]).collect::<Vec<_>>());
         // A duplicate is acknowledged again, not delivered again.
-        s.handle_segment(1, &peer, &me, seg(5, A | F, 1, 0, b"dup"));
+        s.handle_segment(
+            DtnTime::from_millis(1),
+            &peer,
+            &me,
+            seg(5, A | F, 1, 0, b"dup"),
+        );
         assert_eq!(drain(&mut s)[0].segment.acknowledged, 5);
         assert!(events(&mut s).is_empty());
         // When we have data to send, the acknowledgement rides on it: no pure ACK.
-        s.handle_segment(2, &peer, &me, seg(5, A | F, 5, 0, b"more"));
-        s.send(2, id, message(10, 0)).unwrap();
+        s.handle_segment(
+            DtnTime::from_millis(2),
+            &peer,
+            &me,
+            seg(5, A | F, 5, 0, b"more"),
+        );
+        s.send(DtnTime::from_millis(2), id, message(10, 0)).unwrap();
         let out = drain(&mut s);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].segment.flags, out[0].segment.sequence), (A, 0));
@@ -1655,8 +1741,11 @@ mod tests {
     fn open_then_send_is_one_segment_and_open_rides_until_acknowledged() {
         let mut s = Streams::new(StreamConfig::default(), 1);
         let (me, peer) = (ep("dtn://a/x"), ep("dtn://b/y"));
-        let id = s.open(0, me.clone(), peer.clone()).unwrap();
-        s.send(0, id, Bytes::from_static(b"hello")).unwrap();
+        let id = s
+            .open(DtnTime::from_millis(0), me.clone(), peer.clone())
+            .unwrap();
+        s.send(DtnTime::from_millis(0), id, Bytes::from_static(b"hello"))
+            .unwrap();
         let out = drain(&mut s);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].segment.flags, O | A | F);
@@ -1665,14 +1754,16 @@ mod tests {
             (0, &b"hello"[..])
         );
         let wire = out[0].segment.stream;
-        s.send(1, id, Bytes::from_static(b"again")).unwrap();
+        s.send(DtnTime::from_millis(1), id, Bytes::from_static(b"again"))
+            .unwrap();
         assert_eq!(
             drain(&mut s)[0].segment.flags,
             O | A | F,
             "OPEN not acknowledged yet"
         );
-        s.handle_segment(2, &peer, &me, seg(wire, A, 0, 1, b""));
-        s.send(2, id, Bytes::from_static(b"third")).unwrap();
+        s.handle_segment(DtnTime::from_millis(2), &peer, &me, seg(wire, A, 0, 1, b""));
+        s.send(DtnTime::from_millis(2), id, Bytes::from_static(b"third"))
+            .unwrap();
         let out = drain(&mut s);
         assert_eq!(
             out.len(),
@@ -1688,14 +1779,22 @@ mod tests {
         let mut a = Streams::new(StreamConfig::default(), 1);
         let mut b = Streams::new(StreamConfig::default(), 2);
         // A opens, sends the request and closes at once: one segment carries all three.
-        let id = a.open(0, a_ep.clone(), b_ep.clone()).unwrap();
-        a.send(0, id, Bytes::from_static(b"request")).unwrap();
-        a.close(0, id).unwrap();
+        let id = a
+            .open(DtnTime::from_millis(0), a_ep.clone(), b_ep.clone())
+            .unwrap();
+        a.send(DtnTime::from_millis(0), id, Bytes::from_static(b"request"))
+            .unwrap();
+        a.close(DtnTime::from_millis(0), id).unwrap();
         let out = drain(&mut a);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].segment.flags, O | C | A | F);
         assert_eq!(&out[0].segment.data[..], b"request");
-        b.handle_segment(1, &a_ep, &b_ep, out[0].segment.clone());
+        b.handle_segment(
+            DtnTime::from_millis(1),
+            &a_ep,
+            &b_ep,
+            out[0].segment.clone(),
+        );
         let got = events(&mut b);
         let StreamEvent::Opened { id: bid, .. } = got[0] else {
             panic!("{got:?}");
@@ -1711,8 +1810,9 @@ mod tests {
             ]
         );
         // B replies and closes: one segment, acknowledging A's.
-        b.send(2, bid, Bytes::from_static(b"reply")).unwrap();
-        b.close(2, bid).unwrap();
+        b.send(DtnTime::from_millis(2), bid, Bytes::from_static(b"reply"))
+            .unwrap();
+        b.close(DtnTime::from_millis(2), bid).unwrap();
         let out = drain(&mut b);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].segment.flags, C | A);
@@ -1720,7 +1820,12 @@ mod tests {
             (out[0].segment.acknowledged, &out[0].segment.data[..]),
             (1, &b"reply"[..])
         );
-        a.handle_segment(3, &b_ep, &a_ep, out[0].segment.clone());
+        a.handle_segment(
+            DtnTime::from_millis(3),
+            &b_ep,
+            &a_ep,
+            out[0].segment.clone(),
+        );
         assert_eq!(
             events(&mut a),
             [
@@ -1739,13 +1844,21 @@ mod tests {
             (out[0].segment.flags, out[0].segment.acknowledged),
             (A | F, 1)
         );
-        b.handle_segment(4, &a_ep, &b_ep, out[0].segment.clone());
+        b.handle_segment(
+            DtnTime::from_millis(4),
+            &a_ep,
+            &b_ep,
+            out[0].segment.clone(),
+        );
         assert_eq!(events(&mut b), [StreamEvent::Closed { id: bid }]);
         // A CLOSE after the last segment went out is a marker of its own.
-        let id = a.open(5, a_ep.clone(), b_ep.clone()).unwrap();
-        a.send(5, id, Bytes::from_static(b"x")).unwrap();
+        let id = a
+            .open(DtnTime::from_millis(5), a_ep.clone(), b_ep.clone())
+            .unwrap();
+        a.send(DtnTime::from_millis(5), id, Bytes::from_static(b"x"))
+            .unwrap();
         assert_eq!(drain(&mut a).len(), 1);
-        a.close(5, id).unwrap();
+        a.close(DtnTime::from_millis(5), id).unwrap();
         let out = drain(&mut a);
         assert_eq!(out.len(), 1);
         assert_eq!(
@@ -1763,11 +1876,14 @@ mod tests {
         let (a_ep, b_ep) = (ep("dtn://a/x"), ep("dtn://b/y"));
         let mut a = Streams::new(StreamConfig::default(), 1);
         let mut b = Streams::new(StreamConfig::default(), 2);
-        let id = a.open(0, a_ep.clone(), b_ep.clone()).unwrap();
-        a.send(0, id, Bytes::from_static(b"request")).unwrap();
-        a.close(0, id).unwrap();
+        let id = a
+            .open(DtnTime::from_millis(0), a_ep.clone(), b_ep.clone())
+            .unwrap();
+        a.send(DtnTime::from_millis(0), id, Bytes::from_static(b"request"))
+            .unwrap();
+        a.close(DtnTime::from_millis(0), id).unwrap();
         let request = drain(&mut a).remove(0);
-        b.handle_segment(1, &a_ep, &b_ep, request.segment);
+        b.handle_segment(DtnTime::from_millis(1), &a_ep, &b_ep, request.segment);
         // B owes an acknowledgement, but a node polling only data segments makes none yet.
         assert!(b.acks_due());
         assert!(b.poll_data_segment().is_none());
@@ -1775,8 +1891,9 @@ mod tests {
             StreamEvent::Opened { id, .. } => id,
             ref other => panic!("{other:?}"),
         };
-        b.send(2, bid, Bytes::from_static(b"reply")).unwrap();
-        b.close(2, bid).unwrap();
+        b.send(DtnTime::from_millis(2), bid, Bytes::from_static(b"reply"))
+            .unwrap();
+        b.close(DtnTime::from_millis(2), bid).unwrap();
         let reply = b.poll_data_segment().expect("the reply");
         assert_eq!(reply.segment.acknowledged, 1, "the reply carries the ack");
         assert!(!b.acks_due(), "nothing left to acknowledge on its own");
@@ -1787,7 +1904,9 @@ mod tests {
     fn lost_segments_are_resent_with_backoff() {
         let config = StreamConfig::default();
         let mut s = Streams::new(config.clone(), 1);
-        let id = s.open(0, ep("dtn://a/x"), ep("dtn://b/y")).unwrap();
+        let id = s
+            .open(DtnTime::from_millis(0), ep("dtn://a/x"), ep("dtn://b/y"))
+            .unwrap();
         drain(&mut s);
         let mut times = Vec::new();
         while let Some(t) = s.poll_timeout() {
@@ -1799,9 +1918,10 @@ mod tests {
         }
         // Doubling from 500 ms, capped at 1 s; at 10 s without an acknowledgement, a RESET.
         let resent = O | A | F;
-        let mut expected: Vec<(DtnTime, u64)> =
-            (0..10).map(|i| (500 + i * 1_000, resent)).collect();
-        expected.push((10_000, R | F));
+        let mut expected: Vec<(DtnTime, u64)> = (0..10)
+            .map(|i| (DtnTime::from_millis(500 + i * 1_000), resent))
+            .collect();
+        expected.push((DtnTime::from_millis(10_000), R | F));
         assert_eq!(times, expected);
         assert_eq!(
             events(&mut s),
@@ -1826,7 +1946,7 @@ mod tests {
         let id = p.open(0);
         p.ends[0].send(p.now, id, message(50, 1)).unwrap();
         p.ends[0].close(p.now, id).unwrap();
-        p.run(p.now + 60_000);
+        p.run(p.now + Duration::from_millis(60_000));
         let theirs = p.opened(1)[0];
         assert_eq!(p.received(1, theirs), message(50, 1).to_vec());
         assert!(p.ends[0].poll_timeout().is_none_or(|t| t > p.now));
@@ -1839,7 +1959,7 @@ mod tests {
             let id = p.open(0);
             p.ends[0].send(p.now, id, message(20_000, 9)).unwrap();
             p.ends[0].close(p.now, id).unwrap();
-            p.run(p.now + 60_000);
+            p.run(p.now + Duration::from_millis(60_000));
             (p.trace, p.events)
         };
         for seed in [9, 10, 11] {
@@ -1892,14 +2012,14 @@ mod tests {
                 let mut s = Streams::new(config, seed);
                 let me = ep("dtn://a/x");
                 let peers = [ep("dtn://b/y"), ep("dtn://c/y")];
-                let mine = s.open(0, me.clone(), peers[0].clone()).unwrap();
-                let _ = s.send(0, mine, message(1_500, 0));
+                let mine = s.open(DtnTime::from_millis(0), me.clone(), peers[0].clone()).unwrap();
+                let _ = s.send(DtnTime::from_millis(0), mine, message(1_500, 0));
                 let mut now = 0;
                 for ((from_c, segment), dt) in inputs {
                     now += dt;
-                    s.handle_segment(now, &peers[usize::from(from_c)], &me, segment);
-                    if s.poll_timeout().is_some_and(|t| t <= now) {
-                        s.handle_timeout(now);
+                    s.handle_segment(DtnTime::from_millis(now), &peers[usize::from(from_c)], &me, segment);
+                    if s.poll_timeout().is_some_and(|t| t <= DtnTime::from_millis(now)) {
+                        s.handle_timeout(DtnTime::from_millis(now));
                     }
                     for out in drain(&mut s) {
                         prop_assert!(out.segment.data.len() <= 100);

@@ -2,6 +2,7 @@
 //! each other and what they decide.
 
 use std::collections::{BTreeSet, VecDeque};
+use wire::DtnTime;
 
 use bytes::Bytes;
 use node::{
@@ -56,7 +57,11 @@ impl Net {
                 let mut config = NodeConfig::new(node_id(i));
                 config.seed = i as u64 + 1;
                 configure(&mut config);
-                Node::new(config, Box::new(MemoryStore::new(quota)), T0)
+                Node::new(
+                    config,
+                    Box::new(MemoryStore::new(quota)),
+                    DtnTime::from_millis(T0),
+                )
             })
             .collect();
         Self {
@@ -77,7 +82,7 @@ impl Net {
         self.up.insert((b, a));
         for (x, y) in [(a, b), (b, a)] {
             self.nodes[x].handle_link(
-                self.now,
+                DtnTime::from_millis(self.now),
                 LinkChange::Up {
                     link: LinkId(y as u64),
                     peer: None,
@@ -95,7 +100,7 @@ impl Net {
         self.up.remove(&(b, a));
         for (x, y) in [(a, b), (b, a)] {
             self.nodes[x].handle_link(
-                self.now,
+                DtnTime::from_millis(self.now),
                 LinkChange::Down {
                     link: LinkId(y as u64),
                 },
@@ -109,7 +114,7 @@ impl Net {
         self.pending = kept;
         for (i, j, bundle) in lost {
             self.nodes[i].handle_transfer(
-                self.now,
+                DtnTime::from_millis(self.now),
                 LinkId(j as u64),
                 &bundle.id(),
                 TransferResult::Failed,
@@ -122,8 +127,13 @@ impl Net {
     fn complete_next(&mut self) -> BundleId {
         let (i, j, bundle) = self.pending.pop_front().expect("a transfer in flight");
         let id = bundle.id();
-        self.nodes[j].handle_bundle(self.now, LinkId(i as u64), bundle);
-        self.nodes[i].handle_transfer(self.now, LinkId(j as u64), &id, TransferResult::Complete);
+        self.nodes[j].handle_bundle(DtnTime::from_millis(self.now), LinkId(i as u64), bundle);
+        self.nodes[i].handle_transfer(
+            DtnTime::from_millis(self.now),
+            LinkId(j as u64),
+            &id,
+            TransferResult::Complete,
+        );
         self.settle();
         id
     }
@@ -142,7 +152,11 @@ impl Net {
                     match t.frame {
                         Frame::Beacon(b) => {
                             if !self.mute_beacons {
-                                self.nodes[j].handle_beacon(self.now, LinkId(i as u64), b);
+                                self.nodes[j].handle_beacon(
+                                    DtnTime::from_millis(self.now),
+                                    LinkId(i as u64),
+                                    b,
+                                );
                             }
                         }
                         Frame::Bundle(b) if self.hold_transfers && !t.urgent => {
@@ -161,17 +175,25 @@ impl Net {
                                     self.up.remove(&(i, j));
                                     self.up.remove(&(j, i));
                                     let (prefix, _) = b.split_at(n as usize).unwrap();
-                                    self.nodes[j].handle_bundle(self.now, LinkId(i as u64), prefix);
+                                    self.nodes[j].handle_bundle(
+                                        DtnTime::from_millis(self.now),
+                                        LinkId(i as u64),
+                                        prefix,
+                                    );
                                     TransferResult::Cut { payload_bytes: n }
                                 }
                                 _ => {
-                                    self.nodes[j].handle_bundle(self.now, LinkId(i as u64), b);
+                                    self.nodes[j].handle_bundle(
+                                        DtnTime::from_millis(self.now),
+                                        LinkId(i as u64),
+                                        b,
+                                    );
                                     TransferResult::Complete
                                 }
                             };
                             if t.report {
                                 self.nodes[i].handle_transfer(
-                                    self.now,
+                                    DtnTime::from_millis(self.now),
                                     LinkId(j as u64),
                                     &id,
                                     result,
@@ -200,12 +222,15 @@ impl Net {
                 .iter()
                 .filter_map(|n| n.poll_timeout())
                 .min()
-                .filter(|&d| d <= t);
+                .filter(|&d| d <= DtnTime::from_millis(t));
             let Some(at) = next else { break };
-            self.now = self.now.max(at);
+            self.now = self.now.max(at.as_millis());
             for i in 0..self.nodes.len() {
-                if self.nodes[i].poll_timeout().is_some_and(|d| d <= self.now) {
-                    self.nodes[i].handle_timeout(self.now);
+                if self.nodes[i]
+                    .poll_timeout()
+                    .is_some_and(|d| d <= DtnTime::from_millis(self.now))
+                {
+                    self.nodes[i].handle_timeout(DtnTime::from_millis(self.now));
                 }
             }
             self.settle();
@@ -226,13 +251,19 @@ impl Net {
             self.unlink(i, j);
         }
         let config = self.nodes[i].config().clone();
-        let placeholder = Node::new(config.clone(), Box::new(MemoryStore::new(0)), self.now);
+        let placeholder = Node::new(
+            config.clone(),
+            Box::new(MemoryStore::new(0)),
+            DtnTime::from_millis(self.now),
+        );
         let old = std::mem::replace(&mut self.nodes[i], placeholder);
-        self.nodes[i] = Node::new(config, old.into_store(), self.now);
+        self.nodes[i] = Node::new(config, old.into_store(), DtnTime::from_millis(self.now));
     }
 
     fn send(&mut self, from: usize, out: Outgoing) -> wire::BundleId {
-        let id = self.nodes[from].send(self.now, out).expect("send");
+        let id = self.nodes[from]
+            .send(DtnTime::from_millis(self.now), out)
+            .expect("send");
         self.settle();
         id
     }
@@ -373,7 +404,7 @@ fn a_bundle_delivered_before_a_restart_is_refused_as_a_duplicate_after_it() {
     // its acknowledgement reaches node 0, which keeps its copy.
     let (from, to, bundle) = net.pending.pop_front().expect("the transfer");
     assert_eq!((from, to), (0, 1));
-    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle.clone());
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), bundle.clone());
     net.settle();
     assert_eq!(net.deliveries(1).len(), 1);
     net.restart(1);
@@ -386,7 +417,7 @@ fn a_bundle_delivered_before_a_restart_is_refused_as_a_duplicate_after_it() {
     // The restarted node still knows the bundle was delivered: a copy offered again is a
     // duplicate, not a second delivery.
     assert!(!net.nodes[1].wants(&id));
-    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), bundle);
     net.settle();
     assert_eq!(
         net.deliveries(1).len(),
@@ -521,7 +552,7 @@ fn datagrams_need_a_route_and_are_never_stored() {
     let mut out = Outgoing::new(app(0), app(1), payload(100));
     out.class = Class::Datagram;
     assert!(matches!(
-        net.nodes[0].send(net.now, out.clone()),
+        net.nodes[0].send(DtnTime::from_millis(net.now), out.clone()),
         Err(node::SendError::NoRoute(_))
     ));
     net.link(0, 1, None);
@@ -553,7 +584,10 @@ fn a_full_store_refuses_with_a_clear_error_and_keeps_what_it_has() {
     let mut net = Net::with_quota(1, 5_000, |_| {});
     net.send(0, Outgoing::new(app(0), app(1), payload(3_000)));
     let err = net.nodes[0]
-        .send(net.now, Outgoing::new(app(0), app(1), payload(3_000)))
+        .send(
+            DtnTime::from_millis(net.now),
+            Outgoing::new(app(0), app(1), payload(3_000)),
+        )
         .unwrap_err();
     assert!(err.to_string().contains("store full"), "{err}");
     assert_eq!(net.nodes[0].held_bundles().count(), 1);
@@ -563,7 +597,11 @@ fn a_full_store_refuses_with_a_clear_error_and_keeps_what_it_has() {
 fn malformed_bytes_are_dropped_not_fatal() {
     let mut net = Net::new(2, |_| {});
     net.link(0, 1, None);
-    net.nodes[1].handle_bundle_bytes(net.now, LinkId(0), Bytes::from_static(b"\x9f\x00garbage"));
+    net.nodes[1].handle_bundle_bytes(
+        DtnTime::from_millis(net.now),
+        LinkId(0),
+        Bytes::from_static(b"\x9f\x00garbage"),
+    );
     net.settle();
     assert!(net.events[1].iter().any(|e| matches!(
         e,
@@ -582,12 +620,16 @@ fn sending_from_another_node_or_without_lifetime_is_refused() {
     let mut net = Net::new(1, |_| {});
     let foreign = Outgoing::new(app(5), app(1), payload(1));
     assert!(matches!(
-        net.nodes[0].send(net.now, foreign),
+        net.nodes[0].send(DtnTime::from_millis(net.now), foreign),
         Err(node::SendError::ForeignSource(_))
     ));
     let mut zero = Outgoing::new(app(0), app(1), payload(1));
     zero.lifetime_ms = 0;
-    assert!(net.nodes[0].send(net.now, zero).is_err());
+    assert!(
+        net.nodes[0]
+            .send(DtnTime::from_millis(net.now), zero)
+            .is_err()
+    );
 }
 
 #[test]
@@ -611,10 +653,12 @@ fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
     net.advance_to(T0 + 3_000); // advertisements spread, node 2 becomes reachable from node 0
     assert_eq!(net.nodes[0].reachable(&node_id(2)), Some(2));
     let id = net.nodes[0]
-        .stream_open(net.now, app(0), app(2))
+        .stream_open(DtnTime::from_millis(net.now), app(0), app(2))
         .expect("open");
     let data = payload(20_000);
-    net.nodes[0].stream_send(net.now, id, data.clone()).unwrap();
+    net.nodes[0]
+        .stream_send(DtnTime::from_millis(net.now), id, data.clone())
+        .unwrap();
     net.settle();
     net.advance_to(T0 + 4_000);
     let received: Vec<u8> = net.events[2]
@@ -627,7 +671,9 @@ fn a_stream_crosses_the_mesh_and_reports_the_lost_path() {
         .collect();
     assert_eq!(received, data.to_vec());
     // The middle link goes: node 2 becomes unreachable and the stream says so at once.
-    net.nodes[0].stream_send(net.now, id, payload(100)).unwrap();
+    net.nodes[0]
+        .stream_send(DtnTime::from_millis(net.now), id, payload(100))
+        .unwrap();
     net.unlink(1, 2);
     net.advance_to(T0 + 6_000);
     assert!(
@@ -663,7 +709,7 @@ fn requests_answered_at_once(net: &mut Net, clients: &[Eid]) -> u64 {
     for (k, from) in clients.iter().enumerate() {
         net.nodes[0]
             .stream_open_with(
-                net.now,
+                DtnTime::from_millis(net.now),
                 from.clone(),
                 app(1),
                 Bytes::from((k as u32).to_be_bytes().to_vec()),
@@ -677,7 +723,11 @@ fn requests_answered_at_once(net: &mut Net, clients: &[Eid]) -> u64 {
     let sent_before = net.nodes[0].stats().bundles_sent;
     for id in &opened {
         net.nodes[1]
-            .stream_send_last(net.now, *id, Bytes::from_static(b"reply"))
+            .stream_send_last(
+                DtnTime::from_millis(net.now),
+                *id,
+                Bytes::from_static(b"reply"),
+            )
             .unwrap();
     }
     net.settle();
@@ -746,7 +796,13 @@ fn bundles_of_one_round(net: &mut Net, requests: usize, size: usize) -> (u64, u6
     );
     for _ in 0..requests {
         net.nodes[0]
-            .stream_open_with(net.now, app(0), app(1), Bytes::from(vec![7; size]), true)
+            .stream_open_with(
+                DtnTime::from_millis(net.now),
+                app(0),
+                app(1),
+                Bytes::from(vec![7; size]),
+                true,
+            )
             .expect("open");
     }
     net.settle();
@@ -758,7 +814,11 @@ fn bundles_of_one_round(net: &mut Net, requests: usize, size: usize) -> (u64, u6
     let server_mid = net.nodes[1].stats().bundles_sent;
     for id in &opened {
         net.nodes[1]
-            .stream_send_last(net.now, *id, Bytes::from(vec![8; size]))
+            .stream_send_last(
+                DtnTime::from_millis(net.now),
+                *id,
+                Bytes::from(vec![8; size]),
+            )
             .unwrap();
     }
     net.settle();
@@ -919,10 +979,10 @@ fn real_time_traffic_is_not_held_back_by_a_full_window() {
     assert_eq!(net.nodes[0].reachable(&node_id(1)), Some(1));
     // And a stream too.
     let id = net.nodes[0]
-        .stream_open(net.now, app(0), app(1))
+        .stream_open(DtnTime::from_millis(net.now), app(0), app(1))
         .expect("open");
     net.nodes[0]
-        .stream_send(net.now, id, payload(3_000))
+        .stream_send(DtnTime::from_millis(net.now), id, payload(3_000))
         .unwrap();
     net.settle();
     let streamed: usize = net.events[1]
@@ -1047,13 +1107,13 @@ proptest::proptest! {
                     let id = bundle.id();
                     let result = match step {
                         ShellStep::Complete(_) => {
-                            net.nodes[j].handle_bundle(net.now, LinkId(i as u64), bundle);
+                            net.nodes[j].handle_bundle(DtnTime::from_millis(net.now), LinkId(i as u64), bundle);
                             TransferResult::Complete
                         }
                         ShellStep::Fail(_) => TransferResult::Failed,
                         _ => TransferResult::Refused,
                     };
-                    net.nodes[i].handle_transfer(net.now, LinkId(j as u64), &id, result);
+                    net.nodes[i].handle_transfer(DtnTime::from_millis(net.now), LinkId(j as u64), &id, result);
                     net.settle();
                 }
             }
@@ -1079,11 +1139,13 @@ proptest::proptest! {
 fn datagram_bundle(net: &mut Net, len: usize) -> Bundle {
     let mut out = Outgoing::new(app(0), app(1), payload(len));
     out.class = Class::Datagram;
-    net.nodes[0].send(net.now, out).expect("send");
+    net.nodes[0]
+        .send(DtnTime::from_millis(net.now), out)
+        .expect("send");
     let mut found = None;
     while let Some(t) = net.nodes[0].poll_transmit() {
         if let Frame::Bundle(b) = t.frame {
-            net.nodes[1].handle_bundle(net.now, LinkId(0), b.clone());
+            net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), b.clone());
             found = Some(b);
         }
     }
@@ -1093,7 +1155,7 @@ fn datagram_bundle(net: &mut Net, len: usize) -> Bundle {
 
 /// Hands `bundle` to node 1 again; returns how many bundles node 1 has delivered since it began.
 fn again(net: &mut Net, bundle: &Bundle) -> usize {
-    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle.clone());
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), bundle.clone());
     net.settle();
     net.deliveries(1).len()
 }
@@ -1142,7 +1204,7 @@ fn bundle_with_blocks(now: u64, to: Eid, flags: u64, blocks: &[(u64, u64)]) -> B
         to,
         app(0),
         wire::CreationTimestamp {
-            time: now,
+            time: DtnTime::from_millis(now),
             sequence: 7,
         },
         60_000,
@@ -1187,7 +1249,11 @@ fn an_unprocessable_block_flagged_delete_drops_the_bundle_with_block_unsupported
         )],
     );
     let id = bundle.id();
-    net.nodes[1].handle_bundle_bytes(net.now, LinkId(0), bundle.encode().to_bytes());
+    net.nodes[1].handle_bundle_bytes(
+        DtnTime::from_millis(net.now),
+        LinkId(0),
+        bundle.encode().to_bytes(),
+    );
     net.settle();
     assert!(net.deliveries(1).is_empty(), "deleted, not delivered");
     assert!(net.events[1].contains(&Event::Dropped {
@@ -1223,7 +1289,7 @@ fn an_unprocessable_block_flagged_report_sends_a_reception_report_and_the_bundle
         &[(200, wire::BlockFlags::REPORT_IF_UNPROCESSABLE)],
     );
     let id = bundle.id();
-    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle.clone());
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), bundle.clone());
     net.settle();
     assert_eq!(net.deliveries(1).len(), 1);
     let reports = status_reports(&net, 0);
@@ -1232,7 +1298,7 @@ fn an_unprocessable_block_flagged_report_sends_a_reception_report_and_the_bundle
     assert_eq!(reports[0].reason, StatusReason::BlockUnsupported);
     assert_eq!(reports[0].creation, id.creation);
     // A second copy is a duplicate and asks for nothing more.
-    net.nodes[1].handle_bundle(net.now, LinkId(0), bundle);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), bundle);
     net.settle();
     assert_eq!(status_reports(&net, 0).len(), 1);
 }
@@ -1263,7 +1329,7 @@ fn an_unprocessable_block_flagged_discard_is_removed_and_an_unflagged_one_forwar
         .position(|w| w == [0x86, 0x18, 201, 3, 0, 2])
         .expect("block 201 in the original")..][..21];
     assert_eq!(&block_201[6..16], b"\x49block 201");
-    net.nodes[1].handle_bundle_bytes(net.now, LinkId(0), original.clone());
+    net.nodes[1].handle_bundle_bytes(DtnTime::from_millis(net.now), LinkId(0), original.clone());
     net.settle();
     let (from, to, forwarded) = net.pending.back().cloned().expect("forwarded to node 2");
     assert_eq!((from, to), (1, 2));
@@ -1310,7 +1376,7 @@ fn summary_of(
         eid(&format!("dtn://n{to}/~ferry")),
         from.clone(),
         wire::CreationTimestamp {
-            time: now,
+            time: DtnTime::from_millis(now),
             sequence,
         },
         60_000,
@@ -1354,13 +1420,13 @@ fn a_strangers_summaries_fill_the_purge_set_only_to_its_bound_and_never_push_out
     net.link(1, 2, None);
     let stranger = node_id(2);
     let summary = forged_summary(&stranger, 1, 1, net.now, (1_000..1_020).collect());
-    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(2), summary);
     net.settle();
     assert_eq!(net.nodes[1].purge_set_len(), 8);
     assert_eq!(rows(&net), 8);
     assert_eq!(net.nodes[1].stats().purge_set_full, 13);
     let summary = forged_summary(&stranger, 1, 2, net.now, (2_000..2_020).collect());
-    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(2), summary);
     net.settle();
     assert_eq!(net.nodes[1].purge_set_len(), 8);
     assert_eq!(rows(&net), 8);
@@ -1368,7 +1434,7 @@ fn a_strangers_summaries_fill_the_purge_set_only_to_its_bound_and_never_push_out
 
     // What node 1 delivered is still known: a copy offered again is a duplicate.
     assert!(!net.nodes[1].wants(&first));
-    net.nodes[1].handle_bundle(net.now, LinkId(0), copy);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), copy);
     net.settle();
     assert_eq!(net.deliveries(1).len(), 1, "delivered twice");
 
@@ -1386,7 +1452,7 @@ fn a_strangers_summaries_fill_the_purge_set_only_to_its_bound_and_never_push_out
         .map(|k| (1 << 40) + k)
         .collect();
     let summary = forged_summary(&stranger, 1, 3, net.now, long);
-    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(2), summary);
     net.settle();
     let stats = net.nodes[1].stats();
     assert_eq!(stats.summary_purge_keys_ignored, 5);
@@ -1422,7 +1488,7 @@ fn a_summary_costs_no_more_than_the_keys_held_here_and_is_forgotten_with_its_nod
     net.link(1, 2, None);
     let stranger = node_id(2);
     let summary = summary_of(&stranger, 1, 1, net.now, (1..=10_000).collect(), Vec::new());
-    net.nodes[1].handle_bundle(net.now, LinkId(2), summary);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(2), summary);
     net.settle();
     assert!(
         net.nodes[1].known_keys() <= held_key,

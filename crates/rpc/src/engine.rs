@@ -5,6 +5,7 @@ use crate::port::NodePort;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
+use std::time::Duration;
 
 use bytes::Bytes;
 use node::stream::{StreamEvent, StreamId};
@@ -42,11 +43,11 @@ enum Channel {
 /// A stream frame longer than this is a protocol error (a control message and its envelope).
 const MAX_FRAME: usize = wire::rpc::MAX_CONTROL_LEN + 1024;
 /// Real-time bundles live at most this long: a datagram nobody took by then is stale.
-const MAX_DATAGRAM_LIFETIME_MS: u64 = 30_000;
+const MAX_DATAGRAM_LIFETIME: Duration = Duration::from_secs(30);
 /// Any-mode notices from other servers are remembered this long at most.
-const NOTICE_MEMORY_MS: u64 = 24 * 3_600_000;
+const NOTICE_MEMORY: Duration = Duration::from_secs(24 * 3_600);
 /// A node is introduced to another (a hello sent) at most this often.
-const HELLO_INTERVAL_MS: u64 = 60_000;
+const HELLO_INTERVAL: Duration = Duration::from_secs(60);
 /// Priority of RPC bundles in the store (expedited).
 const PRIORITY: u8 = 2;
 /// Most pair keys kept.
@@ -591,8 +592,8 @@ enum Phase {
 impl Phase {
     fn code(self) -> (u8, u64) {
         match self {
-            Phase::RealTime { until } => (0, until),
-            Phase::Acked { until } => (1, until),
+            Phase::RealTime { until } => (0, until.as_millis()),
+            Phase::Acked { until } => (1, until.as_millis()),
             Phase::Dtn => (2, 0),
             Phase::Finished => (3, 0),
         }
@@ -600,8 +601,12 @@ impl Phase {
 
     fn from_code(code: u8, until: u64) -> Result<Self, RecordError> {
         Ok(match code {
-            0 => Phase::RealTime { until },
-            1 => Phase::Acked { until },
+            0 => Phase::RealTime {
+                until: DtnTime::from_millis(until),
+            },
+            1 => Phase::Acked {
+                until: DtnTime::from_millis(until),
+            },
             2 => Phase::Dtn,
             3 => Phase::Finished,
             _ => return Err(RecordError("phase")),
@@ -1292,9 +1297,9 @@ impl Rpc {
             Some(n) => endpoint(n, demux).ok_or_else(|| SendError::NoRoute(n.clone()))?,
             None => broadcast(demux),
         };
-        let mut lifetime_ms = deadline.saturating_sub(now).max(1);
+        let mut lifetime = (deadline - now).max(Duration::from_millis(1));
         if class.is_real_time() {
-            lifetime_ms = lifetime_ms.min(MAX_DATAGRAM_LIFETIME_MS);
+            lifetime = lifetime.min(MAX_DATAGRAM_LIFETIME);
         }
         let source = if demux == DATA_DEMUX {
             self.data_endpoint.clone()
@@ -1303,7 +1308,7 @@ impl Rpc {
         };
         let out = Outgoing {
             class,
-            lifetime_ms,
+            lifetime_ms: wire::time::millis(lifetime),
             priority: PRIORITY,
             ..Outgoing::new(source, destination, payload)
         };
@@ -1340,28 +1345,28 @@ impl Rpc {
     }
 
     /// Sends this node's hello (signed: the signature carries its key) to `to` by datagram,
-    /// unless it did so within [`HELLO_INTERVAL_MS`].
+    /// unless it did so within [`HELLO_INTERVAL`].
     fn introduce(&mut self, now: DtnTime, node: &mut dyn NodePort, to: &Eid) {
         if *to == self.me
             || self
                 .trust
                 .hellos
                 .get(to)
-                .is_some_and(|&at| now < at.saturating_add(HELLO_INTERVAL_MS))
+                .is_some_and(|&at| now < at.saturating_add(HELLO_INTERVAL))
         {
             return;
         }
         if self.trust.hellos.len() >= 4096 {
             self.trust
                 .hellos
-                .retain(|_, at| now < at.saturating_add(HELLO_INTERVAL_MS));
+                .retain(|_, at| now < at.saturating_add(HELLO_INTERVAL));
         }
         self.trust.hellos.insert(to.clone(), now);
         let hello = Message::Hello(wire::rpc::Hello {
             node: self.me.clone(),
         });
         if let Ok(sealed) = self.seal(&hello, None) {
-            let until = now.saturating_add(MAX_DATAGRAM_LIFETIME_MS);
+            let until = now.saturating_add(MAX_DATAGRAM_LIFETIME);
             let channel = Channel::Control(Class::Datagram);
             // Not reachable after all: the next reachability event tries again.
             let _ = self.send_bundle(now, node, Some(to), channel, sealed, until);
@@ -1683,7 +1688,7 @@ impl Rpc {
             let end = c
                 .finished_at
                 .unwrap_or(c.call.deadline)
-                .saturating_add(retention);
+                .saturating_add(Duration::from_millis(retention));
             for f in result_files(c) {
                 let t = until.entry(f.hash).or_insert(end);
                 *t = (*t).max(end);
@@ -1746,7 +1751,7 @@ impl Rpc {
             }
         }
         let mut value = Vec::with_capacity(8 + content.len());
-        value.extend_from_slice(&expiry.to_le_bytes());
+        value.extend_from_slice(&expiry.as_millis().to_le_bytes());
         value.extend_from_slice(content);
         self.persist(node, RpcTable::Files, &hash, Some(&value));
     }
@@ -1764,7 +1769,7 @@ impl Rpc {
             .iter()
             .filter(|(_, c)| {
                 c.finished_at
-                    .is_some_and(|t| t.saturating_add(retention) <= now)
+                    .is_some_and(|t| t.saturating_add(Duration::from_millis(retention)) <= now)
             })
             .map(|(id, _)| *id)
             .collect();
@@ -1777,7 +1782,10 @@ impl Rpc {
             .serving
             .iter()
             .filter(|(_, s)| {
-                s.call.deadline.saturating_add(retention) <= now
+                s.call
+                    .deadline
+                    .saturating_add(Duration::from_millis(retention))
+                    <= now
                     && !matches!(s.state, ServeState::Running(_))
             })
             .map(|(k, _)| *k)
@@ -1817,7 +1825,7 @@ impl Rpc {
         } else {
             retention.clamp(1_000, 60_000)
         };
-        self.arm(now + next, Timer::Sweep);
+        self.arm(now + Duration::from_millis(next), Timer::Sweep);
     }
 
     fn forget_serving(&mut self, node: &mut dyn NodePort, key: &ServeKey) {
@@ -1865,17 +1873,19 @@ fn test_call() -> (node::Node, Rpc, CallId) {
     let mut node = node::Node::new(
         node::NodeConfig::new("dtn://client/".parse().expect("a node id")),
         Box::new(store::MemoryStore::new(1 << 20)),
-        1_000,
+        DtnTime::from_millis(1_000),
     );
     let mut rpc = Rpc::new(
         RpcConfig::default(),
         Identity::from_secret([1; 32]),
         [3; 32],
         &mut node,
-        1_000,
+        DtnTime::from_millis(1_000),
     );
     let server: Eid = "dtn://server/".parse().expect("a node id");
     let request = crate::CallRequest::new(crate::Target::Node(server), "x", vec![]);
-    let id = rpc.call(1_000, &mut node, request).expect("a call");
+    let id = rpc
+        .call(DtnTime::from_millis(1_000), &mut node, request)
+        .expect("a call");
     (node, rpc, id)
 }

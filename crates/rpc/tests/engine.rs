@@ -5,11 +5,12 @@ use bytes::Bytes;
 use node::{Class, Delivery, Event, Node, NodeConfig};
 use rpc::{ParamType, ProcedureSpec, Rpc, RpcConfig, RpcEvent};
 use seal::Identity;
+use std::time::Duration;
 use store::MemoryStore;
 use wire::rpc::{Call, CallId, CallResult, Message, Mode, Transport, Value};
 use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
 
-const NOW: DtnTime = 820_454_400_000;
+const NOW: DtnTime = DtnTime::from_millis(820_454_400_000);
 
 fn eid(s: &str) -> Eid {
     s.parse().unwrap()
@@ -50,7 +51,7 @@ fn call(id: u8) -> Message {
         procedure: "echo".into(),
         params: vec![Value::Text("hello".into())],
         requirements: String::new(),
-        deadline: NOW + 60_000,
+        deadline: NOW + Duration::from_millis(60_000),
         transport: Transport::Dtn,
     })
 }
@@ -73,7 +74,7 @@ fn deliver_by(node: &mut Node, rpc: &mut Rpc, payload: Vec<u8>, seq: u64, class:
         destination: eid("dtn://server/~rpc"),
         class,
         created: NOW,
-        expiry: NOW + 60_000,
+        expiry: NOW + Duration::from_millis(60_000),
         payload: Bytes::from(payload),
     });
     assert!(
@@ -240,7 +241,7 @@ fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
         destination: eid("dtn://server/~rpc-data"),
         class: Class::Dtn,
         created: NOW,
-        expiry: NOW + 60_000,
+        expiry: NOW + Duration::from_millis(60_000),
         payload: sealed.clone(),
     });
     assert!(rpc.handle_node_event(NOW, &mut node, &event));
@@ -292,7 +293,7 @@ fn deliver_to_client(node: &mut Node, rpc: &mut Rpc, now: DtnTime, demux: &str, 
         destination: eid(&format!("dtn://client/{demux}")),
         class: Class::Dtn,
         created: now,
-        expiry: NOW + 200_000,
+        expiry: NOW + Duration::from_millis(200_000),
         payload,
     });
     assert!(
@@ -318,7 +319,11 @@ fn deliver_result(
     });
     let to = rpc.public_key();
     let sealed = Identity::from_secret([2; 32])
-        .seal(&result.encode().unwrap(), Some(&to), [now as u8; 32])
+        .seal(
+            &result.encode().unwrap(),
+            Some(&to),
+            [now.as_millis() as u8; 32],
+        )
         .unwrap();
     deliver_to_client(node, rpc, now, "~rpc", Bytes::from(sealed));
 }
@@ -370,14 +375,38 @@ fn a_full_file_budget_drops_the_oldest_finished_results_never_a_waiting_calls_pa
         }],
     );
     let [f, b, c, d, e] = [(); 5].map(|_| call_server(&mut rpc, &mut node, vec![]));
-    answer_with_file(&mut node, &mut rpc, NOW + 500, f, &param);
-    answer_with_file(&mut node, &mut rpc, NOW + 1_000, b, &rb);
-    answer_with_file(&mut node, &mut rpc, NOW + 2_000, c, &rc);
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(500),
+        f,
+        &param,
+    );
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(1_000),
+        b,
+        &rb,
+    );
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(2_000),
+        c,
+        &rc,
+    );
     for id in [f, b, c] {
         assert_eq!(state(&rpc, &id), Succeeded, "{:#?}", rpc.call_view(&id));
     }
     // 90 kB held; D's 30 kB result needs 20 kB: B's result goes (F's is A's parameter).
-    answer_with_file(&mut node, &mut rpc, NOW + 3_000, d, &rd);
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(3_000),
+        d,
+        &rd,
+    );
     assert_eq!(state(&rpc, &d), Succeeded, "{:#?}", rpc.call_view(&d));
     assert_eq!(state(&rpc, &a), Waiting);
     assert!(
@@ -401,14 +430,20 @@ fn a_full_file_budget_drops_the_oldest_finished_results_never_a_waiting_calls_pa
     assert_eq!(rpc.stats().files_refused, 0);
     // E's 80 kB result would fit only if A's parameter went too: it is refused, and the results
     // of C and D are not dropped for nothing.
-    answer_with_file(&mut node, &mut rpc, NOW + 4_000, e, &re);
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(4_000),
+        e,
+        &re,
+    );
     assert_eq!(rpc.stats().files_refused, 1);
     assert_eq!(state(&rpc, &e), Waiting);
     for f in [&param, &rc, &rd] {
         assert!(held(&rpc, &node, f));
     }
     // What B's timeline says is in its durable record: a restarted engine still says it.
-    let rpc = client(&mut node, 100_000, NOW + 5_000);
+    let rpc = client(&mut node, 100_000, NOW + Duration::from_millis(5_000));
     assert_eq!(dropped_lines(&rpc, &b).len(), 1);
     assert_eq!(rpc.file(&node, &hash(&rb)), None);
 }
@@ -442,8 +477,12 @@ fn deferred_records_reach_the_store_only_when_written_and_then_outlive_the_engin
 
     // What was written is what a restarted engine finds.
     let store = node.into_store();
-    let mut node = Node::new(NodeConfig::new(eid("dtn://client/")), store, NOW + 1);
-    let restarted = client(&mut node, 1 << 20, NOW + 1);
+    let mut node = Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        store,
+        NOW + Duration::from_millis(1),
+    );
+    let restarted = client(&mut node, 1 << 20, NOW + Duration::from_millis(1));
     assert_eq!(restarted.call_ids(), vec![id]);
 }
 
@@ -463,7 +502,10 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     let dedup = node.store().rpc_scan(store::RpcTable::Dedup).unwrap();
     assert_eq!(dedup.len(), 1);
     assert_eq!(dedup[0].0.len(), 8 + 32 + 16);
-    assert_eq!(dedup[0].0[..8], (NOW + 60_000).to_be_bytes());
+    assert_eq!(
+        dedup[0].0[..8],
+        (NOW + Duration::from_millis(60_000)).to_be_bytes()
+    );
     assert_eq!(dedup[0].0[40..], [1; 16]);
 
     // A call's row: the time it was made, then its id, which also leads with that time (so
@@ -488,11 +530,12 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     let mut node = Node::new(
         NodeConfig::new(eid("dtn://client/")),
         node.into_store(),
-        NOW + 1,
+        NOW + Duration::from_millis(1),
     );
-    let mut rpc = client(&mut node, 1 << 20, NOW + 1);
+    let mut rpc = client(&mut node, 1 << 20, NOW + Duration::from_millis(1));
     assert_eq!(rpc.call_ids(), vec![id]);
-    rpc.cancel(NOW + 2, &mut node, id).unwrap();
+    rpc.cancel(NOW + Duration::from_millis(2), &mut node, id)
+        .unwrap();
     let after = rows(&node);
     assert_eq!(after.len(), 1, "{after:?}");
     assert_eq!(after[0].0.as_ref(), id.0);
@@ -507,7 +550,13 @@ fn a_result_file_lives_as_long_as_its_call_is_kept_not_just_until_the_deadline()
     let id = call_server(&mut rpc, &mut node, vec![]);
     let picture = Bytes::from(vec![7u8; 5_000]);
     let hash = *blake3::hash(&picture).as_bytes();
-    answer_with_file(&mut node, &mut rpc, NOW + 1_000, id, &picture);
+    answer_with_file(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(1_000),
+        id,
+        &picture,
+    );
     assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Succeeded);
     let run_until = |rpc: &mut Rpc, node: &mut Node, until: DtnTime| {
         while let Some(t) = rpc.poll_timeout().filter(|t| *t <= until) {
@@ -515,20 +564,32 @@ fn a_result_file_lives_as_long_as_its_call_is_kept_not_just_until_the_deadline()
         }
     };
     // The file's bundle expired at NOW + 200 s; the call is kept for an hour after it finished.
-    run_until(&mut rpc, &mut node, NOW + 30 * 60_000);
+    run_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(30 * 60_000),
+    );
     assert_eq!(rpc.file(&node, &hash), Some(picture.clone()));
     // A restart reads the file's stored (past) expiry; the next sweep keeps the file again.
     let store = node.into_store();
     let mut node = Node::new(
         NodeConfig::new(eid("dtn://client/")),
         store,
-        NOW + 30 * 60_000,
+        NOW + Duration::from_millis(30 * 60_000),
     );
-    let mut rpc = client(&mut node, 1 << 20, NOW + 30 * 60_000);
-    run_until(&mut rpc, &mut node, NOW + 50 * 60_000);
+    let mut rpc = client(&mut node, 1 << 20, NOW + Duration::from_millis(30 * 60_000));
+    run_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(50 * 60_000),
+    );
     assert_eq!(rpc.file(&node, &hash), Some(picture));
     // Once the call goes, so does its file.
-    run_until(&mut rpc, &mut node, NOW + 63 * 60_000);
+    run_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(63 * 60_000),
+    );
     assert!(rpc.call_view(&id).is_none());
     assert_eq!(rpc.file(&node, &hash), None);
 }
@@ -619,7 +680,7 @@ fn a_finished_calls_record_drops_the_sealed_call_and_still_restores_with_its_res
     answer_with_file(
         &mut node,
         &mut rpc,
-        NOW + 10,
+        NOW + Duration::from_millis(10),
         id,
         &Bytes::from_static(b"P5"),
     );
@@ -632,8 +693,12 @@ fn a_finished_calls_record_drops_the_sealed_call_and_still_restores_with_its_res
     );
 
     let store = node.into_store();
-    let mut node = Node::new(NodeConfig::new(eid("dtn://client/")), store, NOW + 20);
-    let restarted = client(&mut node, 1 << 20, NOW + 20);
+    let mut node = Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        store,
+        NOW + Duration::from_millis(20),
+    );
+    let restarted = client(&mut node, 1 << 20, NOW + Duration::from_millis(20));
     let view = restarted.call_view(&id).expect("kept");
     assert_eq!(view.state, rpc::CallState::Succeeded);
     assert_eq!(view.replies.len(), 1);
@@ -721,7 +786,12 @@ fn finished_calls_beyond_the_bound_leave_memory_and_are_read_back_from_the_store
     // A waiting call never leaves memory, however many there are.
     assert_eq!(rpc.calls_in_memory().0, 5);
     for (i, id) in ids.iter().enumerate() {
-        answer(&mut node, &mut rpc, NOW + 10 * (i as u64 + 1), *id);
+        answer(
+            &mut node,
+            &mut rpc,
+            NOW + Duration::from_millis(10 * (i as u64 + 1)),
+            *id,
+        );
     }
     // The two that finished last stay; the others live in the store only.
     let sorted = |mut ids: Vec<CallId>| {
@@ -747,14 +817,23 @@ fn finished_calls_beyond_the_bound_leave_memory_and_are_read_back_from_the_store
     }
     // A late copy of a result for a call that left memory is no call of ours any more.
     let unmatched = rpc.stats().unmatched;
-    answer(&mut node, &mut rpc, NOW + 100, ids[0]);
+    answer(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(100),
+        ids[0],
+    );
     assert_eq!(rpc.stats().unmatched, unmatched + 1);
     assert_eq!(rpc.call_record(&node, &ids[0]).unwrap().replies.len(), 1);
 
     // Cancelling one that left memory is cancelling a call that ended: nothing changes.
-    rpc.cancel(NOW + 101, &mut node, ids[0]).unwrap();
+    rpc.cancel(NOW + Duration::from_millis(101), &mut node, ids[0])
+        .unwrap();
     assert_eq!(rpc.call_record(&node, &ids[0]).unwrap().state, Succeeded);
-    assert!(rpc.cancel(NOW + 101, &mut node, CallId([9; 16])).is_err());
+    assert!(
+        rpc.cancel(NOW + Duration::from_millis(101), &mut node, CallId([9; 16]))
+            .is_err()
+    );
 
     // Forgetting one that left memory removes its row.
     assert!(rpc.forget(&mut node, ids[0]));
@@ -765,13 +844,17 @@ fn finished_calls_beyond_the_bound_leave_memory_and_are_read_back_from_the_store
     // A restart loads no more than the bound (reading the store in the order the calls were
     // made, the latest stay), and still finds the rest by id.
     let store = node.into_store();
-    let mut node = Node::new(NodeConfig::new(eid("dtn://client/")), store, NOW + 200);
+    let mut node = Node::new(
+        NodeConfig::new(eid("dtn://client/")),
+        store,
+        NOW + Duration::from_millis(200),
+    );
     let mut rpc = Rpc::new(
         config,
         Identity::from_secret([1; 32]),
         [8; 32],
         &mut node,
-        NOW + 200,
+        NOW + Duration::from_millis(200),
     );
     assert_eq!(rpc.calls_in_memory().0, 2);
     for id in &ids[1..] {
@@ -780,9 +863,19 @@ fn finished_calls_beyond_the_bound_leave_memory_and_are_read_back_from_the_store
 
     // Within the hour they are all kept; after it, the sweep removes the rows that left memory
     // as well as the calls in it.
-    run_timers_until(&mut rpc, &mut node, NOW + 30 + 3_599_000);
+    run_timers_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(30) + Duration::from_millis(3_599_000),
+    );
     assert_eq!(rows(&node, store::RpcTable::Pending), 4);
-    run_timers_until(&mut rpc, &mut node, NOW + 50 + 3_600_000 + 60_000);
+    run_timers_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(50)
+            + Duration::from_millis(3_600_000)
+            + Duration::from_millis(60_000),
+    );
     assert_eq!(rows(&node, store::RpcTable::Pending), 0);
     assert_eq!(rpc.calls_in_memory().0, 0);
     assert!(rpc.call_record(&node, &ids[1]).is_none());
@@ -854,9 +947,19 @@ fn a_late_copy_of_a_served_call_that_left_memory_gets_its_stored_reply_and_never
     assert_eq!(executions(&mut rpc), 1);
 
     // The rows go once the deadline is an hour past, including those not in memory.
-    run_timers_until(&mut rpc, &mut node, NOW + 60_000 + 3_599_000);
+    run_timers_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(60_000) + Duration::from_millis(3_599_000),
+    );
     assert_eq!(rows(&node, store::RpcTable::Dedup), 4);
-    run_timers_until(&mut rpc, &mut node, NOW + 60_000 + 3_600_000 + 60_000);
+    run_timers_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_millis(60_000)
+            + Duration::from_millis(3_600_000)
+            + Duration::from_millis(60_000),
+    );
     // (The fourth, still running at its deadline, was stopped and answered `expired` then.)
     assert_eq!(rows(&node, store::RpcTable::Dedup), 0);
 }
@@ -869,14 +972,14 @@ fn a_finished_call_takes_its_timer_with_it() {
     let sweep = rpc.poll_timeout().unwrap();
     let mut request = rpc::CallRequest::new(rpc::Target::Node(eid("dtn://server/")), "x", vec![]);
     request.transport = Transport::Dtn;
-    request.deadline = Some(NOW + 10_000);
+    request.deadline = Some(NOW + Duration::from_millis(10_000));
     let id = rpc.call(NOW, &mut node, request).unwrap();
     assert_eq!(
         rpc.poll_timeout(),
-        Some(NOW + 10_000),
+        Some(NOW + Duration::from_millis(10_000)),
         "armed for its deadline"
     );
-    answer(&mut node, &mut rpc, NOW + 5, id);
+    answer(&mut node, &mut rpc, NOW + Duration::from_millis(5), id);
     // Nothing is due at the deadline of a call that ended: no stale timer waits for it (a
     // busy node would hold one per call made in the last `ack_ms`).
     assert_eq!(rpc.poll_timeout(), Some(sweep));
@@ -898,7 +1001,7 @@ fn a_served_call_answered_at_once_takes_its_timer_with_it() {
             _ => None,
         })
         .expect("the call runs");
-    let ack_at = NOW + RpcConfig::default().ack_delay_ms;
+    let ack_at = NOW + Duration::from_millis(RpcConfig::default().ack_delay_ms);
     assert!(ack_at < sweep, "the test needs the acknowledgement first");
     assert_eq!(
         rpc.poll_timeout(),
@@ -910,7 +1013,7 @@ fn a_served_call_answered_at_once_takes_its_timer_with_it() {
         files: Vec::new(),
         run_ms: 1,
     };
-    rpc.finished(NOW + 1, &mut node, job.id, done);
+    rpc.finished(NOW + Duration::from_millis(1), &mut node, job.id, done);
     // Answered and handed over: nothing is left to do at the acknowledgement's time (a busy
     // server would otherwise hold one stale timer per call of the last `ack_delay_ms`).
     assert_eq!(rpc.poll_timeout(), Some(sweep));
@@ -1055,7 +1158,12 @@ fn a_reinstalled_callers_key_runs_once_the_operator_accepts_it_and_the_acceptanc
     // Accepting what was presented: the reinstalled node's copy of its call now runs.
     let client = eid("dtn://client/");
     let accepted = rpc
-        .accept_key(NOW + 1, &mut node, &eid("dtn://client/inbox"), None)
+        .accept_key(
+            NOW + Duration::from_millis(1),
+            &mut node,
+            &eid("dtn://client/inbox"),
+            None,
+        )
         .unwrap();
     assert_eq!(
         (&accepted.node, accepted.key, accepted.source.name()),
@@ -1099,7 +1207,7 @@ fn a_reinstalled_callers_key_runs_once_the_operator_accepts_it_and_the_acceptanc
         Identity::from_secret([2; 32]),
         [9; 32],
         &mut node,
-        NOW + 2,
+        NOW + Duration::from_millis(2),
     );
     // The two calls the dropped engine started never finished, and this test's shell kept no
     // record that their executions began: the restarted engine runs them now.
@@ -1107,12 +1215,16 @@ fn a_reinstalled_callers_key_runs_once_the_operator_accepts_it_and_the_acceptanc
     let known = rpc.keys();
     assert_eq!(
         (known[0].key, known[0].source.name(), known[0].since),
-        (new.public(), "accepted", Some(NOW + 1))
+        (
+            new.public(),
+            "accepted",
+            Some(NOW + Duration::from_millis(1))
+        )
     );
 
     // Forgetting it: the next caller's key is learnt again on first use.
     assert_eq!(
-        rpc.forget_key(NOW + 3, &mut node, &client),
+        rpc.forget_key(NOW + Duration::from_millis(3), &mut node, &client),
         Ok(new.public())
     );
     assert!(rpc.keys().is_empty());
@@ -1173,7 +1285,13 @@ fn a_reply_signed_by_another_key_is_ignored_with_a_line_once_and_accepting_the_k
     let reinstalled = Identity::from_secret([5; 32]);
     for i in 0..3 {
         let reply = result_from(&reinstalled, id, i);
-        deliver_to_client(&mut node, &mut rpc, NOW + 10 + u64::from(i), "~rpc", reply);
+        deliver_to_client(
+            &mut node,
+            &mut rpc,
+            NOW + Duration::from_millis(10) + Duration::from_millis(u64::from(i)),
+            "~rpc",
+            reply,
+        );
     }
     let view = rpc.call_view(&id).unwrap();
     assert_eq!(view.state, rpc::CallState::Waiting);
@@ -1198,8 +1316,13 @@ fn a_reply_signed_by_another_key_is_ignored_with_a_line_once_and_accepting_the_k
     // The operator accepts the presented key: the call goes again, sealed for it, and the next
     // copy of the reply is taken.
     let before = node.store().list().unwrap().len();
-    rpc.accept_key(NOW + 20, &mut node, &eid("dtn://server/"), None)
-        .unwrap();
+    rpc.accept_key(
+        NOW + Duration::from_millis(20),
+        &mut node,
+        &eid("dtn://server/"),
+        None,
+    )
+    .unwrap();
     assert_eq!(node.store().list().unwrap().len(), before + 1, "sent again");
     assert!(
         timeline(&rpc, &id).iter().any(|t| t
@@ -1209,7 +1332,13 @@ fn a_reply_signed_by_another_key_is_ignored_with_a_line_once_and_accepting_the_k
         timeline(&rpc, &id)
     );
     let reply = result_from(&reinstalled, id, 9);
-    deliver_to_client(&mut node, &mut rpc, NOW + 30, "~rpc", reply);
+    deliver_to_client(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(30),
+        "~rpc",
+        reply,
+    );
     assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Succeeded);
 }
 
@@ -1218,11 +1347,27 @@ fn a_forgotten_server_key_is_learnt_again_from_the_next_reply() {
     let (mut node, mut rpc, id) = client_that_knows_the_server();
     let reinstalled = Identity::from_secret([5; 32]);
     let reply = result_from(&reinstalled, id, 1);
-    deliver_to_client(&mut node, &mut rpc, NOW + 10, "~rpc", reply.clone());
+    deliver_to_client(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(10),
+        "~rpc",
+        reply.clone(),
+    );
     assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Waiting);
-    rpc.forget_key(NOW + 20, &mut node, &eid("dtn://server/"))
-        .unwrap();
-    deliver_to_client(&mut node, &mut rpc, NOW + 30, "~rpc", reply);
+    rpc.forget_key(
+        NOW + Duration::from_millis(20),
+        &mut node,
+        &eid("dtn://server/"),
+    )
+    .unwrap();
+    deliver_to_client(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(30),
+        "~rpc",
+        reply,
+    );
     assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Succeeded);
     let known = rpc.keys();
     assert_eq!(
@@ -1260,10 +1405,10 @@ fn presented_keys_are_kept_for_a_bounded_number_of_nodes_the_oldest_going_first(
             destination: eid("dtn://server/~rpc"),
             class: Class::Dtn,
             created: NOW,
-            expiry: NOW + 60_000,
+            expiry: NOW + Duration::from_millis(60_000),
             payload: Bytes::from(hello(&format!("n{i}"), &other, 2)),
         });
-        rpc.handle_node_event(NOW + i, &mut node, &event);
+        rpc.handle_node_event(NOW + Duration::from_millis(i), &mut node, &event);
     }
     let shown = rpc.keys().iter().filter(|k| k.presented.is_some()).count();
     assert!(shown < NODES as usize, "unbounded: {shown}");
@@ -1302,7 +1447,7 @@ fn a_flood_of_new_node_ids_fills_the_learnt_keys_to_their_bound_and_never_displa
             destination: eid("dtn://server/~rpc"),
             class: Class::Dtn,
             created: NOW,
-            expiry: NOW + 60_000,
+            expiry: NOW + Duration::from_millis(60_000),
             payload,
         });
         rpc.handle_node_event(NOW, node, &event);
@@ -1345,7 +1490,7 @@ fn a_result_naming_more_files_than_a_message_holds_is_output_too_large_and_keeps
         .collect();
     let before = node.store().list().unwrap();
     rpc.finished(
-        NOW + 1,
+        NOW + Duration::from_millis(1),
         &mut node,
         job.id,
         rpc::Outcome::Success {
@@ -1383,7 +1528,7 @@ fn restarted_server(node: Node, idempotent: bool) -> (Node, Rpc) {
     let mut node = Node::new(
         NodeConfig::new(eid("dtn://server/")),
         node.into_store(),
-        NOW + 10,
+        NOW + Duration::from_millis(10),
     );
     let mut config = RpcConfig::default();
     let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
@@ -1394,7 +1539,7 @@ fn restarted_server(node: Node, idempotent: bool) -> (Node, Rpc) {
         Identity::from_secret([2; 32]),
         [9; 32],
         &mut node,
-        NOW + 10,
+        NOW + Duration::from_millis(10),
     );
     (node, rpc)
 }
@@ -1439,7 +1584,7 @@ fn an_execution_a_restart_cut_off_is_asked_about_run_if_it_never_started_or_answ
     assert_eq!(rpc.running(), 1, "it counts as running meanwhile");
     assert_eq!(rpc.resume(&resumed[0], rpc::PriorRun::NeverStarted), None);
     rpc.finished(
-        NOW + 20,
+        NOW + Duration::from_millis(20),
         &mut node,
         resumed[0].id,
         rpc::Outcome::Success {
@@ -1457,7 +1602,12 @@ fn an_execution_a_restart_cut_off_is_asked_about_run_if_it_never_started_or_answ
         detail: "it ran to its end (exit status: 0) before the server crashed".into(),
     };
     let outcome = rpc.resume(&resumed[0], prior.clone()).expect("answered");
-    rpc.finished(NOW + 20, &mut node, resumed[0].id, outcome);
+    rpc.finished(
+        NOW + Duration::from_millis(20),
+        &mut node,
+        resumed[0].id,
+        outcome,
+    );
     match stored_reply(&node, &client) {
         Message::Reject(r) => {
             assert_eq!(r.code, wire::rpc::RejectCode::ResultLost);
@@ -1489,7 +1639,10 @@ fn a_graceful_stop_aborts_running_executions_and_answers_server_stopped() {
         .unwrap();
     deliver(&mut node, &mut rpc, sealed, 1);
     let job = jobs(&mut rpc).remove(0);
-    assert_eq!(rpc.stop_executions(NOW + 5, &mut node), 1);
+    assert_eq!(
+        rpc.stop_executions(NOW + Duration::from_millis(5), &mut node),
+        1
+    );
     let aborted: Vec<rpc::JobId> = std::iter::from_fn(|| rpc.poll_event())
         .filter_map(|e| match e {
             RpcEvent::Abort { job, .. } => Some(job),
@@ -1504,7 +1657,7 @@ fn a_graceful_stop_aborts_running_executions_and_answers_server_stopped() {
     }
     // The killed execution's late outcome changes nothing; a restart finds nothing to resume.
     rpc.finished(
-        NOW + 6,
+        NOW + Duration::from_millis(6),
         &mut node,
         job.id,
         rpc::Outcome::Success {
@@ -1513,7 +1666,10 @@ fn a_graceful_stop_aborts_running_executions_and_answers_server_stopped() {
             run_ms: 1,
         },
     );
-    assert_eq!(rpc.stop_executions(NOW + 7, &mut node), 0);
+    assert_eq!(
+        rpc.stop_executions(NOW + Duration::from_millis(7), &mut node),
+        0
+    );
     drop(rpc);
     let (_node, mut rpc) = restarted_server(node, false);
     assert!(jobs(&mut rpc).is_empty());
@@ -1527,7 +1683,7 @@ fn client_calling(target: rpc::Target) -> (Node, Rpc, CallId) {
     let mut node = client_node();
     let mut rpc = client_rpc(&mut node);
     let mut request = rpc::CallRequest::new(target, "echo", vec![]);
-    request.deadline = Some(NOW + 300_000);
+    request.deadline = Some(NOW + Duration::from_millis(300_000));
     let id = rpc.call(NOW, &mut node, request).unwrap();
     (node, rpc, id)
 }
@@ -1557,7 +1713,7 @@ fn datagram_from(node: &mut Node, rpc: &mut Rpc, now: DtnTime, n: u8, message: M
         destination: eid("dtn://client/~rpc"),
         class: Class::Datagram,
         created: now,
-        expiry: now + 60_000,
+        expiry: now + Duration::from_millis(60_000),
         payload: Bytes::from(sealed),
     });
     assert!(rpc.handle_node_event(now, node, &event));
@@ -1618,31 +1774,49 @@ fn an_all_mode_call_answered_by_every_server_that_acknowledged_is_not_sent_again
     );
     let mut rpc = client_rpc(&mut node);
     let mut request = rpc::CallRequest::new(rpc::Target::All, "echo", vec![]);
-    request.deadline = Some(NOW + 300_000);
+    request.deadline = Some(NOW + Duration::from_millis(300_000));
     let id = rpc.call(NOW, &mut node, request).unwrap();
     assert_eq!(calls_broadcast(&mut node), 1);
     let before = stored(&node);
     // s3 answers at once (its result is its only reply), s1 and s2 acknowledge, then answer
     // within the 90 s of the result timer.
-    datagram_from(&mut node, &mut rpc, NOW + 200, 3, result_of(3, id, vec![]));
-    datagram_from(&mut node, &mut rpc, NOW + 300, 1, ack_of(1, id));
-    datagram_from(&mut node, &mut rpc, NOW + 310, 2, ack_of(2, id));
-    run_until(&mut node, &mut rpc, NOW + 20_000);
     datagram_from(
         &mut node,
         &mut rpc,
-        NOW + 20_000,
+        NOW + Duration::from_millis(200),
+        3,
+        result_of(3, id, vec![]),
+    );
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(300),
+        1,
+        ack_of(1, id),
+    );
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(310),
+        2,
+        ack_of(2, id),
+    );
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(20_000));
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(20_000),
         1,
         result_of(1, id, vec![]),
     );
-    run_until(&mut node, &mut rpc, NOW + 60_000);
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(60_000));
     // While s1 and s2 had not answered, the call was asked again now and then (every 5 s), so
     // that a result datagram that was lost would be sent again.
     assert!(calls_broadcast(&mut node) >= 10);
     datagram_from(
         &mut node,
         &mut rpc,
-        NOW + 60_000,
+        NOW + Duration::from_millis(60_000),
         2,
         result_of(2, id, vec![]),
     );
@@ -1650,7 +1824,7 @@ fn an_all_mode_call_answered_by_every_server_that_acknowledged_is_not_sent_again
     // Past the 30 s of the acknowledgement timer and the 90 s of the result timer: every
     // server that acknowledged has answered, so the call waits for more results until its
     // deadline without being sent again.
-    run_until(&mut node, &mut rpc, NOW + 299_999);
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(299_999));
     let view = rpc.call_view(&id).unwrap();
     assert_eq!(view.state, rpc::CallState::Waiting);
     assert_eq!(stored(&node), before, "sent by dtn: {:#?}", view.timeline);
@@ -1663,7 +1837,7 @@ fn an_all_mode_call_answered_by_every_server_that_acknowledged_is_not_sent_again
         "{lines:#?}"
     );
 
-    run_until(&mut node, &mut rpc, NOW + 300_000);
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(300_000));
     let view = rpc.call_view(&id).unwrap();
     assert_eq!(view.state, rpc::CallState::Succeeded);
     assert_eq!(view.replies.len(), 3);
@@ -1684,18 +1858,30 @@ fn an_all_mode_call_answered_by_every_server_that_acknowledged_is_not_sent_again
 fn an_all_mode_call_with_a_result_names_the_server_that_acknowledged_and_never_answered() {
     let (mut node, mut rpc, id) = client_calling(rpc::Target::All);
     let before = stored(&node);
-    datagram_from(&mut node, &mut rpc, NOW + 300, 1, ack_of(1, id));
-    datagram_from(&mut node, &mut rpc, NOW + 300, 2, ack_of(2, id));
     datagram_from(
         &mut node,
         &mut rpc,
-        NOW + 5_000,
+        NOW + Duration::from_millis(300),
+        1,
+        ack_of(1, id),
+    );
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(300),
+        2,
+        ack_of(2, id),
+    );
+    datagram_from(
+        &mut node,
+        &mut rpc,
+        NOW + Duration::from_millis(5_000),
         1,
         result_of(1, id, vec![]),
     );
     // s2's result keeps not coming: at the end of the result timer the timeline says so, and
     // the call, which has a result, is not sent again (the paper goes to dtn only without one).
-    run_until(&mut node, &mut rpc, NOW + 299_999);
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(299_999));
     assert_eq!(stored(&node), before);
     let lines = timeline(&rpc, &id);
     assert_eq!(
@@ -1712,11 +1898,11 @@ fn an_all_mode_call_with_a_result_names_the_server_that_acknowledged_and_never_a
     datagram_from(
         &mut node,
         &mut rpc,
-        NOW + 200_000,
+        NOW + Duration::from_millis(200_000),
         2,
         result_of(2, id, vec![]),
     );
-    run_until(&mut node, &mut rpc, NOW + 300_000);
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(300_000));
     let view = rpc.call_view(&id).unwrap();
     assert_eq!(view.state, rpc::CallState::Succeeded);
     assert_eq!(view.replies.len(), 2);
@@ -1728,10 +1914,16 @@ fn an_acknowledged_call_without_a_result_asks_again_by_dtn() {
     for target in [rpc::Target::All, rpc::Target::Any] {
         let (mut node, mut rpc, id) = client_calling(target);
         let before = stored(&node);
-        datagram_from(&mut node, &mut rpc, NOW + 300, 1, ack_of(1, id));
-        run_until(&mut node, &mut rpc, NOW + 90_299);
+        datagram_from(
+            &mut node,
+            &mut rpc,
+            NOW + Duration::from_millis(300),
+            1,
+            ack_of(1, id),
+        );
+        run_until(&mut node, &mut rpc, NOW + Duration::from_millis(90_299));
         assert_eq!(stored(&node), before);
-        run_until(&mut node, &mut rpc, NOW + 90_300);
+        run_until(&mut node, &mut rpc, NOW + Duration::from_millis(90_300));
         assert_eq!(stored(&node), before + 1, "the call by dtn");
         let lines = timeline(&rpc, &id);
         assert_eq!(
@@ -1759,11 +1951,11 @@ fn an_any_mode_result_waiting_for_its_file_is_not_sent_again() {
     datagram_from(
         &mut node,
         &mut rpc,
-        NOW + 200,
+        NOW + Duration::from_millis(200),
         1,
         result_of(1, id, vec![named]),
     );
-    run_until(&mut node, &mut rpc, NOW + 200_000);
+    run_until(&mut node, &mut rpc, NOW + Duration::from_millis(200_000));
     assert_eq!(rpc.call_view(&id).unwrap().state, rpc::CallState::Waiting);
     assert_eq!(stored(&node), before, "{:#?}", timeline(&rpc, &id));
     let lines = timeline(&rpc, &id);
@@ -1777,18 +1969,18 @@ fn an_any_mode_result_waiting_for_its_file_is_not_sent_again() {
         id: BundleId {
             source: eid("dtn://s1/~rpc-data"),
             creation: CreationTimestamp {
-                time: NOW + 200_000,
+                time: NOW + Duration::from_millis(200_000),
                 sequence: 1,
             },
             fragment: None,
         },
         destination: eid("dtn://client/~rpc-data"),
         class: Class::Dtn,
-        created: NOW + 200,
-        expiry: NOW + 300_000,
+        created: NOW + Duration::from_millis(200),
+        expiry: NOW + Duration::from_millis(300_000),
         payload: file,
     });
-    assert!(rpc.handle_node_event(NOW + 200_000, &mut node, &event));
+    assert!(rpc.handle_node_event(NOW + Duration::from_millis(200_000), &mut node, &event));
     let view = rpc.call_view(&id).unwrap();
     assert_eq!(
         view.state,

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use node::{Node, NodeConfig};
 use rpc::{CallRequest, Param, Rpc, RpcConfig, Target};
 use seal::Identity;
+use std::time::Duration;
 use store::MemoryStore;
 use wire::rpc::{
     Ack, Call, CallId, CallResult, Cancel, FileRef, Hello, Message, Mode, Notice, Reject,
@@ -31,7 +32,7 @@ fn id() -> CallId {
     CallId(std::array::from_fn(|i| i as u8))
 }
 
-const DEADLINE: DtnTime = 820_454_460_000;
+const DEADLINE: DtnTime = DtnTime::from_millis(820_454_460_000);
 
 /// The RPC messages of the document's vectors, by block name, with the names of their fields.
 fn rpc_messages() -> Vec<(&'static str, Message, &'static [&'static str])> {
@@ -168,7 +169,7 @@ fn keyed_id() -> BundleId {
     BundleId {
         source: eid("dtn://phone/~rpc"),
         creation: CreationTimestamp {
-            time: 820_454_400_000,
+            time: DtnTime::from_millis(820_454_400_000),
             sequence: 3,
         },
         fragment: None,
@@ -349,7 +350,7 @@ fn every_rpc_and_control_block_is_checked() {
     assert_eq!(found, known);
 }
 
-const NOW: DtnTime = 820_454_400_000;
+const NOW: DtnTime = DtnTime::from_millis(820_454_400_000);
 
 /// The bundles waiting in a node's store for `destination`.
 fn stored_for(node: &Node, destination: &str) -> Vec<wire::Bundle> {
@@ -396,7 +397,7 @@ fn calls_travel_as_documented() {
         ],
     );
     request.transport = Transport::Dtn;
-    request.deadline = Some(NOW + 120_000);
+    request.deadline = Some(NOW + Duration::from_millis(120_000));
     rpc.call(NOW, &mut node, request.clone()).unwrap();
     request.target = Target::Any;
     rpc.call(NOW, &mut node, request).unwrap();

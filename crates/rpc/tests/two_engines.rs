@@ -7,11 +7,12 @@ use rpc::{
     CallRequest, CallState, Job, ParamType, ProcedureSpec, Rpc, RpcConfig, RpcEvent, Target,
 };
 use seal::Identity;
+use std::time::Duration;
 use store::{MemoryStore, RpcTable};
 use wire::rpc::{Transport, Value};
 use wire::{DtnTime, Eid};
 
-const NOW: DtnTime = 820_454_400_000;
+const NOW: DtnTime = DtnTime::from_millis(820_454_400_000);
 const CLIENT: usize = 0;
 const SERVER: usize = 1;
 
@@ -213,7 +214,7 @@ fn a_caller_killed_before_keeping_a_stream_result_asks_again_by_dtn_and_it_runs_
         vec![rpc::Param::Value(Value::Text("hi".into()))],
     );
     request.transport = Transport::Stream;
-    request.deadline = Some(NOW + 600_000);
+    request.deadline = Some(NOW + Duration::from_millis(600_000));
     let id = pair.engines[CLIENT]
         .call(NOW, &mut pair.nodes[CLIENT], request)
         .expect("the server is reachable");
@@ -221,7 +222,7 @@ fn a_caller_killed_before_keeping_a_stream_result_asks_again_by_dtn_and_it_runs_
     assert_eq!(pair.jobs.len(), 1, "the server runs the call");
 
     // The procedure outlasts the server's ack delay: the caller is acknowledged, and commits.
-    pair.advance_to(NOW + 1_000);
+    pair.advance_to(NOW + Duration::from_millis(1_000));
     let view = pair.engines[CLIENT].call_view(&id).unwrap();
     assert_eq!(view.acks, [name(SERVER)], "{:#?}", view.timeline);
 
@@ -239,7 +240,7 @@ fn a_caller_killed_before_keeping_a_stream_result_asks_again_by_dtn_and_it_runs_
         },
     );
     pair.settle();
-    pair.advance_to(NOW + 5_000);
+    pair.advance_to(NOW + Duration::from_millis(5_000));
     assert_eq!(
         pair.engines[CLIENT].call_state(&id),
         Some(CallState::Succeeded),
@@ -257,7 +258,7 @@ fn a_caller_killed_before_keeping_a_stream_result_asks_again_by_dtn_and_it_runs_
     );
     pair.link(true);
 
-    pair.advance_to(NOW + 700_000);
+    pair.advance_to(NOW + Duration::from_millis(700_000));
     let view = pair.engines[CLIENT].call_view(&id).unwrap();
     let timeline: Vec<&str> = view.timeline.iter().map(|(_, t)| t.as_str()).collect();
     assert_eq!(view.state, CallState::Succeeded, "{timeline:#?}");
@@ -268,7 +269,7 @@ fn a_caller_killed_before_keeping_a_stream_result_asks_again_by_dtn_and_it_runs_
     assert_eq!(view.replies.len(), 1, "{timeline:#?}");
     assert_eq!(view.replies[0].via, "dtn", "{timeline:#?}");
     assert!(
-        view.replies[0].at < NOW + 10_000,
+        view.replies[0].at < NOW + Duration::from_millis(10_000),
         "at once, not at the deadline"
     );
     let stats = pair.engines[SERVER].stats();

@@ -34,6 +34,7 @@ mod topology;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 use host::{Commit, Host, HostConfig, Output, PipelineConfig};
@@ -51,7 +52,7 @@ pub use topology::{ContactPlan, LinkEvent, PlanError, Topology};
 
 /// DTN time at which every simulation starts (2026-01-01T00:00:00Z), so creation timestamps look
 /// like real ones.
-pub const SIM_EPOCH: DtnTime = 820_454_400_000;
+pub const SIM_EPOCH: DtnTime = DtnTime::from_millis(820_454_400_000);
 
 /// Properties of every link.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -511,7 +512,7 @@ pub struct Sim<A: App = NoApp> {
     ledger: Ledger,
     injections: Vec<(usize, usize)>,
     payloads: Vec<Bytes>,
-    contact_ends: BTreeMap<(usize, usize, DtnTime), DtnTime>,
+    contact_ends: BTreeMap<(usize, usize, u64), u64>,
     delivered_count: usize,
     /// Store-carry-forward bundles on their way to a node, so a second sender is refused.
     receiving: BTreeSet<(usize, BundleId)>,
@@ -631,7 +632,7 @@ impl<A: App> Sim<A> {
         }
         for &e in &schedule {
             if e.a < count && e.b < count && e.a != e.b {
-                sim.schedule(SIM_EPOCH + e.at, Ev::Link(e));
+                sim.schedule(SIM_EPOCH + Duration::from_millis(e.at), Ev::Link(e));
             }
         }
         sim.link_events = schedule;
@@ -655,10 +656,10 @@ impl<A: App> Sim<A> {
             let payload: Vec<u8> = (0..w.size).map(|k| (k as u64 ^ i as u64) as u8).collect();
             sim.payloads.push(Bytes::from(payload));
             sim.injections.push((src, dst));
-            sim.schedule(SIM_EPOCH + at, Ev::Inject(i));
+            sim.schedule(SIM_EPOCH + Duration::from_millis(at), Ev::Inject(i));
         }
         let check = sim.scenario.check_every_ms.max(1);
-        sim.schedule(SIM_EPOCH + check, Ev::Check);
+        sim.schedule(SIM_EPOCH + Duration::from_millis(check), Ev::Check);
         for i in 0..count {
             sim.app.started(SIM_EPOCH, i, &mut sim.nodes[i].host);
             sim.schedule(
@@ -674,7 +675,7 @@ impl<A: App> Sim<A> {
 
     /// Virtual time since the start, ms.
     pub fn elapsed_ms(&self) -> u64 {
-        self.now - SIM_EPOCH
+        wire::time::millis(self.now - SIM_EPOCH)
     }
 
     /// A node.
@@ -736,7 +737,7 @@ impl<A: App> Sim<A> {
             return;
         }
         log.push(TransferLog {
-            at_ms: self.now - SIM_EPOCH,
+            at_ms: wire::time::millis(self.now - SIM_EPOCH),
             from,
             to,
             id: b.id(),
@@ -758,20 +759,23 @@ impl<A: App> Sim<A> {
 
     /// Schedules a scripted action for the app at node `i`, `at_ms` after the start.
     pub fn schedule_action(&mut self, at_ms: u64, i: usize, action: u64) {
-        self.schedule(SIM_EPOCH + at_ms, Ev::Action { node: i, action });
+        self.schedule(
+            SIM_EPOCH + Duration::from_millis(at_ms),
+            Ev::Action { node: i, action },
+        );
     }
 
     /// Restarts node `i` at `at_ms`: its sessions drop, the node and the app's state for it are
     /// rebuilt from its store, and its links come back up.
     pub fn schedule_restart(&mut self, at_ms: u64, i: usize) {
-        self.schedule(SIM_EPOCH + at_ms, Ev::Restart(i));
+        self.schedule(SIM_EPOCH + Duration::from_millis(at_ms), Ev::Restart(i));
     }
 
     /// Cuts node `i`'s power at `at_ms`: as [`Sim::schedule_restart`], but its store comes back
     /// as the last finished sync left it (with [`Scenario::disk`]; without, everything written
     /// was durable and this is a restart).
     pub fn schedule_power_cut(&mut self, at_ms: u64, i: usize) {
-        self.schedule(SIM_EPOCH + at_ms, Ev::PowerCut(i));
+        self.schedule(SIM_EPOCH + Duration::from_millis(at_ms), Ev::PowerCut(i));
     }
 
     /// Takes the link between `a` and `b` up or down at `at_ms` (beside the topology's schedule).
@@ -782,7 +786,7 @@ impl<A: App> Sim<A> {
             b,
             up,
         };
-        self.schedule(SIM_EPOCH + at_ms, Ev::Link(e));
+        self.schedule(SIM_EPOCH + Duration::from_millis(at_ms), Ev::Link(e));
     }
 
     /// Runs to the end of the scenario, keeping the simulation (and its app) for inspection.
@@ -793,7 +797,7 @@ impl<A: App> Sim<A> {
     /// Runs to the end of the scenario or until `done` says the app has finished (checked after
     /// every event), keeping the simulation for inspection.
     pub fn run_until(&mut self, mut done: impl FnMut(&A) -> bool) -> Result<Report, Violation> {
-        let end = SIM_EPOCH + self.scenario.duration_ms;
+        let end = SIM_EPOCH + Duration::from_millis(self.scenario.duration_ms);
         let mut stopped = false;
         while let Some((&(at, _), _)) = self.queue.first_key_value() {
             if at > end {
@@ -804,7 +808,7 @@ impl<A: App> Sim<A> {
             };
             self.now = at;
             self.events += 1;
-            self.trace = fold(self.trace, at ^ ev.tag().rotate_left(17));
+            self.trace = fold(self.trace, at.as_millis() ^ ev.tag().rotate_left(17));
             self.process(*ev)?;
             if self.scenario.stop_when_delivered
                 && self.delivered_count == self.ledger.sent.len()
@@ -831,7 +835,7 @@ impl<A: App> Sim<A> {
             .sent
             .values()
             .filter(|s| s.accepted)
-            .filter_map(|s| s.delivered_at.map(|t| t.saturating_sub(s.created)))
+            .filter_map(|s| s.delivered_at.map(|t| wire::time::millis(t - s.created)))
             .collect();
         latencies_ms.sort_unstable();
         Report {
@@ -842,7 +846,7 @@ impl<A: App> Sim<A> {
             latencies_ms,
             bytes_sent: self.nodes.iter().map(|n| n.bytes_sent).collect(),
             events: self.events,
-            simulated_ms: self.now - SIM_EPOCH,
+            simulated_ms: wire::time::millis(self.now - SIM_EPOCH),
             trace_hash: self.trace,
             held_at_end: self
                 .nodes
@@ -866,7 +870,7 @@ impl<A: App> Sim<A> {
     fn violation(&self, node: usize, what: String) -> Violation {
         Violation {
             seed: self.scenario.seed,
-            at_ms: self.now - SIM_EPOCH,
+            at_ms: wire::time::millis(self.now - SIM_EPOCH),
             node,
             what,
         }
@@ -962,7 +966,7 @@ impl<A: App> Sim<A> {
             }
             Ev::Check => {
                 self.check_scans()?;
-                let next = now + self.scenario.check_every_ms.max(1);
+                let next = now + Duration::from_millis(self.scenario.check_every_ms.max(1));
                 self.schedule(next, Ev::Check);
             }
         }
@@ -1036,7 +1040,7 @@ impl<A: App> Sim<A> {
         }
         link.up = false;
         link.epoch += 1;
-        let now_us = self.now * 1_000;
+        let now_us = self.now.as_millis() * 1_000;
         let bw = self.scenario.link.bandwidth_bps.max(1);
         let mut cut = Vec::new();
         let mut failed = Vec::new();
@@ -1151,7 +1155,7 @@ impl<A: App> Sim<A> {
         let key = (from.min(to), from.max(to));
         let d = usize::from(from > to);
         let bw = self.scenario.link.bandwidth_bps.max(1);
-        let now_us = self.now * 1_000;
+        let now_us = self.now.as_millis() * 1_000;
         let Some(link) = self.links.get_mut(&key) else {
             return;
         };
@@ -1198,7 +1202,10 @@ impl<A: App> Sim<A> {
         if let Some(link) = self.links.get_mut(&key) {
             link.dirs[d].free_at_us = end_us;
         }
-        self.schedule(end_us.div_ceil(1_000), Ev::TxDone { from, to, epoch });
+        self.schedule(
+            DtnTime::from_millis(end_us.div_ceil(1_000)),
+            Ev::TxDone { from, to, epoch },
+        );
     }
 
     /// A bulk transfer starts: the receiver refuses a bundle it holds or is receiving on another
@@ -1248,7 +1255,7 @@ impl<A: App> Sim<A> {
             return Ok(());
         }
         let dir = &mut link.dirs[d];
-        let arrive = self.now + self.scenario.link.latency_ms;
+        let arrive = self.now + Duration::from_millis(self.scenario.link.latency_ms);
         match dir.busy.take() {
             None => return Ok(()),
             Some(Busy::Urgent { frame, size }) => {
@@ -1332,7 +1339,7 @@ impl<A: App> Sim<A> {
                             start: n.start,
                             upto,
                         };
-                        self.schedule(now + model.sync_ms, ev);
+                        self.schedule(now + Duration::from_millis(model.sync_ms), ev);
                     }
                     (disk, _) => {
                         if let Some(disk) = disk {
@@ -1442,7 +1449,7 @@ impl<A: App> Sim<A> {
         self.drain_checked(i)?;
         for (a, b) in up {
             let e = LinkEvent {
-                at: self.now - SIM_EPOCH,
+                at: wire::time::millis(self.now - SIM_EPOCH),
                 a,
                 b,
                 up: true,
@@ -1530,7 +1537,7 @@ impl<A: App> Sim<A> {
                     i,
                     format!(
                         "bundle {id} held {} ms past its lifetime",
-                        self.now - expiry
+                        wire::time::millis(self.now - expiry)
                     ),
                 ));
             }
@@ -1630,6 +1637,7 @@ impl<A: App> fmt::Debug for Sim<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use wire::CreationTimestamp;
 
     fn id(seq: u64) -> BundleId {
@@ -1648,10 +1656,14 @@ mod tests {
         let data = Bytes::from(vec![7u8; 100]);
         let mut ledger = Ledger::default();
         ledger.sent(id(1), 3, SIM_EPOCH, data.clone());
-        assert!(ledger.delivered(3, &id(1), &data, SIM_EPOCH + 5).is_ok());
+        assert!(
+            ledger
+                .delivered(3, &id(1), &data, SIM_EPOCH + Duration::from_millis(5))
+                .is_ok()
+        );
         assert_eq!(ledger.shared, 1);
         let twice = ledger
-            .delivered(3, &id(1), &data, SIM_EPOCH + 6)
+            .delivered(3, &id(1), &data, SIM_EPOCH + Duration::from_millis(6))
             .unwrap_err();
         assert!(twice.contains("twice"), "{twice}");
         let phantom = ledger.delivered(3, &id(2), &data, SIM_EPOCH).unwrap_err();

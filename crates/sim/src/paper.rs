@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 use host::Output;
@@ -107,7 +108,7 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
         }
         if self.next_at.is_none() && self.made > 0 && self.made < self.total && self.current_over()
         {
-            self.next_at = Some(now + self.gap_ms);
+            self.next_at = Some(now + Duration::from_millis(self.gap_ms));
         }
     }
 }
@@ -565,7 +566,7 @@ impl Fig5 {
             );
             request.transport = Transport::Auto;
             request.timers = Some(timers);
-            request.deadline = Some(now + budget);
+            request.deadline = Some(now + Duration::from_millis(budget));
             request
         };
         let gap_ms = 1_000;
@@ -631,8 +632,8 @@ impl Fig5 {
                         .collect(),
                     None => run.servers.clone(),
                 };
-                let start = view.created - SIM_EPOCH;
-                let end = view.call.deadline - SIM_EPOCH;
+                let start = wire::time::millis(view.created - SIM_EPOCH);
+                let end = wire::time::millis(view.call.deadline - SIM_EPOCH);
                 let hop_ms = self.file_hop_ms();
                 let span = (start, end);
                 if !round_trip_possible(sim.link_events(), nodes, client, &eligible, span, hop_ms) {
@@ -655,7 +656,7 @@ impl Fig5 {
             if s.result_realtime.is_some()
                 && let Some(at) = app.first_result.get(&tag)
             {
-                run.result_ms.push(at - view.created);
+                run.result_ms.push(wire::time::millis(*at - view.created));
             }
         }
         run.result_ms.sort_unstable();
@@ -680,8 +681,8 @@ impl Fig5 {
     ) -> String {
         use std::fmt::Write as _;
         let nodes = self.topology.nodes();
-        let start = view.created - SIM_EPOCH;
-        let end = view.call.deadline - SIM_EPOCH;
+        let start = wire::time::millis(view.created - SIM_EPOCH);
+        let end = wire::time::millis(view.call.deadline - SIM_EPOCH);
         let t = |ms: u64| format!("+{:.3} s", (ms as f64 - start as f64) / 1e3);
         let mut out = String::new();
         let _ = writeln!(
@@ -699,7 +700,11 @@ impl Fig5 {
             view.state.name()
         );
         for (at, line) in &view.timeline {
-            let _ = writeln!(out, "  {:>10}  {line}", t(*at - SIM_EPOCH));
+            let _ = writeln!(
+                out,
+                "  {:>10}  {line}",
+                t(wire::time::millis(*at - SIM_EPOCH))
+            );
         }
         let app = sim.app();
         for &s in servers {
@@ -746,7 +751,7 @@ impl Fig5 {
         }
         let _ = writeln!(out, "  large transfers of bundles made during the call:");
         let mine = |id: &wire::BundleId| {
-            let c = id.creation.time - SIM_EPOCH;
+            let c = wire::time::millis(id.creation.time - SIM_EPOCH);
             c >= start && c <= end
         };
         for x in sim.transfers() {
@@ -768,7 +773,7 @@ impl Fig5 {
         }
         let _ = writeln!(out, "  deliveries and drops of those bundles:");
         for (at, n, what) in app.log.iter().flatten() {
-            let at = *at - SIM_EPOCH;
+            let at = wire::time::millis(*at - SIM_EPOCH);
             if at >= start && at <= end + 1_000 {
                 let _ = writeln!(out, "  {:>10}  n{n}: {what}", t(at));
             }
@@ -1183,7 +1188,7 @@ impl ChainRtt {
             match result {
                 Some((created, reply)) => {
                     let done = app.first_result.get(&tag).copied().unwrap_or(reply.at);
-                    row.rtts_ms.push(done - created);
+                    row.rtts_ms.push(wire::time::millis(done - created));
                     *row.result_via.entry(reply.via).or_default() += 1;
                 }
                 None => row.no_result += 1,

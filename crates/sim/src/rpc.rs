@@ -5,6 +5,7 @@
 //! cuts), and how every call ended.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
 use host::Output;
@@ -262,7 +263,7 @@ impl RpcApp {
                     files: Vec::new(),
                     run_ms,
                 };
-                Running::Timed(now + run_ms, outcome)
+                Running::Timed(now + Duration::from_millis(run_ms), outcome)
             }
             Some(Behaviour::EchoFiles { run_ms }) => {
                 let mut value = Vec::new();
@@ -287,7 +288,7 @@ impl RpcApp {
                     files,
                     run_ms,
                 };
-                Running::Timed(now + run_ms, outcome)
+                Running::Timed(now + Duration::from_millis(run_ms), outcome)
             }
             Some(Behaviour::File { size, run_ms }) => {
                 let content: Vec<u8> = (0..size).map(|k| (k * 7 + i) as u8).collect();
@@ -296,10 +297,10 @@ impl RpcApp {
                     files: vec![("picture.pgm".to_string(), Bytes::from(content))],
                     run_ms,
                 };
-                Running::Timed(now + run_ms, outcome)
+                Running::Timed(now + Duration::from_millis(run_ms), outcome)
             }
             Some(Behaviour::Fail { run_ms }) => Running::Timed(
-                now + run_ms,
+                now + Duration::from_millis(run_ms),
                 Outcome::Failure {
                     code: RejectCode::ExecutionFailed,
                     detail: "exit status 3".into(),

@@ -4,15 +4,13 @@
 use std::fmt;
 use std::str::FromStr;
 
-use wire::DtnTime;
-
 use crate::rng::Rng;
 
 /// A link coming up or going down at a time (milliseconds from the start of the run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct LinkEvent {
-    /// When.
-    pub at: DtnTime,
+    /// When: milliseconds from the start of the run (not a DTN time).
+    pub at: u64,
     /// Up or down.
     pub up: bool,
     /// One end (node index).

@@ -471,7 +471,7 @@ fn an_auto_call_across_the_32_node_chain_is_answered_by_stream() {
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
     assert_eq!(view.replies[0].via, "stream", "{:#?}", view.timeline);
     assert!(
-        view.replies[0].at - view.created <= 1_000,
+        view.replies[0].at - view.created <= Duration::from_millis(1_000),
         "{:#?}",
         view.timeline
     );
@@ -493,7 +493,7 @@ fn a_broadcast_file_cut_on_the_way_is_delivered_whole_later() {
         let mut app = RpcApp::new(3);
         echo_files(&mut app, 2);
         let mut request = CallRequest::new(Target::All, "echo", vec![file(7, 10_000_000)]);
-        request.deadline = Some(sim::SIM_EPOCH + 120_000);
+        request.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(120_000));
         app.script(1, request);
         let scenario = Scenario::new(
             1,
@@ -517,7 +517,11 @@ fn a_broadcast_file_cut_on_the_way_is_delivered_whole_later() {
         assert_eq!(app.max_executions(), 1, "{:#?}", view.timeline);
         let reply = &view.replies[0];
         assert_eq!(reply.missing_files, 0, "{:#?}", view.timeline);
-        assert!(reply.at >= sim::SIM_EPOCH + 40_000, "{:#?}", view.timeline);
+        assert!(
+            reply.at >= sim::SIM_EPOCH + Duration::from_millis(40_000),
+            "{:#?}",
+            view.timeline
+        );
     }
 }
 
@@ -533,7 +537,7 @@ fn a_result_file_cut_on_the_way_shows_how_much_of_it_is_here() {
         echo_files(&mut app, 1);
         let mut request =
             CallRequest::new(Target::Node(node_id(1)), "echo", vec![file(7, 10_000_000)]);
-        request.deadline = Some(sim::SIM_EPOCH + 300_000);
+        request.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(300_000));
         request.transport = transport;
         app.script(1, request);
         let scenario = Scenario::new(

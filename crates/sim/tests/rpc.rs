@@ -5,6 +5,7 @@ use node::StrategyKind;
 use rpc::{CallRequest, CallState, Param, ParamType, Target};
 use sim::rpc::{Behaviour, RpcApp, procedure};
 use sim::{Scenario, Sim, Topology, node_id};
+use std::time::Duration;
 use store::RpcTable;
 use wire::rpc::{Message, Mode, Transport, Value};
 
@@ -88,7 +89,7 @@ fn run(
 fn request(target: Target, transport: Transport, deadline_s: u64) -> CallRequest {
     let mut r = CallRequest::new(target, "echo", vec![text("x")]);
     r.transport = transport;
-    r.deadline = Some(sim::SIM_EPOCH + deadline_s * 1_000);
+    r.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(deadline_s * 1_000));
     r
 }
 
@@ -247,7 +248,7 @@ fn slow(app: &mut RpcApp, i: usize, run_ms: u64) {
 
 fn slow_request(target: Target, deadline_s: u64) -> CallRequest {
     let mut r = CallRequest::new(target, "slow", vec![text("s")]);
-    r.deadline = Some(sim::SIM_EPOCH + deadline_s * 1_000);
+    r.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(deadline_s * 1_000));
     r
 }
 
@@ -272,12 +273,12 @@ fn path_broken_after_the_call_the_result_arrives_by_dtn() {
     let app = sim.app();
     let view = app.outcome(1).expect("finished");
     for (at, line) in &view.timeline {
-        eprintln!("+{:.3} s  {line}", (at - sim::SIM_EPOCH) as f64 / 1e3);
+        eprintln!("+{:.3} s  {line}", (*at - sim::SIM_EPOCH).as_secs_f64());
     }
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
     assert_eq!(result_value(view), ["s@2"]);
     assert_eq!(view.replies[0].via, "dtn", "{:#?}", view.timeline);
-    assert!(view.replies[0].at >= sim::SIM_EPOCH + 60_000);
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + Duration::from_millis(60_000));
     let text: Vec<&str> = view.timeline.iter().map(|(_, t)| t.as_str()).collect();
     assert!(
         text[0].starts_with("called dtn://n2/ by stream"),
@@ -350,7 +351,7 @@ fn a_server_restarted_with_a_pending_result_still_delivers_it() {
     let app = sim.app();
     let view = app.outcome(1).expect("finished");
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
-    assert!(view.replies[0].at >= sim::SIM_EPOCH + 60_000);
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + Duration::from_millis(60_000));
     assert_eq!(app.max_executions(), 1);
 }
 
@@ -417,7 +418,7 @@ fn an_idempotent_procedure_cut_off_by_a_restart_runs_again_and_answers_once() {
     assert_eq!(view.state, CallState::Succeeded, "{:#?}", view.timeline);
     assert_eq!(view.replies.len(), 1, "one result");
     // Run again from the restart (15 s) for its 30 s: the result cannot be the first run's.
-    assert!(view.replies[0].at >= sim::SIM_EPOCH + 45_000);
+    assert!(view.replies[0].at >= sim::SIM_EPOCH + Duration::from_millis(45_000));
     assert_eq!(
         app.max_executions(),
         2,
@@ -470,7 +471,7 @@ fn a_call_nobody_can_reach_expires_at_its_deadline() {
     let view = sim.app().outcome(1).expect("finished");
     assert_eq!(view.state, CallState::Expired, "{:#?}", view.timeline);
     let (at, last) = view.timeline.last().unwrap();
-    assert_eq!(*at, sim::SIM_EPOCH + 40_000);
+    assert_eq!(*at, sim::SIM_EPOCH + Duration::from_millis(40_000));
     assert!(last.contains("deadline"), "{last}");
 }
 
@@ -570,7 +571,7 @@ fn nested_calls_a_to_b_to_a_complete_without_deadlock() {
             app.script(1, {
                 let mut r =
                     CallRequest::new(Target::Node(node_id(1)), "relay", vec![text("cycle")]);
-                r.deadline = Some(sim::SIM_EPOCH + 50_000);
+                r.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(50_000));
                 r
             });
         },
@@ -619,7 +620,7 @@ fn thousand_calls(finished_in_memory: Option<usize>) {
                     "echo",
                     vec![text(&format!("c{tag}:"))],
                 );
-                r.deadline = Some(sim::SIM_EPOCH + 100_000);
+                r.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(100_000));
                 app.script(tag, r);
             }
         },
@@ -789,7 +790,7 @@ fn a_result_whose_file_misses_the_deadline_says_so() {
                 ),
             );
             let mut r = CallRequest::new(Target::Node(node_id(1)), "picture", vec![]);
-            r.deadline = Some(sim::SIM_EPOCH + 15_000);
+            r.deadline = Some(sim::SIM_EPOCH + Duration::from_millis(15_000));
             app.script(1, r);
         },
         |sim| {
@@ -837,7 +838,7 @@ fn a_server_restarted_before_its_stream_reply_got_through_answers_the_call_again
     let text: Vec<String> = view
         .timeline
         .iter()
-        .map(|(at, t)| format!("+{} ms  {t}", at - sim::SIM_EPOCH))
+        .map(|(at, t)| format!("+{} ms  {t}", (*at - sim::SIM_EPOCH).as_millis()))
         .collect();
     for line in &text {
         eprintln!("{line}");
@@ -849,7 +850,10 @@ fn a_server_restarted_before_its_stream_reply_got_through_answers_the_call_again
         "{text:#?}"
     );
     assert_eq!(view.replies[0].via, "dtn", "{text:#?}");
-    assert!(view.replies[0].at >= sim::SIM_EPOCH + 20_000, "{text:#?}");
+    assert!(
+        view.replies[0].at >= sim::SIM_EPOCH + Duration::from_millis(20_000),
+        "{text:#?}"
+    );
     assert_eq!(result_value(view), ["s@2"]);
     assert_eq!(app.max_executions(), 1);
     assert!(sim.engine(2).unwrap().stats().duplicates >= 1);

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use store::BundleStore as _;
+use wire::DtnTime;
 
 use bytes::Bytes;
 use store::{BundleMeta, DiskStore, Retention, Store, StoredBundle};
@@ -120,7 +121,7 @@ fn bundle(series: u64, seq: u64, payload: &Bytes) -> StoredBundle {
     let source = Eid::ipn(1, 1);
     let destination = Eid::dtn("sink", "bench").expect("valid id");
     let creation = CreationTimestamp {
-        time: 1_000 + series,
+        time: DtnTime::from_millis(1_000 + series),
         sequence: seq,
     };
     let primary = PrimaryBlock::new(destination.clone(), source.clone(), creation, 3_600_000);
@@ -132,10 +133,10 @@ fn bundle(series: u64, seq: u64, payload: &Bytes) -> StoredBundle {
                 fragment: None,
             },
             destination,
-            expiry: 1_000 + 3_600_000,
+            expiry: DtnTime::from_millis(1_000 + 3_600_000),
             priority: 1,
             retention: Retention::Carried,
-            received_at: 1_000,
+            received_at: DtnTime::from_millis(1_000),
         },
         bundle: Bundle::new(primary, payload.clone()),
     }
@@ -166,7 +167,9 @@ fn inserts(
     let start = Instant::now();
     for chunk in bundles.chunks(batch) {
         for b in chunk {
-            store.insert(1_000, b.clone()).expect("insert");
+            store
+                .insert(DtnTime::from_millis(1_000), b.clone())
+                .expect("insert");
         }
         store.flush().expect("flush");
     }

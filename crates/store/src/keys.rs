@@ -132,19 +132,22 @@ pub(crate) fn decode_id(input: &[u8]) -> Option<BundleId> {
     };
     Some(BundleId {
         source,
-        creation: CreationTimestamp { time, sequence },
+        creation: CreationTimestamp {
+            time: DtnTime::from_millis(time),
+            sequence,
+        },
         fragment,
     })
 }
 
 /// A DTN time as an SQLite integer that sorts like the unsigned value.
 pub(crate) fn time_to_sql(time: DtnTime) -> i64 {
-    (time ^ (1 << 63)) as i64
+    (time.as_millis() ^ (1 << 63)) as i64
 }
 
 /// The inverse of [`time_to_sql`].
 pub(crate) fn time_from_sql(value: i64) -> DtnTime {
-    (value as u64) ^ (1 << 63)
+    DtnTime::from_millis((value as u64) ^ (1 << 63))
 }
 
 #[cfg(test)]
@@ -171,7 +174,10 @@ mod tests {
         )
             .prop_map(|(source, time, sequence, fragment)| BundleId {
                 source,
-                creation: CreationTimestamp { time, sequence },
+                creation: CreationTimestamp {
+                    time: DtnTime::from_millis(time),
+                    sequence,
+                },
                 fragment,
             })
     }
@@ -196,8 +202,8 @@ mod tests {
 
         #[test]
         fn times_sort_like_u64(a: u64, b: u64) {
-            prop_assert_eq!(time_to_sql(a).cmp(&time_to_sql(b)), a.cmp(&b));
-            prop_assert_eq!(time_from_sql(time_to_sql(a)), a);
+            prop_assert_eq!(time_to_sql(DtnTime::from_millis(a)).cmp(&time_to_sql(DtnTime::from_millis(b))), a.cmp(&b));
+            prop_assert_eq!(time_from_sql(time_to_sql(DtnTime::from_millis(a))), DtnTime::from_millis(a));
         }
     }
 

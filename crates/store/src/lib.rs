@@ -449,7 +449,7 @@ mod tests {
         BundleId {
             source: Eid::dtn("a", "").unwrap(),
             creation: CreationTimestamp {
-                time: 1,
+                time: DtnTime::from_millis(1),
                 sequence: seq,
             },
             fragment: None,
@@ -466,19 +466,34 @@ mod tests {
 
     #[test]
     fn no_eviction_when_it_fits() {
-        let plan = plan_eviction(0, rank(Retention::Carried, 0, 10), 10, 0, 10, vec![]);
+        let plan = plan_eviction(
+            DtnTime::from_millis(0),
+            rank(Retention::Carried, 0, DtnTime::from_millis(10)),
+            10,
+            0,
+            10,
+            vec![],
+        );
         assert_eq!(plan, Ok(vec![]));
     }
 
     #[test]
     fn expired_go_first_even_if_ranked_higher() {
         let candidates = vec![
-            (id(1), rank(Retention::Carried, 0, 1_000), 10),
-            (id(2), rank(Retention::Originated, 2, 50), 10),
+            (
+                id(1),
+                rank(Retention::Carried, 0, DtnTime::from_millis(1_000)),
+                10,
+            ),
+            (
+                id(2),
+                rank(Retention::Originated, 2, DtnTime::from_millis(50)),
+                10,
+            ),
         ];
         let plan = plan_eviction(
-            100,
-            rank(Retention::Carried, 1, 500),
+            DtnTime::from_millis(100),
+            rank(Retention::Carried, 1, DtnTime::from_millis(500)),
             10,
             20,
             20,
@@ -490,14 +505,36 @@ mod tests {
     #[test]
     fn carried_before_originated_and_never_equal_or_higher_rank() {
         let candidates = vec![
-            (id(1), rank(Retention::Originated, 0, 1_000), 10),
-            (id(2), rank(Retention::Carried, 1, 1_000), 10),
-            (id(3), rank(Retention::Carried, 0, 2_000), 10),
+            (
+                id(1),
+                rank(Retention::Originated, 0, DtnTime::from_millis(1_000)),
+                10,
+            ),
+            (
+                id(2),
+                rank(Retention::Carried, 1, DtnTime::from_millis(1_000)),
+                10,
+            ),
+            (
+                id(3),
+                rank(Retention::Carried, 0, DtnTime::from_millis(2_000)),
+                10,
+            ),
         ];
-        let incoming = rank(Retention::MustDeliver, 0, 500);
-        let plan = plan_eviction(0, incoming, 15, 30, 30, candidates.clone());
+        let incoming = rank(Retention::MustDeliver, 0, DtnTime::from_millis(500));
+        let plan = plan_eviction(
+            DtnTime::from_millis(0),
+            incoming,
+            15,
+            30,
+            30,
+            candidates.clone(),
+        );
         assert_eq!(plan, Ok(vec![id(3), id(2)]));
         // The originated bundle outranks a must-deliver one: 30 bytes cannot be freed.
-        assert_eq!(plan_eviction(0, incoming, 30, 30, 30, candidates), Err(20));
+        assert_eq!(
+            plan_eviction(DtnTime::from_millis(0), incoming, 30, 30, 30, candidates),
+            Err(20)
+        );
     }
 }

@@ -285,7 +285,7 @@ mod tests {
             id: BundleId {
                 source: Eid::dtn("src", "app").unwrap(),
                 creation: CreationTimestamp {
-                    time: 1,
+                    time: DtnTime::from_millis(1),
                     sequence: seq,
                 },
                 fragment: None,
@@ -294,7 +294,7 @@ mod tests {
             expiry,
             priority: 1,
             retention,
-            received_at: 0,
+            received_at: DtnTime::from_millis(0),
         }
     }
 
@@ -312,23 +312,51 @@ mod tests {
     }
 
     fn overhead() -> u64 {
-        bundle(1, "b", 0, 10).bundle.encode().len() as u64 - 10
+        bundle(1, "b", DtnTime::from_millis(0), 10)
+            .bundle
+            .encode()
+            .len() as u64
+            - 10
     }
 
     #[test]
     fn insert_get_remove_and_indexes() {
         let mut s = MemoryStore::new(1_000);
-        assert!(s.insert(0, bundle(1, "b", 100, 10)).unwrap().new);
-        assert!(s.insert(0, bundle(2, "c", 50, 10)).unwrap().new);
-        assert!(!s.insert(0, bundle(1, "b", 100, 10)).unwrap().new);
-        let id1 = meta(1, "b", 0, Retention::Carried).id;
-        let id2 = meta(2, "c", 0, Retention::Carried).id;
+        assert!(
+            s.insert(
+                DtnTime::from_millis(0),
+                bundle(1, "b", DtnTime::from_millis(100), 10)
+            )
+            .unwrap()
+            .new
+        );
+        assert!(
+            s.insert(
+                DtnTime::from_millis(0),
+                bundle(2, "c", DtnTime::from_millis(50), 10)
+            )
+            .unwrap()
+            .new
+        );
+        assert!(
+            !s.insert(
+                DtnTime::from_millis(0),
+                bundle(1, "b", DtnTime::from_millis(100), 10)
+            )
+            .unwrap()
+            .new
+        );
+        let id1 = meta(1, "b", DtnTime::from_millis(0), Retention::Carried).id;
+        let id2 = meta(2, "c", DtnTime::from_millis(0), Retention::Carried).id;
         assert_eq!(s.get(&id1).unwrap().unwrap().bundle.payload.data.len(), 10);
         assert_eq!(
             s.by_destination(&Eid::dtn("b", "app").unwrap()).unwrap(),
             vec![id1.clone()]
         );
-        assert_eq!(s.expiring_by(60).unwrap(), vec![id2.clone()]);
+        assert_eq!(
+            s.expiring_by(DtnTime::from_millis(60)).unwrap(),
+            vec![id2.clone()]
+        );
         let peer = Eid::dtn("p", "").unwrap();
         s.mark_sent(&id1, &peer).unwrap();
         assert_eq!(s.not_sent_to(&peer).unwrap(), vec![id2.clone()]);
@@ -341,38 +369,71 @@ mod tests {
     #[test]
     fn full_store_evicts_expired_then_refuses() {
         let mut s = MemoryStore::new(25 + 2 * overhead());
-        s.insert(0, bundle(1, "b", 100, 10)).unwrap();
-        s.insert(0, bundle(2, "b", 200, 10)).unwrap();
+        s.insert(
+            DtnTime::from_millis(0),
+            bundle(1, "b", DtnTime::from_millis(100), 10),
+        )
+        .unwrap();
+        s.insert(
+            DtnTime::from_millis(0),
+            bundle(2, "b", DtnTime::from_millis(200), 10),
+        )
+        .unwrap();
         // At time 150 bundle 1 is expired and makes room.
-        let ins = s.insert(150, bundle(3, "b", 300, 10)).unwrap();
-        assert_eq!(ins.evicted, vec![meta(1, "b", 0, Retention::Carried).id]);
+        let ins = s
+            .insert(
+                DtnTime::from_millis(150),
+                bundle(3, "b", DtnTime::from_millis(300), 10),
+            )
+            .unwrap();
+        assert_eq!(
+            ins.evicted,
+            vec![meta(1, "b", DtnTime::from_millis(0), Retention::Carried).id]
+        );
         // A carried bundle that expires sooner than every stored one ranks lowest: no room.
-        let err = s.insert(150, bundle(4, "b", 190, 10)).unwrap_err();
+        let err = s
+            .insert(
+                DtnTime::from_millis(150),
+                bundle(4, "b", DtnTime::from_millis(190), 10),
+            )
+            .unwrap_err();
         assert!(
             matches!(err, StoreError::Full { available: 5, .. }),
             "{err}"
         );
         assert_eq!(s.usage().unwrap().bundles, 2);
         // One that expires later displaces the one expiring soonest.
-        let ins = s.insert(150, bundle(5, "b", 400, 10)).unwrap();
-        assert_eq!(ins.evicted, vec![meta(2, "b", 0, Retention::Carried).id]);
+        let ins = s
+            .insert(
+                DtnTime::from_millis(150),
+                bundle(5, "b", DtnTime::from_millis(400), 10),
+            )
+            .unwrap();
+        assert_eq!(
+            ins.evicted,
+            vec![meta(2, "b", DtnTime::from_millis(0), Retention::Carried).id]
+        );
     }
 
     #[test]
     fn fragments_and_rpc_tables() {
         let mut s = MemoryStore::new(1_000);
-        let mut a = bundle(7, "b", 100, 5);
+        let mut a = bundle(7, "b", DtnTime::from_millis(100), 5);
         a.meta.id.fragment = Some((10, 5));
-        let mut b = bundle(7, "b", 100, 5);
+        let mut b = bundle(7, "b", DtnTime::from_millis(100), 5);
         b.meta.id.fragment = Some((0, 10));
-        s.insert(0, a).unwrap();
-        s.insert(0, b).unwrap();
-        s.insert(0, bundle(8, "b", 100, 5)).unwrap();
+        s.insert(DtnTime::from_millis(0), a).unwrap();
+        s.insert(DtnTime::from_millis(0), b).unwrap();
+        s.insert(
+            DtnTime::from_millis(0),
+            bundle(8, "b", DtnTime::from_millis(100), 5),
+        )
+        .unwrap();
         let frags = s
             .fragments_of(
                 &Eid::dtn("src", "app").unwrap(),
                 CreationTimestamp {
-                    time: 1,
+                    time: DtnTime::from_millis(1),
                     sequence: 7,
                 },
             )

@@ -32,6 +32,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use store::{BundleStore as _, Tables as _};
+use wire::DtnTime;
 
 use bytes::Bytes;
 use store::{
@@ -113,7 +114,7 @@ fn id(seq: u64) -> BundleId {
     BundleId {
         source: Eid::dtn("crash", "writer").expect("valid id"),
         creation: CreationTimestamp {
-            time: 1,
+            time: DtnTime::from_millis(1),
             sequence: seq,
         },
         fragment: None,
@@ -143,10 +144,10 @@ fn bundle(seq: u64) -> StoredBundle {
         meta: BundleMeta {
             id,
             destination,
-            expiry: 1_000_000,
+            expiry: DtnTime::from_millis(1_000_000),
             priority: 1,
             retention: Retention::Carried,
-            received_at: seq,
+            received_at: DtnTime::from_millis(seq),
         },
         bundle: Bundle::new(primary, Bytes::from(payload)),
     }
@@ -218,7 +219,9 @@ fn child(args: &[String]) -> Result<(), String> {
         let batch: Vec<u64> = (seq..seq + count).collect();
         seq += count;
         for &s in &batch {
-            store.insert(1, bundle(s)).map_err(|e| e.to_string())?;
+            store
+                .insert(DtnTime::from_millis(1), bundle(s))
+                .map_err(|e| e.to_string())?;
             if let Some(value) = rpc_value(s) {
                 store
                     .rpc_put(TABLE, &rpc_key(s), &value)

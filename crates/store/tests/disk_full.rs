@@ -12,6 +12,7 @@ mod common;
 use common::{bundle, id};
 use store::BundleStore as _;
 use store::{DiskStore, PAYLOAD_FILE_MIN, Recovery, Store, StoreError};
+use wire::DtnTime;
 
 #[path = "support/tmpfs.rs"]
 mod tmpfs;
@@ -62,7 +63,7 @@ fn fill_and_check(name: &str, per_flush: usize, len: impl Fn(u64) -> usize) -> O
     let mut failed_in_flush = false;
     for seq in 0..10_000u64 {
         let len = len(seq);
-        if let Err(e) = store.insert(1, bundle(seq, len)) {
+        if let Err(e) = store.insert(DtnTime::from_millis(1), bundle(seq, len)) {
             failure = Some(e);
             break;
         }
@@ -108,7 +109,7 @@ fn fill_and_check(name: &str, per_flush: usize, len: impl Fn(u64) -> usize) -> O
     }
     store.flush().expect("a removal fits on a full disk");
     store
-        .insert(1, bundle(1_000_000, 500))
+        .insert(DtnTime::from_millis(1), bundle(1_000_000, 500))
         .expect("insert after freeing");
     store.flush().expect("flush after freeing");
     drop(store);

@@ -14,6 +14,7 @@ use store::{
     StoredBundle,
 };
 use store::{BundleStore as _, Tables as _};
+use wire::DtnTime;
 use wire::{Bundle, BundleId, CreationTimestamp, Eid, PrimaryBlock};
 
 /// Small enough that eviction and `Full` happen often.
@@ -48,7 +49,7 @@ fn peer(i: u8) -> Eid {
 
 fn creation(i: u8) -> CreationTimestamp {
     CreationTimestamp {
-        time: 1 + u64::from(i % 2),
+        time: DtnTime::from_millis(1 + u64::from(i % 2)),
         sequence: u64::from(i / 2),
     }
 }
@@ -189,10 +190,10 @@ fn stored(
         meta: BundleMeta {
             id,
             destination,
-            expiry,
+            expiry: DtnTime::from_millis(expiry),
             priority,
             retention: Retention::from_code(retention),
-            received_at: expiry / 2,
+            received_at: DtnTime::from_millis(expiry / 2),
         },
         bundle: Bundle::new(primary, Bytes::from(payload)),
     }
@@ -227,7 +228,7 @@ fn apply(store: &mut dyn Store, op: &Op) -> String {
             retention,
             size,
         } => outcome(store.insert(
-            now,
+            DtnTime::from_millis(now),
             stored(id, destination, expiry, priority, retention, size),
         )),
         Op::Remove(id) => outcome(store.remove(&id.id())),
@@ -260,7 +261,7 @@ fn snapshot(store: &dyn Store) -> Vec<String> {
         out.push(outcome(store.by_destination(&destination(d))));
     }
     for time in [0, 1, 50, 99, 100, 150, 199, u64::MAX] {
-        out.push(outcome(store.expiring_by(time)));
+        out.push(outcome(store.expiring_by(DtnTime::from_millis(time))));
     }
     for p in 0..2 {
         out.push(outcome(store.not_sent_to(&peer(p))));

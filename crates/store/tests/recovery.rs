@@ -7,6 +7,7 @@ mod common;
 
 use std::fs;
 use store::{BundleStore as _, Tables as _};
+use wire::DtnTime;
 
 use bytes::Bytes;
 use common::{bundle, id};
@@ -32,7 +33,9 @@ fn orphan_files_are_removed_and_stored_bundles_kept() {
     {
         let (mut store, recovery) = DiskStore::open(dir.path(), u64::MAX).expect("open");
         assert_eq!(recovery, Recovery::default());
-        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(1, LARGE))
+            .expect("insert");
         store.flush().expect("flush");
     }
     let kept = payload_files(dir.path());
@@ -58,10 +61,18 @@ fn missing_or_short_payload_files_are_reported_and_dropped() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
-        store.insert(1, bundle(1, LARGE)).expect("insert");
-        store.insert(1, bundle(2, LARGE + 10)).expect("insert");
-        store.insert(1, bundle(3, 100)).expect("insert");
-        store.insert(1, bundle(4, LARGE)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(1, LARGE))
+            .expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(2, LARGE + 10))
+            .expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(3, 100))
+            .expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(4, LARGE))
+            .expect("insert");
         store
             .mark_sent(&id(2), &wire::Eid::ipn(9, 0))
             .expect("mark");
@@ -119,7 +130,9 @@ fn rpc_values_whose_file_is_missing_or_short_are_dropped_and_orphans_removed() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
-        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(1, LARGE))
+            .expect("insert");
         let puts: [(RpcTable, &[u8], Vec<u8>); 4] = [
             (RpcTable::InboxPayload, b"a", value(1, LARGE)),
             (RpcTable::InboxPayload, b"b", value(2, LARGE + 7)),
@@ -233,9 +246,13 @@ fn unflushed_changes_are_gone_after_reopen_and_leave_no_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
-        store.insert(1, bundle(1, LARGE)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(1, LARGE))
+            .expect("insert");
         store.flush().expect("flush");
-        store.insert(1, bundle(2, LARGE)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(2, LARGE))
+            .expect("insert");
         assert!(store.remove(&id(1)).expect("remove"));
         // Visible at once, before any flush.
         assert!(store.contains(&id(2)).expect("contains"));
@@ -255,8 +272,12 @@ fn committed_changes_outlive_the_store_and_a_syncer_on_another_thread_makes_them
     {
         let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
         let syncer = store.syncer().expect("a disk store defers its syncs");
-        store.insert(1, bundle(1, LARGE)).expect("insert");
-        store.insert(1, bundle(2, 10)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(1, LARGE))
+            .expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(2, 10))
+            .expect("insert");
         store.rpc_put(RpcTable::Dedup, b"k", b"v").expect("rpc_put");
         assert!(store.commit().expect("commit"), "a batch was committed");
         assert!(
@@ -265,7 +286,9 @@ fn committed_changes_outlive_the_store_and_a_syncer_on_another_thread_makes_them
         );
         // The owner goes on while another thread syncs the write-ahead log.
         let syncing = std::thread::spawn(move || syncer.sync());
-        store.insert(1, bundle(3, 10)).expect("insert");
+        store
+            .insert(DtnTime::from_millis(1), bundle(3, 10))
+            .expect("insert");
         syncing.join().expect("sync thread").expect("sync");
         // Dropped without a flush: the committed batch stays, the open one is rolled back.
     }
@@ -297,8 +320,10 @@ fn a_bundle_that_would_not_decode_is_refused_and_nothing_changes() {
     let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
     let mut invalid = bundle(1, 10);
     // RFC 9171 §4.2.2: an unknown creation time requires a bundle age block.
-    invalid.bundle.primary.creation.time = 0;
-    let err = store.insert(1, invalid).expect_err("refused");
+    invalid.bundle.primary.creation.time = DtnTime::from_millis(0);
+    let err = store
+        .insert(DtnTime::from_millis(1), invalid)
+        .expect_err("refused");
     assert!(matches!(err, StoreError::Invalid { .. }), "{err}");
     assert_eq!(store.usage().expect("usage").bundles, 0);
     store

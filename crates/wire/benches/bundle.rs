@@ -25,6 +25,7 @@
 
 use std::hint::black_box;
 use std::time::Duration;
+use wire::DtnTime;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -58,7 +59,7 @@ fn ferry_bundle(data: &[u8]) -> Bundle {
         Eid::dtn(DEST.0, DEST.1).expect("valid dtn eid"),
         Eid::dtn(SOURCE.0, SOURCE.1).expect("valid dtn eid"),
         CreationTimestamp {
-            time: CREATION_MS,
+            time: DtnTime::from_millis(CREATION_MS),
             sequence: SEQUENCE,
         },
         LIFETIME_MS,

@@ -202,7 +202,7 @@ impl StatusReport {
                 Some(StatusAssertion { time: Some(t) }) => {
                     cbor::put_array(out, 2);
                     cbor::put_bool(out, true);
-                    cbor::put_uint(out, t);
+                    cbor::put_uint(out, t.as_millis());
                 }
             }
         }
@@ -291,7 +291,7 @@ fn decode_status_item(r: &mut Reader<'_>) -> Result<Option<StatusAssertion>, Dec
                 K::InvalidAdminRecord("a time for a status that is not asserted"),
             ));
         }
-        Some(r.uint()?)
+        Some(DtnTime::from_millis(r.uint()?))
     } else {
         None
     };
@@ -307,12 +307,14 @@ mod tests {
         AdminRecord::StatusReport(StatusReport {
             received: None,
             forwarded: None,
-            delivered: Some(StatusAssertion { time: Some(1000) }),
+            delivered: Some(StatusAssertion {
+                time: Some(DtnTime::from_millis(1000)),
+            }),
             deleted: None,
             reason: StatusReason::NoInformation,
             source: Eid::ipn(5, 1),
             creation: CreationTimestamp {
-                time: 42,
+                time: DtnTime::from_millis(42),
                 sequence: 7,
             },
             fragment: None,

@@ -331,7 +331,7 @@ impl Bundle {
         if has_duplicate_number(&self.extensions) {
             return Err(K::InvalidBundle("two blocks with the same number"));
         }
-        if p.creation.time == 0 && self.age_ms().is_none() {
+        if p.creation.time.is_unknown() && self.age_ms().is_none() {
             return Err(K::InvalidBundle(
                 "creation time is unknown and there is no bundle age block",
             ));
@@ -481,6 +481,7 @@ impl Bundle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DtnTime;
     use crate::primary::CreationTimestamp;
 
     fn sample(crc: CrcType, payload: &'static [u8]) -> Bundle {
@@ -488,7 +489,7 @@ mod tests {
             "dtn://dest/inbox".parse().unwrap(),
             "ipn:7.1".parse().unwrap(),
             CreationTimestamp {
-                time: 781_000_000_000,
+                time: DtnTime::from_millis(781_000_000_000),
                 sequence: 3,
             },
             3_600_000,
@@ -576,7 +577,7 @@ mod tests {
             Eid::ipn(2, 1),
             Eid::ipn(1, 0),
             CreationTimestamp {
-                time: 1,
+                time: DtnTime::from_millis(1),
                 sequence: 0,
             },
             1000,
@@ -712,7 +713,7 @@ mod tests {
         assert!(matches!(check(&b), Err(K::InvalidBundle(_))));
 
         let mut b = sample(CrcType::Crc32c, b"x");
-        b.primary.creation.time = 0;
+        b.primary.creation.time = DtnTime::UNKNOWN;
         b.extensions
             .retain(|x| x.data.block_type() != crate::block::BLOCK_BUNDLE_AGE);
         assert!(matches!(check(&b), Err(K::InvalidBundle(_))));

@@ -185,7 +185,7 @@ pub fn bundle_key(id: &BundleId) -> u64 {
 
 fn put_bundle_id(out: &mut impl BufMut, id: &BundleId) {
     id.source.encode(out);
-    cbor::put_uint(out, id.creation.time);
+    cbor::put_uint(out, id.creation.time.as_millis());
     cbor::put_uint(out, id.creation.sequence);
     if let Some((offset, len)) = id.fragment {
         cbor::put_uint(out, offset);
@@ -448,6 +448,7 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DtnTime;
     use crate::primary::CreationTimestamp;
 
     fn eid(s: &str) -> Eid {
@@ -634,7 +635,7 @@ mod tests {
         let id = |seq, fragment| BundleId {
             source: eid("dtn://a/"),
             creation: CreationTimestamp {
-                time: 5,
+                time: DtnTime::from_millis(5),
                 sequence: seq,
             },
             fragment,
@@ -650,7 +651,7 @@ mod tests {
         let reference = |id: &BundleId| {
             let mut buf = Vec::new();
             id.source.encode(&mut buf);
-            for v in [id.creation.time, id.creation.sequence] {
+            for v in [id.creation.time.as_millis(), id.creation.sequence] {
                 cbor::put_uint(&mut buf, v);
             }
             if let Some((offset, len)) = id.fragment {
@@ -667,7 +668,7 @@ mod tests {
                 let id = BundleId {
                     source: eid(source),
                     creation: CreationTimestamp {
-                        time: u64::MAX,
+                        time: DtnTime::from_millis(u64::MAX),
                         sequence: u64::MAX,
                     },
                     fragment,

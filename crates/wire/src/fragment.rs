@@ -458,6 +458,7 @@ impl Reassembly {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DtnTime;
     use crate::block::HopCount;
     use crate::crc::CrcType;
     use crate::eid::Eid;
@@ -468,7 +469,7 @@ mod tests {
             Eid::ipn(2, 1),
             Eid::ipn(1, 0),
             CreationTimestamp {
-                time: 0,
+                time: DtnTime::UNKNOWN,
                 sequence: 9,
             },
             60_000,
@@ -538,7 +539,7 @@ mod tests {
     #[test]
     fn a_cut_transfer_leaves_a_fragment_and_the_sender_sends_the_rest() {
         let mut b = original(300);
-        b.primary.creation.time = 800_000_000_000;
+        b.primary.creation.time = DtnTime::from_millis(800_000_000_000);
         for e in &mut b.extensions {
             e.crc_type = CrcType::Crc32c;
         }
@@ -690,6 +691,7 @@ mod tests {
 #[cfg(test)]
 mod peek_tests {
     use super::*;
+    use crate::DtnTime;
     use crate::{CreationTimestamp, Eid};
 
     #[test]
@@ -698,7 +700,7 @@ mod peek_tests {
             "dtn://b/x".parse::<Eid>().unwrap(),
             "dtn://a/".parse::<Eid>().unwrap(),
             CreationTimestamp {
-                time: 5,
+                time: DtnTime::from_millis(5),
                 sequence: 1,
             },
             60_000,

@@ -42,6 +42,7 @@ mod hex;
 mod primary;
 pub mod rpc;
 pub mod tcpcl;
+pub mod time;
 
 pub use admin::{AdminRecord, RECORD_STATUS_REPORT, StatusAssertion, StatusReason, StatusReport};
 pub use beacon::{BEACON_VERSION, Beacon, Capabilities, ClaEndpoint, ClaKind};

@@ -1,6 +1,7 @@
 //! The primary block (RFC 9171 §4.3.1) and the identity of a bundle.
 
 use std::fmt;
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes};
 
@@ -12,8 +13,7 @@ use crate::error::{DecodeError, DecodeErrorKind as K};
 /// The Bundle Protocol version this crate speaks.
 pub const BP_VERSION: u64 = 7;
 
-/// Milliseconds since the DTN epoch, 2000-01-01 00:00:00 UTC; 0 means "unknown".
-pub type DtnTime = u64;
+pub use crate::time::DtnTime;
 
 /// Seconds from the Unix epoch to the DTN epoch (2000-01-01T00:00:00Z).
 pub const DTN_EPOCH_UNIX_SECS: u64 = 946_684_800;
@@ -90,7 +90,7 @@ impl CreationTimestamp {
     /// Appends the CBOR encoding, `[time, sequence]`.
     pub(crate) fn encode(&self, out: &mut impl BufMut) {
         cbor::put_array(out, 2);
-        cbor::put_uint(out, self.time);
+        cbor::put_uint(out, self.time.as_millis());
         cbor::put_uint(out, self.sequence);
     }
 
@@ -101,7 +101,10 @@ impl CreationTimestamp {
         r.expect_next(&mut a, "creation timestamp")?;
         let sequence = r.uint()?;
         r.expect_end(&mut a, "creation timestamp")?;
-        Ok(Self { time, sequence })
+        Ok(Self {
+            time: DtnTime::from_millis(time),
+            sequence,
+        })
     }
 }
 
@@ -194,7 +197,8 @@ impl PrimaryBlock {
 
     /// The DTN time at which the bundle expires, if its creation time is known.
     pub fn expiry(&self) -> Option<DtnTime> {
-        (self.creation.time != 0).then(|| self.creation.time.saturating_add(self.lifetime_ms))
+        (!self.creation.time.is_unknown())
+            .then(|| self.creation.time + Duration::from_millis(self.lifetime_ms))
     }
 
     fn field_count(&self) -> u64 {
@@ -203,8 +207,9 @@ impl PrimaryBlock {
 
     /// The length of [`PrimaryBlock::encode`]'s output, without encoding (or computing a CRC).
     pub(crate) fn encoded_len(&self) -> usize {
-        let creation =
-            1 + cbor::head_len(self.creation.time) + cbor::head_len(self.creation.sequence);
+        let creation = 1
+            + cbor::head_len(self.creation.time.as_millis())
+            + cbor::head_len(self.creation.sequence);
         let fragment = self.fragment.map_or(0, |f| {
             cbor::head_len(f.offset) + cbor::head_len(f.total_adu_len)
         });

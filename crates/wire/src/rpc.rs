@@ -637,7 +637,7 @@ mod codec {
             put_value(out, value);
         }
         cbor::put_text(out, &m.requirements);
-        cbor::put_uint(out, m.deadline);
+        cbor::put_uint(out, m.deadline.as_millis());
         cbor::put_uint(out, m.transport.number());
     }
 
@@ -650,7 +650,7 @@ mod codec {
             + uint_len(m.params.len() as u64)
             + m.params.iter().map(value_len).sum::<usize>()
             + string_len(m.requirements.len())
-            + uint_len(m.deadline)
+            + uint_len(m.deadline.as_millis())
             + uint_len(m.transport.number())
     }
 
@@ -962,7 +962,7 @@ mod codec {
             procedure,
             params,
             requirements,
-            deadline,
+            deadline: DtnTime::from_millis(deadline),
             transport,
         })
     }

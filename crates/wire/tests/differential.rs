@@ -39,6 +39,7 @@
 
 use std::borrow::Cow;
 use std::time::Duration;
+use wire::DtnTime;
 
 use bp7::crc::CrcBlock;
 use bytes::Bytes;
@@ -98,7 +99,7 @@ fn sample(scheme: Scheme, crc: CrcType, payload_len: usize) -> Bundle {
         eid(destination),
         eid(source),
         CreationTimestamp {
-            time: 781_000_000_123,
+            time: DtnTime::from_millis(781_000_000_123),
             sequence: 17,
         },
         86_400_000,
@@ -246,7 +247,7 @@ fn to_bp7(b: &Bundle) -> bp7::Bundle {
         .source(bp7_eid(&p.source))
         .report_to(bp7_eid(&p.report_to))
         .creation_timestamp(bp7::CreationTimestamp::with_time_and_seq(
-            p.creation.time,
+            p.creation.time.as_millis(),
             p.creation.sequence,
         ))
         .lifetime(Duration::from_millis(p.lifetime_ms))
@@ -317,7 +318,7 @@ fn check_bp7(expected: &Bundle, wire: &[u8]) {
     );
     assert_eq!(
         p.creation_timestamp.dtntime(),
-        e.creation.time,
+        e.creation.time.as_millis(),
         "bp7: creation time"
     );
     assert_eq!(
@@ -536,7 +537,7 @@ fn to_hardy(b: &Bundle) -> Box<[u8]> {
         .build(Cow::Borrowed(&b.payload.data[..]));
     let time = p.creation.time;
     let timestamp = hardy::creation_timestamp::CreationTimestamp::from_parts(
-        (time != 0).then(|| hardy::dtn_time::DtnTime::new(time)),
+        (!time.is_unknown()).then(|| hardy::dtn_time::DtnTime::new(time.as_millis())),
         p.creation.sequence,
     );
     let (bundle, data) = builder.build(timestamp).expect("hardy builds the bundle");
@@ -594,7 +595,7 @@ fn check_hardy(expected: &Bundle, wire: &[u8]) {
     );
     assert_eq!(
         h.id.timestamp.creation_time().map_or(0, |t| t.millisecs()),
-        e.creation.time,
+        e.creation.time.as_millis(),
         "hardy: creation time"
     );
     assert_eq!(
@@ -767,7 +768,7 @@ fn hardy_to_ferry() {
 fn mixed_crcs_empty_payload_unknown_time() {
     let mut b = sample(Scheme::Ipn, CrcType::Crc32c, 0);
     b.primary.crc_type = CrcType::Crc16;
-    b.primary.creation.time = 0;
+    b.primary.creation.time = DtnTime::UNKNOWN;
     b.extensions[0].crc_type = CrcType::None;
     b.extensions[1].crc_type = CrcType::Crc16;
     b.payload.crc_type = CrcType::None;
@@ -915,7 +916,7 @@ fn bp7_status_report(r: &StatusReport) -> bp7::administrative_record::StatusRepo
         },
         Some(StatusAssertion { time }) => BundleStatusItem {
             asserted: true,
-            time: time.unwrap_or(0),
+            time: time.unwrap_or(DtnTime::from_millis(0)).as_millis(),
             status_requested: time.is_some(),
         },
     };
@@ -928,7 +929,10 @@ fn bp7_status_report(r: &StatusReport) -> bp7::administrative_record::StatusRepo
         ],
         report_reason: u32::try_from(r.reason.code()).expect("bp7 holds reasons in a u32"),
         source_node: bp7_eid(&r.source),
-        timestamp: bp7::CreationTimestamp::with_time_and_seq(r.creation.time, r.creation.sequence),
+        timestamp: bp7::CreationTimestamp::with_time_and_seq(
+            r.creation.time.as_millis(),
+            r.creation.sequence,
+        ),
         frag_offset: r.fragment.map_or(0, |f| f.0),
         frag_len: r.fragment.map_or(0, |f| f.1),
     }
@@ -953,7 +957,7 @@ fn reports() -> Vec<StatusReport> {
         reason: StatusReason::NoInformation,
         source: eid("ipn:42.7"),
         creation: CreationTimestamp {
-            time: 781_000_000_123,
+            time: DtnTime::from_millis(781_000_000_123),
             sequence: 17,
         },
         fragment: None,
@@ -961,17 +965,17 @@ fn reports() -> Vec<StatusReport> {
     vec![
         base.clone(),
         StatusReport {
-            received: at(Some(781_000_000_500)),
-            forwarded: at(Some(781_000_001_000)),
-            delivered: at(Some(781_000_002_000)),
-            deleted: at(Some(u64::MAX)),
+            received: at(Some(DtnTime::from_millis(781_000_000_500))),
+            forwarded: at(Some(DtnTime::from_millis(781_000_001_000))),
+            delivered: at(Some(DtnTime::from_millis(781_000_002_000))),
+            deleted: at(Some(DtnTime::from_millis(u64::MAX))),
             reason: StatusReason::HopLimitExceeded,
             source: eid("dtn://cubesat-7/app"),
             ..base.clone()
         },
         StatusReport {
             delivered: None,
-            deleted: at(Some(781_000_003_000)),
+            deleted: at(Some(DtnTime::from_millis(781_000_003_000))),
             reason: StatusReason::LifetimeExpired,
             fragment: Some((70_000, 1000)),
             ..base.clone()
@@ -982,7 +986,7 @@ fn reports() -> Vec<StatusReport> {
             // A BPSec reason code (RFC 9172 §7.1), which Ferry keeps as a number.
             reason: StatusReason::Other(13),
             creation: CreationTimestamp {
-                time: 0,
+                time: DtnTime::UNKNOWN,
                 sequence: u64::MAX,
             },
             ..base
@@ -1079,7 +1083,7 @@ fn status_report_bundles_ferry_to_oracles() {
             eid("dtn://cubesat-7/"),
             eid("ipn:13.0"),
             CreationTimestamp {
-                time: 781_000_009_000,
+                time: DtnTime::from_millis(781_000_009_000),
                 sequence: 0,
             },
             3_600_000,
@@ -1243,7 +1247,10 @@ prop_compose! {
             destination,
             source,
             report_to,
-            creation: CreationTimestamp { time, sequence },
+            creation: CreationTimestamp {
+                time: DtnTime::from_millis(time),
+                sequence,
+            },
             lifetime_ms,
             fragment,
         };

@@ -2,6 +2,7 @@
 //! no length is trusted before it is checked against the input.
 
 use bytes::Bytes;
+use wire::DtnTime;
 use wire::{Bundle, CrcType, CreationTimestamp, DecodeErrorKind as K, Eid, PrimaryBlock};
 
 /// The primary block every case starts from: ipn:1.0 → ipn:2.1, created at DTN time 1, living
@@ -11,7 +12,7 @@ fn primary() -> PrimaryBlock {
         Eid::ipn(2, 1),
         Eid::ipn(1, 0),
         CreationTimestamp {
-            time: 1,
+            time: DtnTime::from_millis(1),
             sequence: 0,
         },
         1000,

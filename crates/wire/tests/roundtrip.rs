@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use proptest::prelude::*;
+use wire::DtnTime;
 use wire::{
     AdminRecord, Beacon, BlockFlags, Bundle, BundleFlags, Capabilities, ClaEndpoint, ClaKind,
     CrcType, CreationTimestamp, DecodeErrorKind, Eid, ExtensionBlock, ExtensionData, FragmentInfo,
@@ -92,7 +93,10 @@ prop_compose! {
             destination,
             source,
             report_to,
-            creation: CreationTimestamp { time, sequence },
+            creation: CreationTimestamp {
+                time: DtnTime::from_millis(time),
+                sequence,
+            },
             lifetime_ms,
             fragment,
         };
@@ -117,9 +121,12 @@ prop_compose! {
 }
 
 fn status_report() -> impl Strategy<Value = StatusReport> {
-    let assertion = proptest::option::of(
-        proptest::option::of(any::<u64>()).prop_map(|time| StatusAssertion { time }),
-    );
+    let assertion =
+        proptest::option::of(
+            proptest::option::of(any::<u64>()).prop_map(|time| StatusAssertion {
+                time: time.map(DtnTime::from_millis),
+            }),
+        );
     (
         [
             assertion.clone(),
@@ -148,7 +155,10 @@ fn status_report() -> impl Strategy<Value = StatusReport> {
                 deleted,
                 reason: StatusReason::from_code(reason),
                 source,
-                creation: CreationTimestamp { time, sequence },
+                creation: CreationTimestamp {
+                    time: DtnTime::from_millis(time),
+                    sequence,
+                },
                 fragment,
             },
         )

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use proptest::prelude::*;
+use wire::DtnTime;
 use wire::rpc::{
     Ack, Call, CallId, CallResult, Cancel, EncodeError, FileRef, Hello, MAX_CONTROL_LEN,
     MAX_STDERR_TAIL, Message, Mode, Notice, Reject, RejectCode, Transport, Value,
@@ -115,7 +116,7 @@ fn layout_call_any_with_every_value_type() {
             }),
         ],
         requirements: String::new(),
-        deadline: 1000,
+        deadline: DtnTime::from_millis(1000),
         transport: Transport::Dtn,
     });
     assert_layout(
@@ -157,7 +158,7 @@ fn layout_call_explicit() {
         procedure: "up".into(),
         params: vec![],
         requirements: "gps".into(),
-        deadline: 0,
+        deadline: DtnTime::from_millis(0),
         transport: Transport::Auto,
     });
     assert_layout(
@@ -320,7 +321,7 @@ fn layout_of_integer_and_float_values() {
             procedure: String::new(),
             params: vec![value],
             requirements: String::new(),
-            deadline: 0,
+            deadline: DtnTime::from_millis(0),
             transport: Transport::Datagram,
         });
         assert_layout(
@@ -432,7 +433,7 @@ fn call() -> impl Strategy<Value = Call> {
                     procedure,
                     params,
                     requirements,
-                    deadline,
+                    deadline: DtnTime::from_millis(deadline),
                     transport,
                 }
             },
@@ -588,7 +589,7 @@ fn bytes_fields_are_slices_of_the_input_in_every_place() {
             procedure: "p".into(),
             params: vec![Value::Bytes(Bytes::from_static(b"param"))],
             requirements: String::new(),
-            deadline: 0,
+            deadline: DtnTime::from_millis(0),
             transport: Transport::Auto,
         }),
         Message::Result(CallResult {
@@ -636,7 +637,7 @@ fn call_with_text(n: usize) -> Message {
         procedure: "p".into(),
         params: vec![Value::Text("x".repeat(n))],
         requirements: String::new(),
-        deadline: 1,
+        deadline: DtnTime::from_millis(1),
         transport: Transport::Auto,
     })
 }

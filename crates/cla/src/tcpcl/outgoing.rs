@@ -249,6 +249,7 @@ impl Outgoing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wire::DtnTime;
     use wire::tcpcl::{FrameLimits, Message};
 
     fn bundle(len: usize) -> EncodedBundle {
@@ -257,7 +258,7 @@ mod tests {
             Eid::ipn(2, 1),
             Eid::ipn(1, 0),
             CreationTimestamp {
-                time: 1,
+                time: DtnTime::from_millis(1),
                 sequence: 0,
             },
             1000,

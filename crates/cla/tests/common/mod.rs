@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use cla::tcpcl::{Role, Session, SessionConfig, SessionEvent};
+use wire::DtnTime;
 use wire::tcpcl::{ContactHeader, FrameLimits, Message, SessInit};
 use wire::{Bundle, CreationTimestamp, Eid, EncodedBundle, PrimaryBlock};
 
@@ -16,7 +17,7 @@ pub(crate) fn bundle(payload_len: usize, seq: u64) -> Bundle {
         Eid::ipn(2, 1),
         Eid::ipn(1, 0),
         CreationTimestamp {
-            time: 800_000_000_000,
+            time: DtnTime::from_millis(800_000_000_000),
             sequence: seq,
         },
         3_600_000,

@@ -213,12 +213,12 @@ impl Rpc {
     /// deadline is `retention_ms` past, calls this node made that finished `retention_ms` ago.
     /// Returns whether it stopped before the end (the rest at the next sweep, soon).
     pub(super) fn sweep_stored(&mut self, now: DtnTime, node: &mut dyn NodePort) -> bool {
-        let Some(due) = now.checked_sub(self.config.retention_ms) else {
+        let Some(due) = now.checked_sub(Duration::from_millis(self.config.retention_ms)) else {
             return false;
         };
         // Served calls: every row keyed by a deadline at or before `due` is done with, unless
         // its call is still in memory (the in-memory sweep decides for those).
-        let below = due.saturating_add(1).to_be_bytes();
+        let below = due.saturating_add(Duration::from_millis(1)).to_be_bytes();
         let mut more = self.sweep_rows(node, RpcTable::Dedup, &below, |rpc, key, _| {
             let serve_key = parse_serve_key(key.get(8..)?)?;
             (!rpc.serving.contains_key(&serve_key)).then_some(())

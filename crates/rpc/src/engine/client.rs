@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::port::NodePort;
+use std::time::Duration;
 
 impl Rpc {
     /// Makes a call. Returns at once with its id; replies arrive as [`RpcEvent::CallChanged`] and
@@ -19,7 +20,7 @@ impl Rpc {
         let timers = request.timers.unwrap_or(self.config.timers);
         let deadline = request
             .deadline
-            .unwrap_or_else(|| now.saturating_add(timers.default_span_ms()));
+            .unwrap_or_else(|| now.saturating_add(Duration::from_millis(timers.default_span_ms())));
         if deadline <= now {
             return Err(CallError::DeadlinePassed);
         }
@@ -168,7 +169,9 @@ impl Rpc {
                     );
                     c.stream = Some(stream);
                     c.phase = Phase::RealTime {
-                        until: now.saturating_add(timers.ack_ms).min(deadline),
+                        until: now
+                            .saturating_add(Duration::from_millis(timers.ack_ms))
+                            .min(deadline),
                     };
                     let line = Derived::CalledByStream {
                         hops: hops(node, &s),
@@ -188,9 +191,11 @@ impl Rpc {
                         deadline,
                     )?;
                     c.phase = Phase::RealTime {
-                        until: now.saturating_add(timers.ack_ms).min(deadline),
+                        until: now
+                            .saturating_add(Duration::from_millis(timers.ack_ms))
+                            .min(deadline),
                     };
-                    c.next_resend = Some(now + timers.resend_ms.max(1));
+                    c.next_resend = Some(now + Duration::from_millis(timers.resend_ms.max(1)));
                     let how = if server.is_some() {
                         "by datagram"
                     } else {
@@ -461,7 +466,7 @@ impl Rpc {
                     self.calls[&id].timers.resend_ms
                 };
                 if let Some(c) = self.calls.get_mut(&id) {
-                    c.next_resend = Some(now + step.max(1));
+                    c.next_resend = Some(now + Duration::from_millis(step.max(1)));
                 }
             }
             _ => {}
@@ -579,12 +584,15 @@ impl Rpc {
                 if !c.acks.contains(&server) {
                     c.acks.push(server.clone());
                 }
-                let until = now.saturating_add(c.timers.result_ms).min(c.call.deadline);
+                let until = now
+                    .saturating_add(Duration::from_millis(c.timers.result_ms))
+                    .min(c.call.deadline);
                 match c.phase {
                     Phase::RealTime { .. } => {
                         c.phase = Phase::Acked { until };
                         if c.realtime == Some(Transport::Datagram) {
-                            c.next_resend = Some(now + self.config.retry_ms.max(1));
+                            c.next_resend =
+                                Some(now + Duration::from_millis(self.config.retry_ms.max(1)));
                         }
                     }
                     // "An ack extends the timeout."
@@ -595,7 +603,8 @@ impl Rpc {
                         // Re-asking stopped when everyone who had acknowledged answered; this
                         // server has not yet.
                         if c.realtime == Some(Transport::Datagram) && c.next_resend.is_none() {
-                            c.next_resend = Some(now + self.config.retry_ms.max(1));
+                            c.next_resend =
+                                Some(now + Duration::from_millis(self.config.retry_ms.max(1)));
                         }
                     }
                     Phase::Dtn | Phase::Finished => {}
@@ -665,7 +674,9 @@ impl Rpc {
         if c.state != CallState::Waiting {
             return;
         }
-        let until = now.saturating_add(c.timers.result_ms).min(c.call.deadline);
+        let until = now
+            .saturating_add(Duration::from_millis(c.timers.result_ms))
+            .min(c.call.deadline);
         c.phase = match c.phase {
             Phase::RealTime { .. } => Phase::Acked { until },
             Phase::Acked { until: old } => Phase::Acked {
@@ -1073,25 +1084,32 @@ mod tests {
     #[test]
     fn a_full_timeline_writes_out_its_coded_lines_and_keeps_them_as_text() {
         let (_node, mut rpc, id) = super::super::test_call();
-        rpc.note_derived(1_001, id, called_line());
+        rpc.note_derived(DtnTime::from_millis(1_001), id, called_line());
         let coded_at = rpc.calls[&id].timeline.len() - 1;
         assert_eq!(rpc.calls[&id].derived, [(coded_at, called_line())]);
         assert!(rpc.calls[&id].timeline[coded_at].1.is_empty());
         for i in 0..TIMELINE_LINES as u64 {
-            rpc.note(2_000 + i, id, format!("line {i}"));
+            rpc.note(DtnTime::from_millis(2_000 + i), id, format!("line {i}"));
         }
-        rpc.note_derived(3_000, id, Derived::Finished("done".into()));
+        rpc.note_derived(
+            DtnTime::from_millis(3_000),
+            id,
+            Derived::Finished("done".into()),
+        );
         let c = &rpc.calls[&id];
         assert!(c.derived.is_empty(), "{:?}", c.derived);
         assert_eq!(c.timeline.len(), TIMELINE_LINES);
         assert_eq!(
             c.timeline[coded_at],
             (
-                1_001,
+                DtnTime::from_millis(1_001),
                 "called dtn://server/ by stream (1 hop), signed".into()
             )
         );
-        assert_eq!(c.timeline.last().unwrap(), &(3_000, "waiting: done".into()));
+        assert_eq!(
+            c.timeline.last().unwrap(),
+            &(DtnTime::from_millis(3_000), "waiting: done".into())
+        );
         assert_eq!(c.timeline().to_vec(), c.timeline);
     }
 
@@ -1106,17 +1124,29 @@ mod tests {
     fn a_long_timeline_keeps_its_start_its_latest_lines_and_how_many_went() {
         let mut timeline = Vec::new();
         for i in 0..500u64 {
-            add_line(&mut timeline, i, format!("line {i}"));
+            add_line(&mut timeline, DtnTime::from_millis(i), format!("line {i}"));
         }
         assert_eq!(timeline.len(), TIMELINE_LINES);
-        assert_eq!(timeline[0], (0, "line 0".to_string()));
-        assert_eq!(timeline[99], (99, "line 99".to_string()));
+        assert_eq!(timeline[0], (DtnTime::from_millis(0), "line 0".to_string()));
+        assert_eq!(
+            timeline[99],
+            (DtnTime::from_millis(99), "line 99".to_string())
+        );
         assert_eq!(
             timeline[100],
-            (100, "(301 lines left out here)".to_string())
+            (
+                DtnTime::from_millis(100),
+                "(301 lines left out here)".to_string()
+            )
         );
-        assert_eq!(timeline[101], (401, "line 401".to_string()));
-        assert_eq!(timeline[199], (499, "line 499".to_string()));
+        assert_eq!(
+            timeline[101],
+            (DtnTime::from_millis(401), "line 401".to_string())
+        );
+        assert_eq!(
+            timeline[199],
+            (DtnTime::from_millis(499), "line 499".to_string())
+        );
         // Lines 100..=400 are the 301 left out: every line is either kept or counted.
         let kept = timeline
             .iter()
@@ -1129,13 +1159,14 @@ mod tests {
     fn a_short_timeline_keeps_every_line() {
         let mut timeline = Vec::new();
         for i in 0..TIMELINE_LINES as u64 {
-            add_line(&mut timeline, i, format!("line {i}"));
+            add_line(&mut timeline, DtnTime::from_millis(i), format!("line {i}"));
         }
         assert!(
             timeline
                 .iter()
                 .enumerate()
-                .all(|(i, (at, t))| *at == i as u64 && *t == format!("line {i}"))
+                .all(|(i, (at, t))| *at == DtnTime::from_millis(i as u64)
+                    && *t == format!("line {i}"))
         );
     }
 }

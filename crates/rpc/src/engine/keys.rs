@@ -185,7 +185,7 @@ impl Learnt {
         let mut out = [0u8; 41];
         out[..32].copy_from_slice(&self.key.0);
         out[32] = self.source.code();
-        out[33..].copy_from_slice(&self.since.unwrap_or(0).to_be_bytes());
+        out[33..].copy_from_slice(&self.since.unwrap_or(DtnTime::from_millis(0)).to_be_bytes());
         out
     }
 
@@ -204,7 +204,7 @@ impl Learnt {
         Some(Self {
             key: PublicKey(*key),
             source: KeySource::from_code(code)?,
-            since: (since != 0).then_some(since),
+            since: (since != DtnTime::from_millis(0)).then_some(since),
         })
     }
 }
@@ -495,7 +495,7 @@ mod tests {
         let learnt = Learnt {
             key: PublicKey([7; 32]),
             source: KeySource::Accepted,
-            since: Some(1234),
+            since: Some(DtnTime::from_millis(1234)),
         };
         let back = Learnt::decode(&learnt.encode()).unwrap();
         assert_eq!(

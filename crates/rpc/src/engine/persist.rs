@@ -11,6 +11,7 @@
 use super::client::Derived;
 use super::*;
 use crate::port::NodePort;
+use std::time::Duration;
 
 /// Records changed while handling the current input, and the rows they become.
 #[derive(Debug, Default)]
@@ -271,7 +272,7 @@ impl Rpc {
             let message = Message::decode(&r.bytes()?).map_err(|_| RecordError("reply"))?;
             let missing_files = r.u64()? as usize;
             replies.push(Reply {
-                at,
+                at: DtnTime::from_millis(at),
                 via,
                 server_key: PublicKey(key),
                 message,
@@ -285,12 +286,12 @@ impl Rpc {
             call_bytes,
             sealed,
             timers,
-            created,
+            created: DtnTime::from_millis(created),
             phase,
             sent_dtn,
             realtime,
             state,
-            finished_at,
+            finished_at: finished_at.map(DtnTime::from_millis),
             acks,
             replies,
             timeline,
@@ -427,9 +428,10 @@ impl Rpc {
                 continue;
             };
             let size = len - 8;
-            self.files
-                .held
-                .insert(hash, (size, u64::from_le_bytes(expiry)));
+            self.files.held.insert(
+                hash,
+                (size, DtnTime::from_millis(u64::from_le_bytes(expiry))),
+            );
             self.files.bytes += size;
         }
         let outbox: BTreeSet<Bytes> = self
@@ -571,7 +573,7 @@ fn parse_timeline(
     let coded = r.version() >= 3;
     let (mut timeline, mut derived) = (Vec::new(), Vec::new());
     for i in 0..r.u64()?.min(10_000) as usize {
-        let at = r.u64()?;
+        let at = DtnTime::from_millis(r.u64()?);
         let line = match if coded { r.u8()? } else { 0 } {
             0 => {
                 timeline.push((at, r.string()?));
@@ -610,8 +612,10 @@ fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
             Some(_) => 1,
             None => 0,
         })
-        .u64(c.created)
-        .u64(c.finished_at.map_or(0, |t| t.saturating_add(1)))
+        .u64(c.created.as_millis())
+        .u64(c.finished_at.map_or(0, |t| {
+            t.saturating_add(Duration::from_millis(1)).as_millis()
+        }))
         .u64(c.timers.ack_ms)
         .u64(c.timers.result_ms)
         .u64(c.timers.dtn_ms)
@@ -626,7 +630,7 @@ fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
     for r in &c.replies {
         let encoded = r.message.encode().unwrap_or_default();
         let via = VIA_NAMES.iter().position(|v| *v == r.via).unwrap_or(2) as u8;
-        w.u64(r.at)
+        w.u64(r.at.as_millis())
             .u8(via)
             .bytes(&r.server_key.0)
             .bytes(&encoded)
@@ -638,13 +642,13 @@ fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
     w.u64(c.timeline.len() as u64);
     if !coded {
         for (at, text) in c.timeline().iter() {
-            w.u64(at).str(&text);
+            w.u64(at.as_millis()).str(&text);
         }
         return;
     }
     let mut derived = c.derived.iter().peekable();
     for (i, (at, text)) in c.timeline.iter().enumerate() {
-        w.u64(*at);
+        w.u64((*at).as_millis());
         let code = derived.next_if(|(line, _)| *line == i).map(|(_, d)| d);
         match code {
             None => w.u8(0).str(text),
@@ -669,7 +673,7 @@ mod tests {
         let (_node, mut rpc, id) = super::super::test_call();
         let mut c = *rpc.calls.remove(&id).unwrap();
         c.replies.push(Reply {
-            at: 1_010,
+            at: DtnTime::from_millis(1_010),
             via: "stream",
             server_key: seal::Identity::from_secret([2; 32]).public(),
             message: Message::Result(CallResult {
@@ -697,12 +701,13 @@ mod tests {
             let at = 1_000 + i as u64;
             match line {
                 Some(d) => {
-                    c.timeline.push((at, String::new()));
+                    c.timeline.push((DtnTime::from_millis(at), String::new()));
                     c.derived.push((i, d));
                 }
-                None => c
-                    .timeline
-                    .push((at, "no acknowledgement within 30 s".into())),
+                None => c.timeline.push((
+                    DtnTime::from_millis(at),
+                    "no acknowledgement within 30 s".into(),
+                )),
             }
         }
         c
@@ -756,7 +761,7 @@ mod tests {
             "result from ipn:977.1 by stream (1 byte, 1 file, ran 18446744073709551615 ms)"
         );
         c.replies.push(Reply {
-            at: 1_020,
+            at: DtnTime::from_millis(1_020),
             via: "dtn",
             server_key: seal::Identity::from_secret([2; 32]).public(),
             message: Message::Reject(wire::rpc::Reject {
@@ -796,7 +801,10 @@ mod tests {
         );
         assert_eq!(lines[3].1, "succeeded: done");
         assert_eq!(
-            lines.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+            lines
+                .iter()
+                .map(|(at, _)| at.as_millis())
+                .collect::<Vec<_>>(),
             [1_000, 1_001, 1_002, 1_003]
         );
         // In memory the coded lines keep no text: it is written when read.

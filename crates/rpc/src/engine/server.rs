@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::port::NodePort;
+use std::time::Duration;
 
 /// Why a call's parameters do not fit the procedure (its `Display` is the detail the caller is
 /// sent with `bad_arguments`).
@@ -263,10 +264,11 @@ impl Rpc {
         // Accepted.
         self.stats.calls_accepted += 1;
         let any = call.mode == Mode::Any;
-        let ack_at =
-            matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay_ms);
-        let start_at = (any && self.config.any_start_jitter_ms > 0)
-            .then(|| now + self.rng.next_u64() % (self.config.any_start_jitter_ms + 1));
+        let ack_at = matches!(via, Via::Datagram | Via::Stream(_))
+            .then(|| now + Duration::from_millis(self.config.ack_delay_ms));
+        let start_at = (any && self.config.any_start_jitter_ms > 0).then(|| {
+            now + Duration::from_millis(self.rng.next_u64() % (self.config.any_start_jitter_ms + 1))
+        });
         self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
         if let Some(s) = self.serving.get_mut(&key) {
             s.ack_at = ack_at;
@@ -741,7 +743,10 @@ impl Rpc {
             Ok(()) => self.mark_sent(node, key, None),
             Err(source) => {
                 self.errors.push(StateError::ReplyQueued { caller, source });
-                self.arm(now + self.config.retry_ms.max(1), Timer::Serve(key));
+                self.arm(
+                    now + Duration::from_millis(self.config.retry_ms.max(1)),
+                    Timer::Serve(key),
+                );
             }
         }
     }
@@ -994,7 +999,7 @@ impl Rpc {
         let entry = self
             .notices
             .entry(notice.id)
-            .or_insert((done, now + NOTICE_MEMORY_MS));
+            .or_insert((done, now + NOTICE_MEMORY));
         entry.0 |= done;
         let callers: Vec<PublicKey> = self
             .by_call

@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use store::{BundleMeta, Retention, StoredBundle};
+use wire::DtnTime;
 use wire::{Bundle, BundleId, CreationTimestamp, Eid, PrimaryBlock};
 
 /// The id of test bundle `seq`.
@@ -9,7 +10,7 @@ pub(crate) fn id(seq: u64) -> BundleId {
     BundleId {
         source: Eid::dtn("tester", "").expect("valid id"),
         creation: CreationTimestamp {
-            time: 1,
+            time: DtnTime::from_millis(1),
             sequence: seq,
         },
         fragment: None,
@@ -26,10 +27,10 @@ pub(crate) fn bundle(seq: u64, len: usize) -> StoredBundle {
         meta: BundleMeta {
             id,
             destination,
-            expiry: 1_001,
+            expiry: DtnTime::from_millis(1_001),
             priority: 1,
             retention: Retention::Carried,
-            received_at: 1,
+            received_at: DtnTime::from_millis(1),
         },
         bundle: Bundle::new(primary, Bytes::from(payload)),
     }
