@@ -128,11 +128,11 @@ impl CallSpec {
         let mut timers = default_timers;
         let mut custom = false;
         if let Some(ms) = duration("ack_timeout", &self.ack_timeout)? {
-            timers.ack_ms = ms;
+            timers.ack_timeout = Duration::from_millis(ms);
             custom = true;
         }
         if let Some(ms) = duration("result_timeout", &self.result_timeout)? {
-            timers.result_ms = ms;
+            timers.result_timeout = Duration::from_millis(ms);
             custom = true;
         }
         let deadline = match duration("deadline", &self.deadline)? {
@@ -617,8 +617,8 @@ mod tests {
             .to_request(DtnTime::from_millis(1_000), rpc::Timers::default())
             .unwrap();
         assert_eq!(r.deadline, Some(DtnTime::from_millis(601_000)));
-        assert_eq!(r.timers.unwrap().ack_ms, 5_000);
-        assert_eq!(r.timers.unwrap().result_ms, 90_000);
+        assert_eq!(r.timers.unwrap().ack_timeout, Duration::from_secs(5));
+        assert_eq!(r.timers.unwrap().result_timeout, Duration::from_secs(90));
         assert_eq!(r.params[1], rpc::Param::Value(Value::Int(-3)));
         assert_eq!(
             r.params[2],

@@ -1072,7 +1072,7 @@ impl Daemon {
                 // larger bundles to it.
                 mtu: (!self.config.ignore_peer_transfer_mru).then_some(info.transfer_mru),
                 bandwidth_bps: 0,
-                contact_ms: None,
+                contact: None,
             },
         );
     }
@@ -1925,9 +1925,9 @@ impl Daemon {
 
     fn rpc_timers(&self) -> rpc::Timers {
         rpc::Timers {
-            ack_ms: self.config.rpc.ack_timeout.as_millis() as u64,
-            result_ms: self.config.rpc.result_timeout.as_millis() as u64,
-            dtn_ms: self.config.rpc.dtn_timeout.as_millis() as u64,
+            ack_timeout: self.config.rpc.ack_timeout,
+            result_timeout: self.config.rpc.result_timeout,
+            dtn_timeout: self.config.rpc.dtn_timeout,
             ..rpc::Timers::default()
         }
     }

@@ -332,9 +332,9 @@ fn engine_config(config: &Config) -> Result<rpc::RpcConfig, StartError> {
     let mut null = rpc::ProcedureSpec::new(NULL_PROCEDURE, Vec::new());
     null.max_concurrent = u32::MAX;
     engine.procedures.push(null);
-    engine.timers.ack_ms = config.rpc.ack_timeout.as_millis() as u64;
-    engine.timers.result_ms = config.rpc.result_timeout.as_millis() as u64;
-    engine.timers.dtn_ms = config.rpc.dtn_timeout.as_millis() as u64;
+    engine.timers.ack_timeout = config.rpc.ack_timeout;
+    engine.timers.result_timeout = config.rpc.result_timeout;
+    engine.timers.dtn_timeout = config.rpc.dtn_timeout;
     engine.max_file_bytes = config.rpc.file_budget;
     engine.finished_in_memory = config.rpc.finished_in_memory;
     engine.trusted_servers = config

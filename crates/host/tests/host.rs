@@ -109,7 +109,7 @@ impl Pair {
                     peer: Some(eid(peer)),
                     mtu: None,
                     bandwidth_bps: 0,
-                    contact_ms: None,
+                    contact: None,
                 },
             );
         }

@@ -47,6 +47,8 @@ mod node;
 mod strategy;
 pub mod stream;
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use wire::{Bundle, BundleId, DtnTime, Eid, StatusReason};
 
@@ -76,7 +78,7 @@ pub enum LinkChange {
         /// Expected throughput, bits per second (0 if unknown).
         bandwidth_bps: u64,
         /// How long the contact is expected to last (from a contact plan), if known.
-        contact_ms: Option<u64>,
+        contact: Option<Duration>,
     },
     /// The link is down; transfers still queued on it failed.
     Down {

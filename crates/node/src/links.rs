@@ -29,7 +29,7 @@ pub(crate) struct Link {
     /// Last time we heard from the peer (beacon, or link up).
     pub last_heard: DtnTime,
     /// The beacon period the peer announced.
-    pub peer_period_ms: u64,
+    pub peer_period: Duration,
     /// Whether beacons keep the neighbour alive (false until the first beacon: a link reported up
     /// by the shell with a known peer stays until the shell says it is down).
     pub beacon_liveness: bool,
@@ -48,7 +48,7 @@ impl Link {
         bandwidth_bps: u64,
         contact_end: Option<DtnTime>,
         now: DtnTime,
-        peer_period_ms: u64,
+        peer_period: Duration,
     ) -> Self {
         Self {
             peer: None,
@@ -56,7 +56,7 @@ impl Link {
             bandwidth_bps,
             contact_end,
             last_heard: now,
-            peer_period_ms,
+            peer_period,
             beacon_liveness: false,
             next_beacon: now,
             next_summary: None,
@@ -68,9 +68,8 @@ impl Link {
     /// When the neighbour counts as gone if no beacon arrives.
     pub(crate) fn expiry(&self, missed_periods: u64) -> Option<DtnTime> {
         (self.beacon_liveness && self.peer.is_some()).then(|| {
-            self.last_heard.saturating_add(Duration::from_millis(
-                self.peer_period_ms.saturating_mul(missed_periods),
-            ))
+            let missed = u32::try_from(missed_periods).unwrap_or(u32::MAX);
+            self.last_heard + self.peer_period.saturating_mul(missed)
         })
     }
 

@@ -31,22 +31,22 @@ const MAX_LINKS: usize = 4_096;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MeshConfig {
     /// How often a node re-advertises its neighbours without a change.
-    pub refresh_ms: u64,
+    pub refresh: Duration,
     /// How long others keep an advertisement without a newer one.
-    pub lifetime_ms: u64,
+    pub advert_lifetime: Duration,
     /// Least time between two advertisements of one node (damps flapping links).
-    pub min_origination_ms: u64,
+    pub min_origination: Duration,
     /// Delay between an advertisement's arrival and the route computation it triggers.
-    pub spf_delay_ms: u64,
+    pub spf_delay: Duration,
 }
 
 impl Default for MeshConfig {
     fn default() -> Self {
         Self {
-            refresh_ms: 30_000,
-            lifetime_ms: 90_000,
-            min_origination_ms: 1_000,
-            spf_delay_ms: 100,
+            refresh: Duration::from_secs(30),
+            advert_lifetime: Duration::from_secs(90),
+            min_origination: Duration::from_secs(1),
+            spf_delay: Duration::from_millis(100),
         }
     }
 }
@@ -134,7 +134,7 @@ impl Mesh {
             sequence: now.as_millis(),
             last_origination: None,
             pending_origination: None,
-            next_refresh: now.saturating_add(Duration::from_millis(config.refresh_ms)),
+            next_refresh: now.saturating_add(config.refresh),
             recompute_at: None,
             routes: BTreeMap::new(),
             floods: VecDeque::new(),
@@ -190,7 +190,7 @@ impl Mesh {
         // A hostile peer must not pin state: lifetimes are capped.
         lsa.lifetime_ms = lsa
             .lifetime_ms
-            .min(self.config.lifetime_ms.saturating_mul(10));
+            .min(wire::time::millis(self.config.advert_lifetime * 10));
         let origin = self.intern(&lsa.origin);
         let mut links = Vec::with_capacity(lsa.links.len());
         for (eid, cost) in &lsa.links {
@@ -311,7 +311,7 @@ impl Mesh {
         LinkState {
             origin: self.me.clone(),
             sequence: self.sequence,
-            lifetime_ms: self.config.lifetime_ms,
+            lifetime_ms: wire::time::millis(self.config.advert_lifetime),
             links: self
                 .neighbours
                 .iter()
@@ -322,9 +322,9 @@ impl Mesh {
 
     /// Advertises now, or as soon as the rate limit allows.
     fn originate(&mut self, now: DtnTime) {
-        let earliest = self.last_origination.map_or(now, |t| {
-            t.saturating_add(Duration::from_millis(self.config.min_origination_ms))
-        });
+        let earliest = self
+            .last_origination
+            .map_or(now, |t| t.saturating_add(self.config.min_origination));
         if earliest <= now {
             self.pending_origination = None;
             self.advertise(now);
@@ -336,7 +336,7 @@ impl Mesh {
     fn advertise(&mut self, now: DtnTime) {
         self.sequence = self.sequence.saturating_add(1).max(now.as_millis());
         self.last_origination = Some(now);
-        self.next_refresh = now.saturating_add(Duration::from_millis(self.config.refresh_ms));
+        self.next_refresh = now.saturating_add(self.config.refresh);
         let to: Vec<Eid> = self.neighbours.keys().cloned().collect();
         if !to.is_empty() {
             self.floods.push_back(Flood {
@@ -348,8 +348,7 @@ impl Mesh {
 
     fn schedule_recompute(&mut self, now: DtnTime) {
         if self.recompute_at.is_none() {
-            self.recompute_at =
-                Some(now.saturating_add(Duration::from_millis(self.config.spf_delay_ms)));
+            self.recompute_at = Some(now.saturating_add(self.config.spf_delay));
         }
     }
 
@@ -589,7 +588,9 @@ mod tests {
         net.advance(1_500);
         assert_eq!(net.nodes[0].hops(&id(2)), None);
         // ...and forgets node 2's own advertisement after its lifetime.
-        net.advance(MeshConfig::default().lifetime_ms + 1_000);
+        net.advance(wire::time::millis(
+            MeshConfig::default().advert_lifetime + Duration::from_millis(1_000),
+        ));
         assert_eq!(net.nodes[0].database().len(), 2, "own and node 1's");
     }
 
@@ -699,7 +700,7 @@ mod tests {
         let stored = m.lsdb.get(&origin).unwrap();
         assert!(stored.links.len() <= MAX_LINKS);
         let until = m.lsdb.until(&origin).unwrap();
-        assert!(until <= DtnTime::from_millis(1_000 + 10 * MeshConfig::default().lifetime_ms));
+        assert!(until <= DtnTime::from_millis(1_000) + 10 * MeshConfig::default().advert_lifetime);
     }
 
     #[test]

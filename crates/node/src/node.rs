@@ -65,17 +65,17 @@ pub struct NodeConfig {
     /// Store-carry-forward strategy.
     pub strategy: StrategyKind,
     /// Beacon period on every link.
-    pub beacon_period_ms: u64,
+    pub beacon_period: Duration,
     /// A neighbour is gone after this many beacon periods without a beacon.
     pub missed_beacons: u64,
     /// How often summary vectors are exchanged with each neighbour (also sent at contact start).
-    pub summary_period_ms: u64,
+    pub summary_period: Duration,
     /// Hop limit of dtn-class bundles this node creates.
     pub hop_limit: u64,
     /// Hop limit of datagram and stream bundles (bounds broadcast flooding).
     pub datagram_hop_limit: u64,
     /// How long a delivered bundle's key stays in the purge set.
-    pub purge_retention_ms: u64,
+    pub purge_retention: Duration,
     /// Most entries of the purge set that neighbours' summaries may fill (65,536 by default:
     /// about 3 MiB of memory, a store row each, and ≈9 bytes each in every summary this node
     /// sends). A key a summary names while the set is this full is not kept (counted in
@@ -121,14 +121,14 @@ impl NodeConfig {
             node_id,
             seed: 0,
             strategy: StrategyKind::Epidemic,
-            beacon_period_ms: 1_000,
+            beacon_period: Duration::from_secs(1),
             missed_beacons: 3,
-            summary_period_ms: 10_000,
+            summary_period: Duration::from_secs(10),
             hop_limit: 64,
             // Above the longest mesh path expected (the paper's chain is 31 hops, its islands
             // 64 nodes); floods stop at nodes that saw the bundle already.
             datagram_hop_limit: 64,
-            purge_retention_ms: 24 * 3_600_000,
+            purge_retention: Duration::from_secs(24 * 3_600),
             max_purge_entries: 65_536,
             max_seen: 65_536,
             max_carried_bundles: 100_000,
@@ -558,7 +558,7 @@ impl Node {
                 peer,
                 mtu,
                 bandwidth_bps,
-                contact_ms,
+                contact,
             } => {
                 if self.links.contains_key(&link) {
                     self.link_down(now, link);
@@ -568,9 +568,9 @@ impl Node {
                     Link::new(
                         mtu,
                         bandwidth_bps,
-                        contact_ms.map(|ms| now.saturating_add(Duration::from_millis(ms))),
+                        contact.map(|span| now + span),
                         now,
-                        self.config.beacon_period_ms,
+                        self.config.beacon_period,
                     ),
                 );
                 // Announce ourselves at once so the peer learns who we are.
@@ -594,7 +594,7 @@ impl Node {
             return;
         };
         l.last_heard = now;
-        l.peer_period_ms = beacon.period_ms.clamp(100, 3_600_000);
+        l.peer_period = Duration::from_millis(beacon.period_ms.clamp(100, 3_600_000));
         l.beacon_liveness = true;
         if l.peer.as_ref() != Some(&peer) {
             self.identify(now, link, peer);
@@ -684,7 +684,7 @@ impl Node {
                 continue;
             };
             if l.next_summary.is_some_and(|t| t <= now) {
-                l.next_summary = Some(now + Duration::from_millis(self.config.summary_period_ms));
+                l.next_summary = Some(now + self.config.summary_period);
                 if let Some(peer) = l.peer.clone() {
                     self.send_summary(now, &peer);
                 }
@@ -842,7 +842,7 @@ impl Node {
     // ----- links and neighbours -----
 
     fn send_beacon(&mut self, now: DtnTime, link: LinkId) {
-        let period = self.config.beacon_period_ms;
+        let period = wire::time::millis(self.config.beacon_period);
         // ±10 % jitter so that neighbours' beacons do not stay in lockstep.
         let jitter = if period >= 10 {
             self.random() % (period / 5 + 1)
@@ -893,7 +893,7 @@ impl Node {
             return;
         };
         l.peer = Some(peer.clone());
-        l.next_summary = Some(now + Duration::from_millis(self.config.summary_period_ms));
+        l.next_summary = Some(now + self.config.summary_period);
         self.neighbours.insert(peer.clone(), link);
         self.mesh.set_neighbour(now, peer.clone(), 1);
         self.events.push_back(Event::NeighbourUp {
@@ -1175,10 +1175,7 @@ impl Node {
         if bundle.primary.fragment.is_none() {
             // In the store's batch with the delivery: the shell makes both durable before it
             // acknowledges the bundle, so no restart forgets that it was delivered.
-            self.add_purge(
-                adu,
-                expiry.max(now + Duration::from_millis(self.config.purge_retention_ms)),
-            );
+            self.add_purge(adu, expiry.max(now + self.config.purge_retention));
             self.deliver(now, &bundle);
             self.report(now, &bundle, Report::Delivered, StatusReason::NoInformation);
             return;
@@ -1208,10 +1205,7 @@ impl Node {
             }
             Ok(r) if r.is_complete() => match r.finish() {
                 Ok(whole) => {
-                    self.add_purge(
-                        adu,
-                        expiry.max(now + Duration::from_millis(self.config.purge_retention_ms)),
-                    );
+                    self.add_purge(adu, expiry.max(now + self.config.purge_retention));
                     let pieces: Vec<BundleId> = self.held.pieces_of(adu).cloned().collect();
                     for piece in pieces {
                         self.unindex(&piece);
@@ -1260,10 +1254,7 @@ impl Node {
             // delivered twice. Refusing also costs no store write, where evicting cost two.
             if !self.purged.contains_key(&key) {
                 if self.purged.len() < self.config.max_purge_entries {
-                    self.add_purge(
-                        key,
-                        now + Duration::from_millis(self.config.purge_retention_ms),
-                    );
+                    self.add_purge(key, now + self.config.purge_retention);
                 } else {
                     self.stats.purge_set_full += 1;
                 }
@@ -1701,10 +1692,7 @@ impl Node {
             let _ = self.store.remove(&flight.held);
             // A whole bundle only: one fragment at the destination says nothing about the rest.
             if !h.broadcast && h.key == h.adu_key {
-                self.add_purge(
-                    h.adu_key,
-                    expiry.max(now + Duration::from_millis(self.config.purge_retention_ms)),
-                );
+                self.add_purge(h.adu_key, expiry.max(now + self.config.purge_retention));
             }
         }
     }

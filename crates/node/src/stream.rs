@@ -72,16 +72,16 @@ pub struct StreamConfig {
     /// Most unacknowledged segments in flight per stream (at least 1).
     pub window: usize,
     /// Retransmission timeout before the first round-trip sample.
-    pub initial_rto_ms: u64,
+    pub initial_rto: Duration,
     /// Smallest retransmission timeout once round trips were measured.
-    pub min_rto_ms: u64,
+    pub min_rto: Duration,
     /// Largest retransmission timeout: backoff stops doubling here.
-    pub max_rto_ms: u64,
+    pub max_rto: Duration,
     /// A stream whose data stays unacknowledged this long has lost its path.
-    pub liveness_ms: u64,
+    pub liveness: Duration,
     /// How long a cleanly closed stream is remembered, to acknowledge a late retransmission of
     /// the peer's CLOSE instead of resetting it. About the lifetime of a stream bundle.
-    pub linger_ms: u64,
+    pub linger: Duration,
     /// Most streams at once (open ones; as many closed ones again are remembered).
     pub max_streams: usize,
     /// Most bytes per stream queued or unacknowledged (`send` refuses more), and most bytes per
@@ -94,14 +94,14 @@ impl Default for StreamConfig {
         Self {
             max_segment: 1_200,
             window: 64,
-            initial_rto_ms: 500,
-            min_rto_ms: 200,
+            initial_rto: Duration::from_millis(500),
+            min_rto: Duration::from_millis(200),
             // Low, because liveness judges the path by the tries that fit in it: over a path
             // losing 30 % each way (a simulated 30 KB transfer, 400 seeds), a cap of 8 s let 20 %
             // of streams be declared lost, 2 s 6 %, 1 s none. A retry is one segment a second.
-            max_rto_ms: 1_000,
-            liveness_ms: 10_000,
-            linger_ms: 60_000,
+            max_rto: Duration::from_secs(1),
+            liveness: Duration::from_secs(10),
+            linger: Duration::from_secs(60),
             max_streams: 1_024,
             max_buffered: 16 << 20,
         }
@@ -253,9 +253,9 @@ struct Stream {
     buffered: usize,
     /// Our CLOSE marker is numbered; `send` refuses more.
     closing: bool,
-    srtt: Option<u64>,
-    rttvar: u64,
-    rto: u64,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
     /// When the (single, per stream, as in TCP) retransmission timer was last started.
     timer_start: DtnTime,
     /// When the acknowledgements last advanced, or something started to wait for one.
@@ -305,17 +305,11 @@ impl Stream {
     }
 
     fn rto_deadline(&self) -> Option<DtnTime> {
-        (!self.in_flight.is_empty()).then(|| {
-            self.timer_start
-                .saturating_add(Duration::from_millis(self.rto))
-        })
+        (!self.in_flight.is_empty()).then(|| self.timer_start.saturating_add(self.rto))
     }
 
-    fn liveness_deadline(&self, liveness_ms: u64) -> Option<DtnTime> {
-        (!self.in_flight.is_empty()).then(|| {
-            self.last_progress
-                .saturating_add(Duration::from_millis(liveness_ms))
-        })
+    fn liveness_deadline(&self, liveness: Duration) -> Option<DtnTime> {
+        (!self.in_flight.is_empty()).then(|| self.last_progress + liveness)
     }
 
     /// Marks the oldest unacknowledged segment for resending and restarts the timer. Returns
@@ -367,13 +361,13 @@ impl Streams {
     pub fn new(config: StreamConfig, seed: u64) -> Self {
         // Zeros would stall a stream (no room for a byte or a segment) or spin the driver (a
         // timer due again at the instant it ran): the smallest workable values replace them.
-        let max_rto_ms = config.max_rto_ms.max(1);
+        let max_rto = config.max_rto.max(Duration::from_millis(1));
         let config = StreamConfig {
             max_segment: config.max_segment.max(1),
             window: config.window.max(1),
-            initial_rto_ms: config.initial_rto_ms.clamp(1, max_rto_ms),
-            min_rto_ms: config.min_rto_ms.clamp(1, max_rto_ms),
-            max_rto_ms,
+            initial_rto: config.initial_rto.clamp(Duration::from_millis(1), max_rto),
+            min_rto: config.min_rto.clamp(Duration::from_millis(1), max_rto),
+            max_rto,
             ..config
         };
         Self {
@@ -616,8 +610,8 @@ impl Streams {
     /// Runs the timers due at `now`: retransmissions and liveness.
     pub fn handle_timeout(&mut self, now: DtnTime) {
         self.expire_ended(now);
-        let liveness = self.config.liveness_ms;
-        let max_rto = self.config.max_rto_ms;
+        let liveness = self.config.liveness;
+        let max_rto = self.config.max_rto;
         let due: Vec<StreamId> = self
             .streams
             .iter()
@@ -652,7 +646,7 @@ impl Streams {
 
     /// When [`Streams::handle_timeout`] is next due; `None` when nothing is unacknowledged.
     pub fn poll_timeout(&self) -> Option<DtnTime> {
-        let liveness = self.config.liveness_ms;
+        let liveness = self.config.liveness;
         self.streams
             .values()
             .flat_map(|s| [s.rto_deadline(), s.liveness_deadline(liveness)])
@@ -773,8 +767,8 @@ impl Streams {
                 buffered: 0,
                 closing: false,
                 srtt: None,
-                rttvar: 0,
-                rto: self.config.initial_rto_ms,
+                rttvar: Duration::ZERO,
+                rto: self.config.initial_rto,
                 timer_start: now,
                 last_progress: now,
                 dup_acks: 0,
@@ -867,7 +861,7 @@ impl Streams {
             // Round-trip samples only from the segment this acknowledgement answers directly,
             // and only if it is still timed (see `Sent::timed`).
             if sent.timed && seq + 1 == acknowledged {
-                let sample = wire::time::millis(now - sent.sent_at);
+                let sample = now - sent.sent_at;
                 match s.srtt {
                     None => {
                         s.srtt = Some(sample);
@@ -882,22 +876,22 @@ impl Streams {
         }
         s.rto = s
             .srtt
-            .map_or(config.initial_rto_ms, |srtt| {
+            .map_or(config.initial_rto, |srtt| {
                 srtt.saturating_add(s.rttvar.saturating_mul(4))
             })
-            .clamp(config.min_rto_ms, config.max_rto_ms);
+            .clamp(config.min_rto, config.max_rto);
         s.last_progress = now;
         s.timer_start = now;
         // A partial acknowledgement: if the new oldest segment went out more than a round trip
         // ago it was lost as well; resend it without waiting for the timer.
         let round_trip = s
             .srtt
-            .unwrap_or(config.initial_rto_ms)
+            .unwrap_or(config.initial_rto)
             .saturating_add(s.rttvar);
         if s.in_flight
             .values()
             .next()
-            .is_some_and(|sent| now - sent.sent_at > Duration::from_millis(round_trip))
+            .is_some_and(|sent| now - sent.sent_at > round_trip)
             && let Some(seq) = s.retransmit_oldest(now)
         {
             self.out.push_back(Queued::Sequenced { id, seq });
@@ -985,9 +979,9 @@ impl Streams {
     /// Forgets closed streams older than the linger time. Not on a timer of its own: the list is
     /// bounded, and an entry kept a little longer does no harm.
     fn expire_ended(&mut self, now: DtnTime) {
-        let linger = self.config.linger_ms;
+        let linger = self.config.linger;
         while let Some((at, key)) = self.ended_order.front() {
-            if now - *at < Duration::from_millis(linger) {
+            if now - *at < linger {
                 break;
             }
             // Only if it is still the same entry: a key reused and closed again is newer.
@@ -1281,7 +1275,7 @@ mod tests {
     #[test]
     fn data_arrives_exactly_once_in_order_at_up_to_30_percent_loss() {
         let config = StreamConfig {
-            liveness_ms: 600_000,
+            liveness: Duration::from_millis(600_000),
             ..StreamConfig::default()
         };
         for loss in [0, 10, 20, 30] {
@@ -1397,7 +1391,7 @@ mod tests {
         assert_eq!(answer[0].segment.acknowledged, close.segment.sequence + 1);
         assert!(events(&mut p.ends[0]).is_empty());
         // Once the linger time is over it is an unknown stream like any other.
-        let later = p.now + Duration::from_millis(StreamConfig::default().linger_ms);
+        let later = p.now + StreamConfig::default().linger;
         p.ends[0].handle_timeout(later);
         p.ends[0].handle_segment(later, &close.from, &close.to, close.segment);
         assert_eq!(drain(&mut p.ends[0])[0].segment.flags, R | F);
@@ -1421,9 +1415,9 @@ mod tests {
         p.silent = true;
         let start = p.now;
         p.ends[0].send(start, id, message(5_000, 3)).unwrap();
-        p.run(start + Duration::from_millis(config.liveness_ms - 1));
+        p.run(start + config.liveness - Duration::from_millis(1));
         assert_eq!(p.count(0, is_lost), 0);
-        p.run(start + Duration::from_millis(config.liveness_ms));
+        p.run(start + config.liveness);
         assert_eq!(
             p.events[0].last(),
             Some(&StreamEvent::PathLost {
@@ -1937,9 +1931,9 @@ mod tests {
         let config = StreamConfig {
             max_segment: 0,
             window: 0,
-            initial_rto_ms: 0,
-            min_rto_ms: 0,
-            max_rto_ms: 0,
+            initial_rto: Duration::from_millis(0),
+            min_rto: Duration::from_millis(0),
+            max_rto: Duration::from_millis(0),
             ..StreamConfig::default()
         };
         let mut p = Pair::new(config, 12, 10);

@@ -2,6 +2,7 @@
 //! each other and what they decide.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 use wire::DtnTime;
 
 use bytes::Bytes;
@@ -88,7 +89,7 @@ impl Net {
                     peer: None,
                     mtu,
                     bandwidth_bps: 0,
-                    contact_ms: None,
+                    contact: None,
                 },
             );
         }
@@ -394,7 +395,7 @@ fn store_carry_forward_across_a_relay_and_the_purge_set_cleans_up() {
 
 #[test]
 fn a_bundle_delivered_before_a_restart_is_refused_as_a_duplicate_after_it() {
-    let mut net = Net::new(2, |c| c.purge_retention_ms = 60_000);
+    let mut net = Net::new(2, |c| c.purge_retention = Duration::from_millis(60_000));
     net.hold_transfers = true;
     net.link(0, 1, None);
     let mut out = Outgoing::new(app(0), app(1), payload(800));

@@ -1,6 +1,7 @@
 //! What an engine is configured with: the paper's timers and the procedures this node offers.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use seal::PublicKey;
 
@@ -12,33 +13,33 @@ use crate::require::Requirement;
 pub struct Timers {
     /// How long a real-time call (datagram or stream) waits for an acknowledgement or a result
     /// before it falls back to dtn: 30 s.
-    pub ack_ms: u64,
+    pub ack_timeout: Duration,
     /// How long a call waits for its result after an acknowledgement before it also goes by dtn:
     /// 90 s.
-    pub result_ms: u64,
+    pub result_timeout: Duration,
     /// How long a call waits on dtn before it gives up: 90 s more.
-    pub dtn_ms: u64,
+    pub dtn_timeout: Duration,
     /// How often a datagram call is resent until acknowledged: 1 s.
-    pub resend_ms: u64,
+    pub resend_interval: Duration,
 }
 
 impl Default for Timers {
     fn default() -> Self {
         Self {
-            ack_ms: 30_000,
-            result_ms: 90_000,
-            dtn_ms: 90_000,
-            resend_ms: 1_000,
+            ack_timeout: Duration::from_secs(30),
+            result_timeout: Duration::from_secs(90),
+            dtn_timeout: Duration::from_secs(90),
+            resend_interval: Duration::from_secs(1),
         }
     }
 }
 
 impl Timers {
     /// The deadline a call gets when its caller names none: every phase at its full length.
-    pub fn default_span_ms(&self) -> u64 {
-        self.ack_ms
-            .saturating_add(self.result_ms)
-            .saturating_add(self.dtn_ms)
+    pub fn default_span(&self) -> Duration {
+        self.ack_timeout
+            .saturating_add(self.result_timeout)
+            .saturating_add(self.dtn_timeout)
     }
 }
 
@@ -82,20 +83,20 @@ pub struct RpcConfig {
     pub timers: Timers,
     /// A server that has a result this soon after the call arrived answers with the result alone;
     /// otherwise it acknowledges the call first (real-time transports only).
-    pub ack_delay_ms: u64,
+    pub ack_delay: Duration,
     /// An any-mode server waits a random time up to this before it starts a call, listening for
     /// another server's STARTED notice: a broadcast reaches every server at about the same time,
     /// and without the wait they would all start before hearing of each other.
-    pub any_start_jitter_ms: u64,
+    pub any_start_jitter: Duration,
     /// How often results that could not be handed to the node are retried, and acknowledged
     /// datagram calls re-asked.
-    pub retry_ms: u64,
+    pub retry_interval: Duration,
     /// How long a server remembers a call after its deadline (duplicates still get the stored
     /// answer meanwhile), and a client a finished call nobody removed.
-    pub retention_ms: u64,
+    pub retention: Duration,
     /// Finished calls kept in memory, of the calls this node made and of those it served
     /// (each): beyond it, the calls that finished first (served: with the earliest deadline)
-    /// live only in the store until `retention_ms` is up, read back when asked for. A finished
+    /// live only in the store until `retention` is up, read back when asked for. A finished
     /// call with result files, and one a reply of which is still on its way, stays in memory.
     ///
     /// 256 by default. Not more: memory a finished call frees is reused by a call made that many
@@ -128,10 +129,10 @@ impl Default for RpcConfig {
     fn default() -> Self {
         Self {
             timers: Timers::default(),
-            ack_delay_ms: 300,
-            any_start_jitter_ms: 250,
-            retry_ms: 5_000,
-            retention_ms: 3_600_000,
+            ack_delay: Duration::from_millis(300),
+            any_start_jitter: Duration::from_millis(250),
+            retry_interval: Duration::from_secs(5),
+            retention: Duration::from_secs(3_600),
             finished_in_memory: 256,
             accept: Requirement::always(),
             procedures: Vec::new(),

@@ -1763,13 +1763,13 @@ impl Rpc {
     }
 
     fn sweep(&mut self, now: DtnTime, node: &mut dyn NodePort) {
-        let retention = self.config.retention_ms;
+        let retention = self.config.retention;
         let old_calls: Vec<CallId> = self
             .calls
             .iter()
             .filter(|(_, c)| {
                 c.finished_at
-                    .is_some_and(|t| t.saturating_add(Duration::from_millis(retention)) <= now)
+                    .is_some_and(|t| t.saturating_add(retention) <= now)
             })
             .map(|(id, _)| *id)
             .collect();
@@ -1782,10 +1782,7 @@ impl Rpc {
             .serving
             .iter()
             .filter(|(_, s)| {
-                s.call
-                    .deadline
-                    .saturating_add(Duration::from_millis(retention))
-                    <= now
+                s.call.deadline.saturating_add(retention) <= now
                     && !matches!(s.state, ServeState::Running(_))
             })
             .map(|(k, _)| *k)
@@ -1805,7 +1802,7 @@ impl Rpc {
             // ended with the call's deadline): `ferry result` an hour later still has the
             // picture. In memory only; after a restart the next sweep extends it again. The file
             // budget may still drop it, and the call's timeline then says so.
-            let kept_results = self.result_files_kept_until(retention);
+            let kept_results = self.result_files_kept_until(wire::time::millis(retention));
             for hash in old_files {
                 match kept_results.get(&hash) {
                     Some(&until) if until > now => {
@@ -1821,11 +1818,11 @@ impl Rpc {
         // The records that left memory: a long backlog is taken a part at a time.
         let more = self.sweep_stored(now, node);
         let next = if more {
-            1_000
+            Duration::from_secs(1)
         } else {
-            retention.clamp(1_000, 60_000)
+            retention.clamp(Duration::from_secs(1), Duration::from_secs(60))
         };
-        self.arm(now + Duration::from_millis(next), Timer::Sweep);
+        self.arm(now + next, Timer::Sweep);
     }
 
     fn forget_serving(&mut self, node: &mut dyn NodePort, key: &ServeKey) {

@@ -1001,7 +1001,7 @@ fn a_served_call_answered_at_once_takes_its_timer_with_it() {
             _ => None,
         })
         .expect("the call runs");
-    let ack_at = NOW + Duration::from_millis(RpcConfig::default().ack_delay_ms);
+    let ack_at = NOW + RpcConfig::default().ack_delay;
     assert!(ack_at < sweep, "the test needs the acknowledgement first");
     assert_eq!(
         rpc.poll_timeout(),
@@ -1769,7 +1769,7 @@ fn an_all_mode_call_answered_by_every_server_that_acknowledged_is_not_sent_again
             peer: Some(eid("dtn://s1/")),
             mtu: None,
             bandwidth_bps: 0,
-            contact_ms: None,
+            contact: None,
         },
     );
     let mut rpc = client_rpc(&mut node);

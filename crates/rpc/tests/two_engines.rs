@@ -96,7 +96,7 @@ impl Pair {
                     peer: None,
                     mtu: None,
                     bandwidth_bps: 0,
-                    contact_ms: None,
+                    contact: None,
                 }
             } else {
                 LinkChange::Down {

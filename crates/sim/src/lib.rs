@@ -575,7 +575,7 @@ impl<A: App> Sim<A> {
                 let mut config = NodeConfig::new(node_id(i));
                 config.seed = rng.next_u64();
                 config.strategy = scenario.strategy;
-                config.beacon_period_ms = scenario.beacon_period_ms;
+                config.beacon_period = Duration::from_millis(scenario.beacon_period_ms);
                 config.max_bundle_piece = scenario.max_bundle_piece;
                 let disk = scenario.disk.map(|_| DiskHandle::default());
                 let store = SimStore::new(scenario.quota, interner.clone(), disk.clone());
@@ -1010,10 +1010,10 @@ impl<A: App> Sim<A> {
         }
         link.up = true;
         link.epoch += 1;
-        let contact_ms = self
+        let contact = self
             .contact_ends
             .get(&(key.0, key.1, e.at))
-            .map(|end| end - e.at);
+            .map(|end| Duration::from_millis(end - e.at));
         for (me, other) in [(key.0, key.1), (key.1, key.0)] {
             self.nodes[me].host.node_mut().handle_link(
                 self.now,
@@ -1022,7 +1022,7 @@ impl<A: App> Sim<A> {
                     peer: None,
                     mtu: None,
                     bandwidth_bps: self.scenario.link.bandwidth_bps,
-                    contact_ms,
+                    contact,
                 },
             );
         }

@@ -313,7 +313,7 @@ impl Default for Fig5 {
             quota: 10_000_000_000,
             start_ms: 10_000,
             file_budget: rpc::RpcConfig::default().max_file_bytes,
-            any_start_jitter_ms: rpc::RpcConfig::default().any_start_jitter_ms,
+            any_start_jitter_ms: wire::time::millis(rpc::RpcConfig::default().any_start_jitter),
             debug: false,
         }
     }
@@ -456,10 +456,14 @@ impl Fig5 {
         let scale = |ms: u64| ms * self.budget_ms / PAPER_BUDGET_MS;
         let paper = Timers::default();
         Timers {
-            ack_ms: scale(paper.ack_ms),
-            result_ms: scale(paper.result_ms),
-            dtn_ms: self.budget_ms - scale(paper.ack_ms) - scale(paper.result_ms),
-            resend_ms: paper.resend_ms,
+            ack_timeout: Duration::from_millis(scale(wire::time::millis(paper.ack_timeout))),
+            result_timeout: Duration::from_millis(scale(wire::time::millis(paper.result_timeout))),
+            dtn_timeout: Duration::from_millis(
+                self.budget_ms
+                    - scale(wire::time::millis(paper.ack_timeout))
+                    - scale(wire::time::millis(paper.result_timeout)),
+            ),
+            resend_interval: paper.resend_interval,
         }
     }
 
@@ -529,7 +533,7 @@ impl Fig5 {
         for n in 0..nodes {
             rpc.configure(n, |c| {
                 c.max_file_bytes = self.file_budget;
-                c.any_start_jitter_ms = self.any_start_jitter_ms;
+                c.any_start_jitter = Duration::from_millis(self.any_start_jitter_ms);
             });
         }
         for &s in &servers {
@@ -935,9 +939,9 @@ impl fmt::Display for Fig5Table {
             setup.calls,
             setup.file_bytes / 1_000_000,
             seconds(setup.budget_ms),
-            seconds(timers.ack_ms),
-            seconds(timers.result_ms),
-            seconds(timers.dtn_ms),
+            seconds(wire::time::millis(timers.ack_timeout)),
+            seconds(wire::time::millis(timers.result_timeout)),
+            seconds(wire::time::millis(timers.dtn_timeout)),
             rate(setup.link.bandwidth_bps),
             setup.link.latency_ms,
             seed_list(&setup.seeds)
@@ -952,7 +956,9 @@ impl fmt::Display for Fig5Table {
                 ""
             },
             setup.any_start_jitter_ms,
-            if setup.any_start_jitter_ms == rpc::RpcConfig::default().any_start_jitter_ms {
+            if setup.any_start_jitter_ms
+                == wire::time::millis(rpc::RpcConfig::default().any_start_jitter)
+            {
                 " (default)"
             } else {
                 " (the engine's default is 250 ms)"
@@ -1163,8 +1169,9 @@ impl ChainRtt {
             first_result: BTreeMap::new(),
             log: None,
         };
-        let span = Timers::default().default_span_ms();
-        let duration = self.start_ms + self.calls as u64 * (span + self.gap_ms) + 60_000;
+        let span = Timers::default().default_span();
+        let duration =
+            self.start_ms + self.calls as u64 * (wire::time::millis(span) + self.gap_ms) + 60_000;
         let mut scenario = Scenario::new(
             seed,
             Topology::Chained { nodes },
@@ -1259,14 +1266,20 @@ mod tests {
         assert_eq!(cells[0].servers(64), 3);
         assert_eq!(cells[1].servers(64), 32);
         let f = Fig5::default();
-        assert_eq!(f.timers().default_span_ms(), PAPER_BUDGET_MS);
-        assert_eq!(f.timers().ack_ms, 30_000);
+        assert_eq!(
+            f.timers().default_span(),
+            Duration::from_millis(PAPER_BUDGET_MS)
+        );
+        assert_eq!(f.timers().ack_timeout, Duration::from_millis(30_000));
         let twice = Fig5 {
             budget_ms: 2 * PAPER_BUDGET_MS,
             ..Fig5::default()
         };
-        assert_eq!(twice.timers().ack_ms, 60_000);
-        assert_eq!(twice.timers().default_span_ms(), 420_000);
+        assert_eq!(twice.timers().ack_timeout, Duration::from_millis(60_000));
+        assert_eq!(
+            twice.timers().default_span(),
+            Duration::from_millis(420_000)
+        );
         assert_eq!(twice.target_percent(cells[0]), 0.0);
         assert!((f.target_percent(cells[1]) - 20.95).abs() < 1e-9);
     }

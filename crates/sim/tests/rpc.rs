@@ -302,11 +302,11 @@ fn a_call_arriving_by_datagram_and_by_dtn_runs_once() {
         100_000,
         |app| {
             slow(app, 2, 10_000);
-            app.configure(2, |c| c.ack_delay_ms = 5_000);
+            app.configure(2, |c| c.ack_delay = Duration::from_millis(5_000));
             let mut r = slow_request(Target::Node(node_id(2)), 90);
             r.transport = Transport::Auto;
             r.timers = Some(rpc::Timers {
-                ack_ms: 2_000,
+                ack_timeout: Duration::from_millis(2_000),
                 ..rpc::Timers::default()
             });
             app.script(1, r);

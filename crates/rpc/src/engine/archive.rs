@@ -213,7 +213,7 @@ impl Rpc {
     /// deadline is `retention_ms` past, calls this node made that finished `retention_ms` ago.
     /// Returns whether it stopped before the end (the rest at the next sweep, soon).
     pub(super) fn sweep_stored(&mut self, now: DtnTime, node: &mut dyn NodePort) -> bool {
-        let Some(due) = now.checked_sub(Duration::from_millis(self.config.retention_ms)) else {
+        let Some(due) = now.checked_sub(self.config.retention) else {
             return false;
         };
         // Served calls: every row keyed by a deadline at or before `due` is done with, unless

@@ -20,7 +20,7 @@ impl Rpc {
         let timers = request.timers.unwrap_or(self.config.timers);
         let deadline = request
             .deadline
-            .unwrap_or_else(|| now.saturating_add(Duration::from_millis(timers.default_span_ms())));
+            .unwrap_or_else(|| now.saturating_add(timers.default_span()));
         if deadline <= now {
             return Err(CallError::DeadlinePassed);
         }
@@ -169,9 +169,7 @@ impl Rpc {
                     );
                     c.stream = Some(stream);
                     c.phase = Phase::RealTime {
-                        until: now
-                            .saturating_add(Duration::from_millis(timers.ack_ms))
-                            .min(deadline),
+                        until: now.saturating_add(timers.ack_timeout).min(deadline),
                     };
                     let line = Derived::CalledByStream {
                         hops: hops(node, &s),
@@ -191,11 +189,10 @@ impl Rpc {
                         deadline,
                     )?;
                     c.phase = Phase::RealTime {
-                        until: now
-                            .saturating_add(Duration::from_millis(timers.ack_ms))
-                            .min(deadline),
+                        until: now.saturating_add(timers.ack_timeout).min(deadline),
                     };
-                    c.next_resend = Some(now + Duration::from_millis(timers.resend_ms.max(1)));
+                    c.next_resend =
+                        Some(now + timers.resend_interval.max(Duration::from_millis(1)));
                     let how = if server.is_some() {
                         "by datagram"
                     } else {
@@ -383,7 +380,7 @@ impl Rpc {
         let realtime = c.realtime;
         match phase {
             Phase::RealTime { until } if now >= until => {
-                let secs = c.timers.ack_ms / 1000;
+                let secs = c.timers.ack_timeout.as_secs();
                 self.note(now, id, format!("no acknowledgement within {secs} s"));
                 if let Some(c) = self.calls.get_mut(&id) {
                     c.next_resend = None;
@@ -399,7 +396,7 @@ impl Rpc {
                 // ends nothing but the re-asking, and the servers that acknowledged without
                 // answering yet are still heard until the deadline (all mode waits for every
                 // result it can get; explicit and any wait here only for a result's files).
-                let secs = c.timers.result_ms / 1000;
+                let secs = c.timers.result_timeout.as_secs();
                 let silent = unanswered(c);
                 if !silent.is_empty() {
                     let (names, whose) = named(&silent);
@@ -418,7 +415,7 @@ impl Rpc {
                 }
             }
             Phase::Acked { until } if now >= until => {
-                let secs = c.timers.result_ms / 1000;
+                let secs = c.timers.result_timeout.as_secs();
                 self.note(
                     now,
                     id,
@@ -461,12 +458,12 @@ impl Rpc {
                 // Until an ack, every second (the paper); after it, now and then, so that a
                 // result datagram that was lost is sent again from the server's cache.
                 let step = if acked {
-                    self.config.retry_ms
+                    self.config.retry_interval
                 } else {
-                    self.calls[&id].timers.resend_ms
+                    self.calls[&id].timers.resend_interval
                 };
                 if let Some(c) = self.calls.get_mut(&id) {
-                    c.next_resend = Some(now + Duration::from_millis(step.max(1)));
+                    c.next_resend = Some(now + step.max(Duration::from_millis(1)));
                 }
             }
             _ => {}
@@ -585,14 +582,15 @@ impl Rpc {
                     c.acks.push(server.clone());
                 }
                 let until = now
-                    .saturating_add(Duration::from_millis(c.timers.result_ms))
+                    .saturating_add(c.timers.result_timeout)
                     .min(c.call.deadline);
                 match c.phase {
                     Phase::RealTime { .. } => {
                         c.phase = Phase::Acked { until };
                         if c.realtime == Some(Transport::Datagram) {
-                            c.next_resend =
-                                Some(now + Duration::from_millis(self.config.retry_ms.max(1)));
+                            c.next_resend = Some(
+                                now + self.config.retry_interval.max(Duration::from_millis(1)),
+                            );
                         }
                     }
                     // "An ack extends the timeout."
@@ -603,8 +601,9 @@ impl Rpc {
                         // Re-asking stopped when everyone who had acknowledged answered; this
                         // server has not yet.
                         if c.realtime == Some(Transport::Datagram) && c.next_resend.is_none() {
-                            c.next_resend =
-                                Some(now + Duration::from_millis(self.config.retry_ms.max(1)));
+                            c.next_resend = Some(
+                                now + self.config.retry_interval.max(Duration::from_millis(1)),
+                            );
                         }
                     }
                     Phase::Dtn | Phase::Finished => {}
@@ -675,7 +674,7 @@ impl Rpc {
             return;
         }
         let until = now
-            .saturating_add(Duration::from_millis(c.timers.result_ms))
+            .saturating_add(c.timers.result_timeout)
             .min(c.call.deadline);
         c.phase = match c.phase {
             Phase::RealTime { .. } => Phase::Acked { until },

@@ -242,10 +242,10 @@ impl Rpc {
         let created = r.u64()?;
         let finished_at = r.u64()?.checked_sub(1);
         let timers = Timers {
-            ack_ms: r.u64()?,
-            result_ms: r.u64()?,
-            dtn_ms: r.u64()?,
-            resend_ms: r.u64()?,
+            ack_timeout: Duration::from_millis(r.u64()?),
+            result_timeout: Duration::from_millis(r.u64()?),
+            dtn_timeout: Duration::from_millis(r.u64()?),
+            resend_interval: Duration::from_millis(r.u64()?),
         };
         let call_bytes = r.bytes()?;
         let call = match Message::decode(&call_bytes) {
@@ -616,10 +616,10 @@ fn write_call_record(w: &mut Writer, c: &ClientCall, coded: bool) {
         .u64(c.finished_at.map_or(0, |t| {
             t.saturating_add(Duration::from_millis(1)).as_millis()
         }))
-        .u64(c.timers.ack_ms)
-        .u64(c.timers.result_ms)
-        .u64(c.timers.dtn_ms)
-        .u64(c.timers.resend_ms)
+        .u64(wire::time::millis(c.timers.ack_timeout))
+        .u64(wire::time::millis(c.timers.result_timeout))
+        .u64(wire::time::millis(c.timers.dtn_timeout))
+        .u64(wire::time::millis(c.timers.resend_interval))
         .bytes(&c.call_bytes)
         .bytes(&c.sealed);
     w.u64(c.acks.len() as u64);

@@ -264,11 +264,11 @@ impl Rpc {
         // Accepted.
         self.stats.calls_accepted += 1;
         let any = call.mode == Mode::Any;
-        let ack_at = matches!(via, Via::Datagram | Via::Stream(_))
-            .then(|| now + Duration::from_millis(self.config.ack_delay_ms));
-        let start_at = (any && self.config.any_start_jitter_ms > 0).then(|| {
-            now + Duration::from_millis(self.rng.next_u64() % (self.config.any_start_jitter_ms + 1))
-        });
+        let ack_at =
+            matches!(via, Via::Datagram | Via::Stream(_)).then(|| now + self.config.ack_delay);
+        let jitter_ms = wire::time::millis(self.config.any_start_jitter);
+        let start_at = (any && jitter_ms > 0)
+            .then(|| now + Duration::from_millis(self.rng.next_u64() % (jitter_ms + 1)));
         self.insert_serving(call, caller_key, ServeState::WaitingFiles, via);
         if let Some(s) = self.serving.get_mut(&key) {
             s.ack_at = ack_at;
@@ -744,7 +744,7 @@ impl Rpc {
             Err(source) => {
                 self.errors.push(StateError::ReplyQueued { caller, source });
                 self.arm(
-                    now + Duration::from_millis(self.config.retry_ms.max(1)),
+                    now + self.config.retry_interval.max(Duration::from_millis(1)),
                     Timer::Serve(key),
                 );
             }
