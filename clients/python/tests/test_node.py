@@ -3,10 +3,13 @@ the description it serves."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from conftest import ClientFor, Pair
 from openapi_check import SPEC_PATH
+
+from ferry_client import NotFound
 
 
 def test_status_names_the_node_its_key_and_addresses(pair: Pair, client_for: ClientFor) -> None:
@@ -50,3 +53,17 @@ def test_keys_metrics_and_the_served_description(pair: Pair, client_for: ClientF
     assert known["dtn://bravo/"].key == bravo_key, known
     assert "ferry_" in alpha.metrics()
     assert yaml.safe_load(alpha.openapi()) == yaml.safe_load(SPEC_PATH.read_text())
+
+
+def test_a_key_is_forgotten_and_accepted(pair: Pair, client_for: ClientFor) -> None:
+    alpha, bravo = client_for(pair.alpha), client_for(pair.bravo)
+    bravo_key = bravo.status().public_key
+    alpha.forget_key("bravo")
+    assert "dtn://bravo/" not in {k.node for k in alpha.keys()}
+    # Nothing presented since: nothing to accept without naming the key.
+    with pytest.raises(NotFound):
+        alpha.accept_key("dtn://bravo/")
+    accepted = alpha.accept_key("dtn://bravo/", bravo_key)
+    assert (accepted.node, accepted.key, accepted.source) == ("dtn://bravo/", bravo_key, "accepted")
+    assert {k.node: k.key for k in alpha.keys()}["dtn://bravo/"] == bravo_key
+    assert alpha.run("bravo", "echo", "still talking", timeout=30).text == "still talking"

@@ -322,8 +322,6 @@ class Op:
     body: Body | None = None
     #: How long to wait for the answer (a long poll's wait plus slack), else the client's.
     read_timeout: float | None = None
-    #: The answer is a stream of bytes (a download): parse is not used.
-    download: bool = False
 
     def headers(self) -> dict[str, str]:
         if self.body is None:
