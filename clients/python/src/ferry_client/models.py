@@ -286,7 +286,9 @@ class Received:
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """A status report about a bundle this node sent."""
+    """A status report about a bundle this node sent: ``status`` is ``received``,
+    ``forwarded``, ``delivered`` or ``deleted``; ``from_node`` is the API's ``from`` (the node
+    that reported), renamed since ``from`` is a Python keyword."""
 
     bundle: str
     from_node: str
