@@ -7,7 +7,8 @@ Each answer is checked too: its status and, for JSON, its body against the opera
 responses.
 
 :class:`CheckedTransport` and :class:`AsyncCheckedTransport` wrap httpx's transports; the
-WebSocket upgrades go through :meth:`SpecChecker.check_upgrade` (the clients' websocket_hook).
+WebSocket upgrades go through :meth:`SpecChecker.check_upgrade` (the clients' websocket_hook),
+and so does each message a WebSocket brings, against its schema.
 A request the description does not describe raises :class:`SpecViolation` before it is sent,
 and every violation is also recorded, so a test that swallowed one still fails at teardown.
 """
@@ -17,12 +18,14 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import yaml
 from openapi_core import OpenAPI
 from openapi_core.datatypes import RequestParameters
+from openapi_schema_validator import OAS30Validator, validate
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
 from nodes import REPO
@@ -121,12 +124,33 @@ class SpecChecker:
         except Exception as e:
             raise self._fail(what, e) from e
 
-    def check_upgrade(self, request: httpx.Request) -> None:
-        """A WebSocket upgrade: a GET whose operation answers 101."""
+    def check_upgrade(self, request: httpx.Request) -> Callable[[Any], None]:
+        """A WebSocket upgrade: a GET of a WebSocket route (its operation answers 101). The
+        check it returns holds each message to what the route's description says it sends: a
+        ``Received`` (subscribe) or a ``Call`` (watch), or an ``Error``."""
         self.check_request(request, None)
         path = request.url.raw_path.decode().split("?", 1)[0]
-        if not path.endswith(("/subscribe", "/watch")):
+        if path.endswith("/subscribe"):
+            schema = "Received"
+        elif path.endswith("/watch"):
+            schema = "Call"
+        else:
             raise self._fail(f"GET {path}", ValueError("not a WebSocket route"))
+
+        def check(value: Any) -> None:
+            is_error = isinstance(value, dict) and "code" in value and "message" in value
+            name = "Error" if is_error else schema
+            try:
+                self.check_schema(name, value)
+            except Exception as e:
+                raise self._fail(f"a message of GET {path}", e) from e
+
+        return check
+
+    def check_schema(self, name: str, value: Any) -> None:
+        """``value`` against the description's ``components/schemas/<name>``."""
+        root = {"$ref": f"#/components/schemas/{name}", "components": self.spec["components"]}
+        validate(value, root, cls=OAS30Validator, check_schema=False)
 
 
 def _body_for_check(request: httpx.Request) -> tuple[bytes | None, bool]:

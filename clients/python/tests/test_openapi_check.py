@@ -56,13 +56,28 @@ def test_a_described_request_passes_and_is_counted(pair: Pair, own: SpecChecker)
     assert own.violations == [] and len(own.checked) == 2
 
 
-def test_a_websocket_upgrade_is_checked(own: SpecChecker) -> None:
+def test_a_websocket_upgrade_and_its_messages_are_checked(own: SpecChecker) -> None:
     with pytest.raises(SpecViolation):
         own.check_upgrade(httpx.Request("GET", "http://127.0.0.1:1/v1/status"))
-    own.check_upgrade(
+    check = own.check_upgrade(
         httpx.Request(
             "GET",
             "http://127.0.0.1:1/v1/endpoints/inbox/subscribe",
             headers={"Authorization": "Bearer x"},
         )
     )
+    bundle = {
+        "seq": 1,
+        "id": "dtn://a/-1-0",
+        "source": "dtn://a/",
+        "destination": "dtn://b/x",
+        "created_ms": 1,
+        "expiry_ms": 2,
+        "size": 0,
+    }
+    check(bundle)
+    check({"code": "bad_request", "message": "expected {\"ack\": seq}"})
+    with pytest.raises(SpecViolation):
+        check({**bundle, "seq": "one"})
+    with pytest.raises(SpecViolation):
+        check({"code": "no_such_code", "message": "?"})

@@ -12,9 +12,16 @@ from websockets.exceptions import InvalidStatus
 from . import models as m
 from .errors import ApiError, FerryError, ProtocolError, error_from_body
 
-#: Called with each WebSocket upgrade request before it is made (the tests check it against
-#: the OpenAPI description, as they check the HTTP requests).
-WebSocketHook = Callable[[httpx.Request], None]
+#: Called with each decoded message a WebSocket brings, before it is read.
+MessageCheck = Callable[[Any], None]
+#: Called with each WebSocket upgrade request before it is made; it may return a check for
+#: the messages (the tests check both against the OpenAPI description, as they check the HTTP
+#: requests and answers).
+WebSocketHook = Callable[[httpx.Request], "MessageCheck | None"]
+
+
+def no_check(value: Any) -> None:
+    pass
 
 
 def upgrade_request(base_url: str, path: str, token: str | None) -> tuple[str, dict[str, str]]:
@@ -52,16 +59,18 @@ def error_in(value: Any) -> ApiError | None:
     return None
 
 
-def received(message: str | bytes) -> m.Received:
+def received(message: str | bytes, check: MessageCheck = no_check) -> m.Received:
     value = decode(message)
+    check(value)
     error = error_in(value)
     if error is not None:
         raise error
     return m.Received.from_json(value)
 
 
-def call(message: str | bytes) -> m.Call:
+def call(message: str | bytes, check: MessageCheck = no_check) -> m.Call:
     value = decode(message)
+    check(value)
     error = error_in(value)
     if error is not None:
         raise error

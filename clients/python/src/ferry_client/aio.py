@@ -127,12 +127,14 @@ class AsyncClient:
             await response.aclose()
             part.unlink(missing_ok=True)
 
-    async def _websocket(self, path: str) -> ClientConnection:
+    async def _websocket(self, path: str) -> tuple[ClientConnection, _ws.MessageCheck]:
+        """An open WebSocket to ``path`` and the check its messages go through."""
         url, headers = _ws.upgrade_request(self.url, path, self.token)
+        check: _ws.MessageCheck | None = None
         if self._websocket_hook is not None:
-            self._websocket_hook(_ws.as_http_request(self.url, path, headers))
+            check = self._websocket_hook(_ws.as_http_request(self.url, path, headers))
         try:
-            return await connect(
+            connection = await connect(
                 url,
                 additional_headers=headers,
                 open_timeout=self.timeout,
@@ -143,6 +145,7 @@ class AsyncClient:
             raise _ws.refused(e) from None
         except (OSError, TimeoutError) as e:
             raise _transport_error(e, f"WebSocket {path}") from e
+        return connection, check or _ws.no_check
 
     # ---- the node
 
@@ -466,7 +469,7 @@ class AsyncClient:
     ) -> AsyncIterator[m.Call]:
         """See :meth:`ferry_client.Client.watch`: ``async for call in client.watch(id):``."""
         deadline = None if timeout is None else time.monotonic() + seconds(timeout)
-        ws = await self._websocket(_ops.watch_path(call_id))
+        ws, check = await self._websocket(_ops.watch_path(call_id))
         async with ws:
             while True:
                 left = None if deadline is None else deadline - time.monotonic()
@@ -480,7 +483,7 @@ class AsyncClient:
                     return
                 except ConnectionClosed as e:
                     raise _transport_error(e, f"watching call {call_id}") from e
-                call = _ws.call(message)
+                call = _ws.call(message, check)
                 yield call
                 if call.finished:
                     return
@@ -511,16 +514,19 @@ class AsyncSubscription:
     then ``async for bundle in sub:`` and ``await sub.ack(bundle)``."""
 
     def __init__(
-        self, opener: Callable[[], Awaitable[ClientConnection]], endpoint: str
+        self,
+        opener: Callable[[], Awaitable[tuple[ClientConnection, _ws.MessageCheck]]],
+        endpoint: str,
     ) -> None:
         self._opener = opener
         self._ws: ClientConnection | None = None
+        self._check: _ws.MessageCheck = _ws.no_check
         self.endpoint = endpoint
 
     async def open(self) -> AsyncSubscription:
         """Opens the WebSocket (``async with`` does)."""
         if self._ws is None:
-            self._ws = await self._opener()
+            self._ws, self._check = await self._opener()
         return self
 
     async def _socket(self) -> ClientConnection:
@@ -538,7 +544,7 @@ class AsyncSubscription:
             raise Timeout(f"no bundle for {self.endpoint} within {limit:g} s") from None
         except ConnectionClosed as e:
             raise _transport_error(e, f"subscription to {self.endpoint}") from e
-        return _ws.received(message)
+        return _ws.received(message, self._check)
 
     async def ack(self, bundle: m.Received | int) -> None:
         """Takes a bundle (or its ``seq``) out of the inbox: the application has it safely."""

@@ -50,7 +50,7 @@ class Client:
     ``127.0.0.1:4550``); ``token`` the API token (default: found as the ``ferry`` commands find
     it). ``timeout`` bounds each request that is not a long poll (a long poll is bounded by its
     own wait). ``transport`` replaces httpx's (tests wrap it); ``websocket_hook`` sees every
-    WebSocket upgrade before it is made.
+    WebSocket upgrade before it is made, and may return a check for each decoded message.
 
     Use it as a context manager, or call :meth:`close`.
     """
@@ -136,15 +136,17 @@ class Client:
             response.close()
             part.unlink(missing_ok=True)
 
-    def _websocket(self, path: str, open_timeout: float | None = None) -> ClientConnection:
+    def _websocket(self, path: str) -> tuple[ClientConnection, _ws.MessageCheck]:
+        """An open WebSocket to ``path`` and the check its messages go through."""
         url, headers = _ws.upgrade_request(self.url, path, self.token)
+        check: _ws.MessageCheck | None = None
         if self._websocket_hook is not None:
-            self._websocket_hook(_ws.as_http_request(self.url, path, headers))
+            check = self._websocket_hook(_ws.as_http_request(self.url, path, headers))
         try:
             connection = connect(
                 url,
                 additional_headers=headers,
-                open_timeout=open_timeout or self.timeout,
+                open_timeout=self.timeout,
                 close_timeout=2,
                 max_size=None,
             )
@@ -154,7 +156,7 @@ class Client:
             raise _transport_error(e, f"WebSocket {path}") from e
         # The caller owns it and closes it; entering it says so (websockets 17.1 warns about a
         # connection that was never entered).
-        return connection.__enter__()
+        return connection.__enter__(), check or _ws.no_check
 
     # ---- the node
 
@@ -332,7 +334,8 @@ class Client:
     def subscribe(self, endpoint: str) -> Subscription:
         """Every bundle waiting and arriving for ``endpoint``, pushed over a WebSocket; each
         stays in the inbox until :meth:`Subscription.ack`."""
-        return Subscription(self._websocket(_ops.subscribe_path(endpoint)), endpoint)
+        ws, check = self._websocket(_ops.subscribe_path(endpoint))
+        return Subscription(ws, endpoint, check)
 
     # ---- calls
 
@@ -519,7 +522,7 @@ class Client:
         """The call now and after every change, over a WebSocket, until it is finished (the
         last one yielded is). :class:`Timeout` if it has not finished within ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + seconds(timeout)
-        ws = self._websocket(_ops.watch_path(call_id))
+        ws, check = self._websocket(_ops.watch_path(call_id))
         with ws:
             while True:
                 left = None if deadline is None else deadline - time.monotonic()
@@ -533,7 +536,7 @@ class Client:
                     return
                 except ConnectionClosed as e:
                     raise _transport_error(e, f"watching call {call_id}") from e
-                call = _ws.call(message)
+                call = _ws.call(message, check)
                 yield call
                 if call.finished:
                     return
@@ -575,8 +578,11 @@ class Subscription:
     stays for the next subscriber. Iterate it, or call :meth:`next` with a timeout.
     """
 
-    def __init__(self, ws: ClientConnection, endpoint: str) -> None:
+    def __init__(
+        self, ws: ClientConnection, endpoint: str, check: _ws.MessageCheck = _ws.no_check
+    ) -> None:
         self._ws = ws
+        self._check = check
         self.endpoint = endpoint
 
     def next(self, timeout: Duration | None = None) -> m.Received:
@@ -588,7 +594,7 @@ class Subscription:
             raise Timeout(f"no bundle for {self.endpoint} within {limit:g} s") from None
         except ConnectionClosed as e:
             raise _transport_error(e, f"subscription to {self.endpoint}") from e
-        return _ws.received(message)
+        return _ws.received(message, self._check)
 
     def ack(self, bundle: m.Received | int) -> None:
         """Takes a bundle (or its ``seq``) out of the inbox: the application has it safely."""
