@@ -4,7 +4,7 @@
 # suite against real `ferry node` processes on loopback, every request the client makes
 # checked against crates/daemon/openapi.yaml. The nodes are the debug binary `cargo test`
 # built (built here if absent). Called by .ci/run after the Rust tests. Measured on the
-# 2-core CI machine with pip's cache warm: 2 min 16 s in all, of which pytest 52 s.
+# 2-core CI machine with pip's cache warm: 2 min 14 s to 2 min 16 s in all, of which pytest 52 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +28,7 @@ py="$venv_dir/venv/bin/python"
 "$py" -m pip install --quiet --disable-pip-version-check "./clients/python[test]"
 
 cd clients/python
-log "mypy --strict (ferry_client)"
-"$py" -m mypy --strict src/ferry_client
+log "mypy --strict (the package and its tests)"
+"$py" -m mypy --strict src/ferry_client tests
 log "pytest (clients/python/tests, FERRY_BIN=$ferry)"
 FERRY_BIN="$ferry" "$py" -m pytest -q -p no:cacheprovider tests

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ async def test_bundles(pair: Pair, aclient_for: AsyncClientFor, tmp_path: Path) 
     assert out.read_bytes() == data
     await bravo.ack("async-files", b.seq)
 
-    async def chunks():  # type: ignore[no-untyped-def]
+    async def chunks() -> AsyncIterator[bytes]:
         for i in range(3):
             yield bytes([i]) * 1000
 
