@@ -4,7 +4,7 @@
 # suite against real `ferry node` processes on loopback, every request the client makes
 # checked against crates/daemon/openapi.yaml. The nodes are the debug binary `cargo test`
 # built (built here if absent). Called by .ci/run after the Rust tests. Measured on the
-# 2-core CI machine with pip's cache warm: 2 min 14 s to 2 min 16 s in all, of which pytest 52 s.
+# 2-core CI machine with pip's cache warm: 2 min 14 s to 2 min 16 s in all, pytest 52 s of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -22,10 +22,12 @@ from ferry_client import (
     CallFailed,
     Client,
     FerryError,
+    File,
     NoRoute,
     NotFound,
     PayloadTooLarge,
     ProtocolError,
+    StoreFull,
     Timeout,
     Unauthorized,
     Unreachable,
@@ -66,10 +68,18 @@ def test_a_wrong_token_is_unauthorized(pair: Pair, client_for: ClientFor) -> Non
         list(client_for(pair.alpha).watch("0" * 32))
 
 
-def test_bodies_above_the_limit(tmp_path: Path, client_for: ClientFor) -> None:
-    node = Node(tmp_path, "small", config='[api]\nmax_payload = "64KiB"')
+def test_bodies_above_the_limit_and_budgets_without_room(
+    tmp_path: Path, client_for: ClientFor
+) -> None:
+    config = '[api]\nmax_payload = "64KiB"\n[rpc]\nfile_budget = "32KiB"'
+    node = Node(tmp_path, "small", config=config)
     try:
         small = client_for(node)
+        # A call whose file parameter does not fit the file budget: nothing is kept.
+        with pytest.raises(StoreFull) as full:
+            small.call("small", "null", File.from_bytes(b"f" * (40 << 10), "big.bin"))
+        assert (full.value.code, full.value.status) == ("store_full", 507)
+        assert small.calls() == []
         with pytest.raises(PayloadTooLarge) as e:
             small.send("dtn://small/in", b"x" * (100 << 10))
         assert e.value.status == 413
