@@ -108,7 +108,7 @@ impl ArgTemplate {
     /// Reads one template argument: exactly `{N}` with N a decimal number from 1 is parameter N;
     /// anything else (`x{1}`, `{ 1}`, `{}`) is literal. `{0}` is an error: parameters count
     /// from 1.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ArgTemplateError> {
         let Some(digits) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) else {
             return Ok(Self::Literal(text.to_owned()));
         };
@@ -116,9 +116,63 @@ impl ArgTemplate {
             return Ok(Self::Literal(text.to_owned()));
         }
         match digits.parse::<usize>() {
-            Ok(0) => Err(format!("{text:?}: parameters are numbered from {{1}}")),
+            Ok(0) => Err(ArgTemplateError::ZeroIndex(text.to_owned())),
             Ok(n) => Ok(Self::Param(n - 1)),
-            Err(_) => Err(format!("{text:?}: no procedure has that many parameters")),
+            Err(_) => Err(ArgTemplateError::TooLarge(text.to_owned())),
+        }
+    }
+}
+
+/// Why an argv template argument is refused ([`ArgTemplate::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgTemplateError {
+    /// `{0}`: parameters are numbered from 1.
+    #[error("{0:?}: parameters are numbered from {{1}}")]
+    ZeroIndex(String),
+    /// An index no procedure could have.
+    #[error("{0:?}: no procedure has that many parameters")]
+    TooLarge(String),
+}
+
+/// Why a call's parameters cannot be passed to its procedure: nothing ran.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentError {
+    /// The argv template names a parameter the call does not have.
+    #[error("the argv template uses parameter {index} but the call has {count}")]
+    MissingParameter {
+        /// The parameter named (from 1).
+        index: usize,
+        /// The call's parameters.
+        count: usize,
+    },
+    /// A literal argument of the template holds a NUL byte.
+    #[error("a literal argument holds a NUL byte")]
+    NulInLiteral,
+    /// A text parameter holds a NUL byte, which an argument cannot carry.
+    #[error("parameter {0} is text holding a NUL byte, which an argument cannot carry")]
+    NulInParameter(usize),
+    /// The call id or the caller (passed in the environment) holds a NUL byte.
+    #[error("the call id or the caller holds a NUL byte")]
+    NulInIdentity,
+}
+
+/// A file operation of an execution that failed: what it was doing, on which path, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{doing} {}: {source}", path.display())]
+pub struct FileError {
+    doing: &'static str,
+    path: PathBuf,
+    #[source]
+    source: io::Error,
+}
+
+impl FileError {
+    fn at(doing: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self {
+            doing,
+            path,
+            source,
         }
     }
 }
@@ -180,7 +234,7 @@ pub enum OutcomeKind {
     Cancelled,
     /// A parameter cannot be passed (text with a NUL byte, a template index out of range); nothing
     /// ran.
-    BadArgument(String),
+    BadArgument(ArgumentError),
     /// It could not be started: the working directory, an input file, or the spawn itself
     /// (missing or non-executable program) failed. The reason says which.
     SpawnFailed(String),
@@ -232,15 +286,15 @@ pub async fn run(job: Job, cancel: oneshot::Receiver<()>) -> Outcome {
             // Last, right before the spawn: a record is what says the procedure may have run.
             if let Some(record) = &record {
                 write_record(record, &call_id, &caller)
-                    .map_err(|e| format!("recording the execution in {}: {e}", record.display()))?;
+                    .map_err(FileError::at("recording the execution in", record))?;
             }
-            Ok(prepared)
+            Ok::<_, FileError>(prepared)
         })
         .await
     };
     let (dir, argv) = match prepared {
         Ok(Ok(p)) => p,
-        Ok(Err(reason)) => return Outcome::failed(OutcomeKind::SpawnFailed(reason)),
+        Ok(Err(e)) => return Outcome::failed(OutcomeKind::SpawnFailed(e.to_string())),
         Err(e) => return Outcome::failed(OutcomeKind::SpawnFailed(format!("preparing: {e}"))),
     };
     let outcome = execute(
@@ -296,18 +350,17 @@ fn check_arguments(
     params: &[Arg],
     call_id: &str,
     caller: &str,
-) -> Result<(), String> {
+) -> Result<(), ArgumentError> {
     for a in args {
         match a {
             ArgTemplate::Param(i) if *i >= params.len() => {
-                return Err(format!(
-                    "the argv template uses parameter {} but the call has {}",
-                    i + 1,
-                    params.len()
-                ));
+                return Err(ArgumentError::MissingParameter {
+                    index: i + 1,
+                    count: params.len(),
+                });
             }
             ArgTemplate::Literal(text) if text.contains('\0') => {
-                return Err("a literal argument holds a NUL byte".into());
+                return Err(ArgumentError::NulInLiteral);
             }
             _ => {}
         }
@@ -316,14 +369,11 @@ fn check_arguments(
         if let Arg::Text(t) = p
             && t.contains('\0')
         {
-            return Err(format!(
-                "parameter {} is text holding a NUL byte, which an argument cannot carry",
-                i + 1
-            ));
+            return Err(ArgumentError::NulInParameter(i + 1));
         }
     }
     if call_id.contains('\0') || caller.contains('\0') {
-        return Err("the call id or the caller holds a NUL byte".into());
+        return Err(ArgumentError::NulInIdentity);
     }
     Ok(())
 }
@@ -369,7 +419,7 @@ fn prepare(
     call_id: &str,
     params: &[Arg],
     args: &[ArgTemplate],
-) -> Result<(WorkDir, Vec<OsString>), String> {
+) -> Result<(WorkDir, Vec<OsString>), FileError> {
     use std::os::unix::fs::DirBuilderExt as _;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -377,9 +427,9 @@ fn prepare(
         .recursive(true)
         .mode(0o700)
         .create(work_root)
-        .map_err(|e| format!("creating the work directory {}: {e}", work_root.display()))?;
+        .map_err(FileError::at("creating the work directory", work_root))?;
     let root = std::path::absolute(work_root)
-        .map_err(|e| format!("the work directory {}: {e}", work_root.display()))?;
+        .map_err(FileError::at("resolving the work directory", work_root))?;
     let tag: String = call_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
@@ -392,7 +442,7 @@ fn prepare(
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => break WorkDir(dir),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+            Err(e) => return Err(FileError::at("creating", &dir)(e)),
         }
     };
     for sub in ["in", "out", "tmp"] {
@@ -400,7 +450,7 @@ fn prepare(
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
-            .map_err(|e| format!("creating {}: {e}", path.display()))?;
+            .map_err(FileError::at("creating", &path))?;
     }
 
     let mut used = BTreeSet::new();
@@ -432,9 +482,9 @@ fn prepare(
     Ok((dir, argv))
 }
 
-fn write_input(dir: &Path, name: &str, content: &[u8]) -> Result<OsString, String> {
+fn write_input(dir: &Path, name: &str, content: &[u8]) -> Result<OsString, FileError> {
     let path = dir.join("in").join(name);
-    std::fs::write(&path, content).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    std::fs::write(&path, content).map_err(FileError::at("writing", &path))?;
     Ok(path.into_os_string())
 }
 
@@ -645,7 +695,7 @@ async fn execute(
             Ok(Ok(Collected::TooMany(reason))) => {
                 outcome.kind = OutcomeKind::TooManyFiles(reason);
             }
-            Ok(Err(e)) => outcome.kind = OutcomeKind::OutputUnreadable(e),
+            Ok(Err(e)) => outcome.kind = OutcomeKind::OutputUnreadable(e.to_string()),
             Err(e) => outcome.kind = OutcomeKind::OutputUnreadable(e.to_string()),
         }
     }
@@ -733,7 +783,7 @@ enum Collected {
 }
 
 /// The regular files under `out`, recursively; none is read unless all fit the bounds.
-fn collect_files(out: &Path, budget: u64) -> Result<Collected, String> {
+fn collect_files(out: &Path, budget: u64) -> Result<Collected, FileError> {
     let mut found = Vec::new();
     let mut entries = 0;
     let complete = walk(out, "", 0, &mut found, &mut entries)?;
@@ -756,8 +806,7 @@ fn collect_files(out: &Path, budget: u64) -> Result<Collected, String> {
         if total > budget {
             return Ok(Collected::OverBudget);
         }
-        let content =
-            std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let content = std::fs::read(&path).map_err(FileError::at("reading", &path))?;
         // It may have changed size since it was listed (a process that escaped its group).
         if content.len() as u64 != len {
             total = total - len + content.len() as u64;
@@ -778,20 +827,19 @@ fn walk(
     depth: usize,
     found: &mut Vec<(String, PathBuf, u64)>,
     seen: &mut usize,
-) -> Result<bool, String> {
+) -> Result<bool, FileError> {
     const MAX_DEPTH: usize = 16;
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("listing {}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).map_err(FileError::at("listing", dir))?;
     for entry in entries {
         *seen += 1;
         if *seen > MAX_OUTPUT_ENTRIES || found.len() > wire::rpc::MAX_RESULT_FILES {
             return Ok(false);
         }
-        let entry = entry.map_err(|e| format!("listing {}: {e}", dir.display()))?;
+        let entry = entry.map_err(FileError::at("listing", dir))?;
         let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
         let path = entry.path();
         // Not followed: a link could point anywhere.
-        let meta = std::fs::symlink_metadata(&path)
-            .map_err(|e| format!("inspecting {}: {e}", path.display()))?;
+        let meta = std::fs::symlink_metadata(&path).map_err(FileError::at("inspecting", &path))?;
         if meta.is_file() {
             found.push((name, path, meta.len()));
         } else if meta.is_dir() && depth < MAX_DEPTH {

@@ -441,7 +441,7 @@ pub fn engine_outcome(outcome: exec::Outcome) -> rpc::Outcome {
             None,
         ),
         exec::OutcomeKind::Cancelled => (RejectCode::Cancelled, "cancelled".into(), None),
-        exec::OutcomeKind::BadArgument(reason) => (RejectCode::BadArguments, reason, None),
+        exec::OutcomeKind::BadArgument(e) => (RejectCode::BadArguments, e.to_string(), None),
         exec::OutcomeKind::SpawnFailed(reason) => (
             RejectCode::Internal,
             format!("could not start: {reason}"),
@@ -540,7 +540,7 @@ mod tests {
             (exec::OutcomeKind::Cancelled, RejectCode::Cancelled),
             (exec::OutcomeKind::Signalled(9), RejectCode::ExecutionFailed),
             (
-                exec::OutcomeKind::BadArgument("nul".into()),
+                exec::OutcomeKind::BadArgument(exec::ArgumentError::NulInLiteral),
                 RejectCode::BadArguments,
             ),
             (

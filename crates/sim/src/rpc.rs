@@ -5,6 +5,7 @@
 //! cuts), and how every call ended.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -73,6 +74,17 @@ enum Running {
     Nested,
 }
 
+/// Why a scripted call could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotMade {
+    /// The node runs no RPC engine.
+    #[error("the node has no RPC engine")]
+    NoEngine,
+    /// The engine refused it (shared: a [`Made`] is cloned into reports).
+    #[error(transparent)]
+    Refused(Arc<rpc::CallError>),
+}
+
 /// One call the script made.
 #[derive(Debug, Clone)]
 pub struct Made {
@@ -81,7 +93,7 @@ pub struct Made {
     /// The action tag that made it.
     pub tag: u64,
     /// The call's id, or why it could not be made.
-    pub id: Result<CallId, String>,
+    pub id: Result<CallId, NotMade>,
     /// When the call became durable at its node (the daemon answers its caller only then): a
     /// power cut before it may take the call with it, unnoticed by anyone.
     pub durable_at: Option<DtnTime>,
@@ -169,8 +181,10 @@ impl RpcApp {
         request: CallRequest,
     ) {
         let id = match host.rpc_mut() {
-            Some((rpc, node)) => rpc.call(now, node, request).map_err(|e| e.to_string()),
-            None => Err("the node has no RPC engine".to_string()),
+            Some((rpc, node)) => rpc
+                .call(now, node, request)
+                .map_err(|e| NotMade::Refused(Arc::new(e))),
+            None => Err(NotMade::NoEngine),
         };
         if id.is_ok() {
             host.promise(SimToken::App(tag));

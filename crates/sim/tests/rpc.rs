@@ -233,10 +233,25 @@ fn a_stream_call_without_a_server_or_a_route_is_refused_at_once() {
         },
     );
     let app = sim.app();
-    let err = |tag| app.made_by(tag).unwrap().id.clone().unwrap_err();
-    assert!(err(1).contains("explicit server"), "{}", err(1));
-    assert!(err(2).contains("not reachable"), "{}", err(2));
-    assert!(err(3).contains("not reachable"), "{}", err(3));
+    let err = |tag| match app.made_by(tag).unwrap().id.clone().unwrap_err() {
+        sim::rpc::NotMade::Refused(e) => e,
+        other => panic!("{other}"),
+    };
+    assert!(
+        matches!(*err(1), rpc::CallError::StreamNeedsServer),
+        "{}",
+        err(1)
+    );
+    assert!(
+        matches!(*err(2), rpc::CallError::NotReachable(_)),
+        "{}",
+        err(2)
+    );
+    assert!(
+        matches!(*err(3), rpc::CallError::NotReachable(_)),
+        "{}",
+        err(3)
+    );
 }
 
 fn slow(app: &mut RpcApp, i: usize, run_ms: u64) {
