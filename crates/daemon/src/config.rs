@@ -140,7 +140,8 @@ pub struct Discovery {
     pub port: u16,
     /// Broadcast address or multicast group.
     pub address: std::net::Ipv4Addr,
-    /// Interfaces to send on; empty means the default one.
+    /// Interfaces to send on; empty: every interface that is up but loopback (see
+    /// docs/configuration.md, `[discovery] interfaces`).
     pub interfaces: Vec<String>,
     /// Time between beacons.
     pub period: Duration,
