@@ -375,14 +375,21 @@ enum Kind {
     Gauge,
 }
 
-/// One figure read at a scrape: its name (a counter's with its `_total`), help, kind, value,
-/// and the one label it may have (`(name, value)`, from a closed set).
+/// A figure's value: a count, written as an integer, or seconds.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+/// One figure read at a scrape: its name (a counter's with its `_total`), help, kind, and its
+/// series: each the one label it may have (`(name, value)`, from a closed set) and its value.
 #[derive(Debug)]
 struct Figure {
     name: &'static str,
     help: &'static str,
     kind: Kind,
-    series: Vec<(Option<(&'static str, &'static str)>, f64)>,
+    series: Vec<(Option<(&'static str, &'static str)>, Value)>,
 }
 
 fn counter(name: &'static str, help: &'static str, value: u64) -> Figure {
@@ -390,7 +397,7 @@ fn counter(name: &'static str, help: &'static str, value: u64) -> Figure {
         name,
         help,
         kind: Kind::Counter,
-        series: vec![(None, value as f64)],
+        series: vec![(None, Value::Int(value))],
     }
 }
 
@@ -399,7 +406,7 @@ fn gauge(name: &'static str, help: &'static str, value: u64) -> Figure {
         name,
         help,
         kind: Kind::Gauge,
-        series: vec![(None, value as f64)],
+        series: vec![(None, Value::Int(value))],
     }
 }
 
@@ -410,35 +417,23 @@ struct Figures(Vec<Figure>);
 impl Collector for Figures {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for f in &self.0 {
-            match f.kind {
-                Kind::Counter => {
-                    // OpenMetrics names the family without the `_total` its sample carries.
-                    let family = f.name.strip_suffix("_total").unwrap_or(f.name);
-                    let mut m =
-                        encoder.encode_descriptor(family, f.help, None, MetricType::Counter)?;
-                    for (label, value) in &f.series {
-                        match label {
-                            Some(l) => {
-                                ConstCounter::new(*value as u64).encode(m.encode_family(&[*l])?)?
-                            }
-                            None => ConstCounter::new(*value as u64)
-                                .encode(m.encode_family(&Vec::<(&str, &str)>::new())?)?,
-                        }
-                    }
-                }
-                Kind::Gauge => {
-                    let mut m =
-                        encoder.encode_descriptor(f.name, f.help, None, MetricType::Gauge)?;
-                    for (label, value) in &f.series {
-                        match label {
-                            Some(l) => ConstGauge::new(*value).encode(m.encode_family(&[*l])?)?,
-                            None => ConstGauge::new(*value).encode(m.encode_family(&Vec::<(
-                                &str,
-                                &str,
-                            )>::new(
-                            ))?)?,
-                        }
-                    }
+            let (family, kind) = match f.kind {
+                // OpenMetrics names the family without the `_total` its sample carries.
+                Kind::Counter => (
+                    f.name.strip_suffix("_total").unwrap_or(f.name),
+                    MetricType::Counter,
+                ),
+                Kind::Gauge => (f.name, MetricType::Gauge),
+            };
+            let mut m = encoder.encode_descriptor(family, f.help, None, kind)?;
+            for (label, value) in &f.series {
+                let labels: Vec<(&str, &str)> = label.iter().copied().collect();
+                let series = m.encode_family(&labels)?;
+                match (f.kind, *value) {
+                    (Kind::Counter, Value::Int(v)) => ConstCounter::new(v).encode(series)?,
+                    (Kind::Counter, Value::Float(v)) => ConstCounter::new(v).encode(series)?,
+                    (Kind::Gauge, Value::Int(v)) => ConstGauge::new(v).encode(series)?,
+                    (Kind::Gauge, Value::Float(v)) => ConstGauge::new(v).encode(series)?,
                 }
             }
         }
@@ -728,9 +723,15 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
                    copy of a call already known (answered from the cache).",
             kind: Kind::Counter,
             series: vec![
-                (Some(("result", "accepted")), s.rpc.calls_accepted as f64),
-                (Some(("result", "rejected")), s.rpc.calls_rejected as f64),
-                (Some(("result", "duplicate")), s.rpc.duplicates as f64),
+                (
+                    Some(("result", "accepted")),
+                    Value::Int(s.rpc.calls_accepted),
+                ),
+                (
+                    Some(("result", "rejected")),
+                    Value::Int(s.rpc.calls_rejected),
+                ),
+                (Some(("result", "duplicate")), Value::Int(s.rpc.duplicates)),
             ],
         },
         counter(
@@ -776,7 +777,10 @@ fn process_figures() -> Vec<Figure> {
             name: "process_cpu_seconds_total",
             help: "Total user and system CPU time spent in seconds.",
             kind: Kind::Counter,
-            series: vec![(None, secs(usage.user_time()) + secs(usage.system_time()))],
+            series: vec![(
+                None,
+                Value::Float(secs(usage.user_time()) + secs(usage.system_time())),
+            )],
         });
     }
     if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
@@ -791,7 +795,7 @@ fn process_figures() -> Vec<Figure> {
             name: "process_start_time_seconds",
             help: "Start time of the process since unix epoch in seconds.",
             kind: Kind::Gauge,
-            series: vec![(None, start)],
+            series: vec![(None, Value::Float(start))],
         });
     }
     out

@@ -303,6 +303,31 @@ async fn calls_and_bundles_move_the_scraped_metrics() {
         payload.len()
     );
 
+    // A bundle for a node nobody reaches, living 1 s: alpha holds it, then drops it as expired.
+    let a2 = scrape(&a).await;
+    let req = SendRequest {
+        payload_base64: Some(base64::engine::general_purpose::STANDARD.encode(b"late")),
+        lifetime: Some("1s".into()),
+        ..SendRequest::to("dtn://nowhere/inbox")
+    };
+    a.control
+        .ask(|reply| Request::Send(req, reply))
+        .await
+        .unwrap()
+        .unwrap();
+    let expired = "reason=\"expired\"";
+    let mut a3 = scrape(&a).await;
+    for _ in 0..100 {
+        if a3.get("ferry_bundle_drops_total", expired) > a2.get("ferry_bundle_drops_total", expired)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        a3 = scrape(&a).await;
+    }
+    grew(&a2, &a3, "ferry_bundle_drops_total", expired, 1.0);
+    grew(&a2, &a3, "ferry_bundles_dropped_total", "", 1.0);
+
     a.shut_down().await;
     b.shut_down().await;
 }
