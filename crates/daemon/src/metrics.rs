@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use node::{DropReason, NodeStats};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric as _, MetricEncoder,
+};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
@@ -185,21 +187,21 @@ impl Metrics {
         let calls_made = Family::<MadeLabels, Counter>::default();
         registry.register(
             "rpc_calls_made",
-            "Calls this node made through its API, by mode and transport.",
+            "Calls this node made through its API, by mode and transport",
             calls_made.clone(),
         );
         let calls_finished = Family::<FinishedLabels, Counter>::default();
         registry.register(
             "rpc_calls_finished",
             "Calls this node made that ended, by mode, outcome (succeeded, failed, expired, \
-             cancelled) and the reject code that failed them (none otherwise).",
+             cancelled) and the reject code that failed them (none otherwise)",
             calls_finished.clone(),
         );
         let call_seconds: HistogramFamily<ModeLabels> =
             Family::new_with_constructor(latency_buckets);
         registry.register(
             "rpc_call_seconds",
-            "Seconds from making a call to its end, for calls this node made, by mode.",
+            "Seconds from making a call to its end, for calls this node made, by mode",
             call_seconds.clone(),
         );
         let call_first_result_seconds: HistogramFamily<ModeLabels> =
@@ -207,27 +209,27 @@ impl Metrics {
         registry.register(
             "rpc_call_first_result_seconds",
             "Seconds from making a call to its first result, for calls this node made that \
-             had one, by mode.",
+             had one, by mode",
             call_first_result_seconds.clone(),
         );
         let executions = Family::<ExecutionLabels, Counter>::default();
         registry.register(
             "rpc_executions_finished",
             "Executions of procedures this node ran for callers (executables and providers) \
-             that ended, by outcome (success, failure) and reject code (none on success).",
+             that ended, by outcome (success, failure) and reject code (none on success)",
             executions.clone(),
         );
         let drops = Family::<DropLabels, Counter>::default();
         registry.register(
             "bundle_drops",
-            "Bundles the node dropped, by reason.",
+            "Bundles the node dropped, by reason",
             drops.clone(),
         );
         let delivery_seconds = latency_buckets();
         registry.register(
             "bundle_delivery_seconds",
             "Seconds from a bundle's creation (its source's clock) to its delivery here; \
-             bundles created without a clock (time 0) are not counted.",
+             bundles created without a clock (time 0) are not counted",
             delivery_seconds.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
@@ -236,7 +238,7 @@ impl Metrics {
                 version: env!("CARGO_PKG_VERSION"),
             })
             .set(1);
-        registry.register("build_info", "The ferry build running, as labels.", build);
+        registry.register("build_info", "The ferry build running, as labels", build);
         Self {
             registry,
             counters: Counters::default(),
@@ -336,11 +338,19 @@ impl Metrics {
         figures.register_collector(Box::new(Figures(node_figures(sources, &self.counters))));
         let mut process = Registry::default();
         process.register_collector(Box::new(Figures(process_figures())));
-        // Writing to a String does not fail.
-        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry)
-            .and_then(|()| prometheus_client::encoding::text::encode_registry(&mut out, &figures))
-            .and_then(|()| prometheus_client::encoding::text::encode_registry(&mut out, &process))
-            .and_then(|()| prometheus_client::encoding::text::encode_eof(&mut out));
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
+        // Writing to a String does not fail; the library refuses only values it cannot write,
+        // which this module does not give it. Should it, the scrape says so instead of being cut
+        // short silently: it has no `# EOF`, which scrapers take as a failed scrape.
+        let written = encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &figures))
+            .and_then(|()| encode_registry(&mut out, &process));
+        match written {
+            Ok(()) => {
+                let _ = encode_eof(&mut out);
+            }
+            Err(_) => tracing::error!("metrics: a value could not be written; the scrape is cut"),
+        }
         out
     }
 }
@@ -426,18 +436,36 @@ impl Collector for Figures {
                 Kind::Gauge => (f.name, MetricType::Gauge),
             };
             let mut m = encoder.encode_descriptor(family, f.help, None, kind)?;
-            for (label, value) in &f.series {
-                let labels: Vec<(&str, &str)> = label.iter().copied().collect();
-                let series = m.encode_family(&labels)?;
-                match (f.kind, *value) {
-                    (Kind::Counter, Value::Int(v)) => ConstCounter::new(v).encode(series)?,
-                    (Kind::Counter, Value::Float(v)) => ConstCounter::new(v).encode(series)?,
-                    (Kind::Gauge, Value::Int(v)) => ConstGauge::new(v).encode(series)?,
-                    (Kind::Gauge, Value::Float(v)) => ConstGauge::new(v).encode(series)?,
+            match f.series.as_slice() {
+                // Without labels, as `name value` (an empty label set would be `name{} value`).
+                [(None, value)] => encode_value(f.kind, *value, m)?,
+                series => {
+                    for (label, value) in series {
+                        let labels: Vec<(&str, &str)> = label.iter().copied().collect();
+                        encode_value(f.kind, *value, m.encode_family(&labels)?)?;
+                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+fn encode_value(
+    kind: Kind,
+    value: Value,
+    series: MetricEncoder<'_>,
+) -> Result<(), std::fmt::Error> {
+    match (kind, value) {
+        (Kind::Counter, Value::Int(v)) => ConstCounter::new(v).encode(series),
+        (Kind::Counter, Value::Float(v)) => ConstCounter::new(v).encode(series),
+        // The library's integer gauges are i64; a bound of u64::MAX (none set) is written as a
+        // float rather than refused.
+        (Kind::Gauge, Value::Int(v)) => match i64::try_from(v) {
+            Ok(v) => ConstGauge::new(v).encode(series),
+            Err(_) => ConstGauge::new(v as f64).encode(series),
+        },
+        (Kind::Gauge, Value::Float(v)) => ConstGauge::new(v).encode(series),
     }
 }
 
@@ -858,6 +886,10 @@ mod tests {
         let mut sources = Sources::default();
         sources.node.bundles_received = 7;
         sources.rpc.calls_rejected = 2;
+        // Bounds that are not set are u64::MAX: written all the same (the library's integer
+        // gauges are i64), and the figures after them too.
+        sources.receive_memory = Some((0, u64::MAX, 0));
+        sources.api_uploads_limit = u64::MAX;
         let text = m.render(&sources);
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(
@@ -865,6 +897,16 @@ mod tests {
             "{text}"
         );
         assert_eq!(samples(&text, "ferry_bundles_received_total"), [("", 7.0)]);
+        assert_eq!(
+            samples(&text, "ferry_api_uploads_limit"),
+            [("", u64::MAX as f64)]
+        );
+        assert_eq!(
+            samples(&text, "ferry_rpc_unmatched_replies_total"),
+            [("", 0.0)]
+        );
+        assert!(!text.contains(".."), "a help with two periods: {text}");
+        assert!(!text.contains("{}"), "an empty label set: {text}");
         let mut drops = samples(&text, "ferry_bundle_drops_total");
         drops.sort_by(|a, b| a.0.cmp(b.0));
         assert_eq!(

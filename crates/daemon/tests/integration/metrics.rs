@@ -57,7 +57,11 @@ fn parse(text: &str) -> Scrape {
             .parse()
             .unwrap_or_else(|_| panic!("not a number: {line}"));
         let (name, labels) = match series.split_once('{') {
-            Some((n, l)) => (n, l.strip_suffix('}').expect("labels end with }")),
+            Some((n, l)) => {
+                let l = l.strip_suffix('}').expect("labels end with }");
+                assert!(!l.is_empty(), "an empty label set: {line}");
+                (n, l)
+            }
             None => (series, ""),
         };
         let family = [
