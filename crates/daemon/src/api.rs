@@ -614,14 +614,7 @@ async fn forget_key(State(api): State<Api>, Path(node): Path<String>) -> ApiResu
 
 async fn metrics(State(api): State<Api>) -> ApiResult<Response> {
     let text = api.control.ask(Request::Metrics).await?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
 }
 
 async fn openapi() -> Response {

@@ -14,7 +14,7 @@
 //! durable) leave at once. A commit that promised nothing waits up to [`SYNC_DELAY`] for the
 //! next one that does, or for that time to pass.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -40,6 +40,7 @@ use crate::control::{
 };
 use crate::discovery::{Announcer, Heard};
 use crate::facts::Readings;
+use crate::metrics::Metrics;
 use crate::rpc_shell::{Finished, RpcShell};
 use crate::udp::Datagram;
 use host::inbox::Waiting;
@@ -198,27 +199,6 @@ struct Discovered {
     ttl: Duration,
 }
 
-/// Refusals of what strangers may grow, counted; the first of each kind is also logged.
-#[derive(Debug, Default)]
-struct Refusals {
-    sessions_total: u64,
-    sessions_per_address: u64,
-    discovery_dials_deferred: u64,
-    discovered_forgotten: u64,
-    beacon_redirects_ignored: u64,
-    /// Kinds already logged.
-    logged: BTreeSet<&'static str>,
-}
-
-impl Refusals {
-    /// Logs `what` the first time `kind` happens; later ones are only counted.
-    fn log_once(&mut self, kind: &'static str, what: std::fmt::Arguments<'_>) {
-        if self.logged.insert(kind) {
-            tracing::warn!("{what} (logged once; the metric ferry_{kind}_total counts them)");
-        }
-    }
-}
-
 /// Channels into the loop from the tasks that do I/O.
 pub(crate) struct Inputs {
     pub(crate) tcpcl: mpsc::Receiver<(u64, TcpclEvent)>,
@@ -348,35 +328,6 @@ fn when_durable<T: Send + 'static>(
     })
 }
 
-#[derive(Debug, Default)]
-struct Metrics {
-    sessions_opened: u64,
-    sessions_closed: u64,
-    udp_sent: u64,
-    udp_received: u64,
-    udp_send_errors: u64,
-    /// Datagrams that passed the listener's gate but are not bundles.
-    udp_malformed: u64,
-    udp_broadcasts: u64,
-    refused_duplicates: u64,
-    beacons_sent: u64,
-    beacons_heard: u64,
-    store_errors: u64,
-    store_syncs: u64,
-    reactive_fragments_received: u64,
-    recovered_dropped: u64,
-    refusals: Refusals,
-    /// Sessions established over TLS.
-    tls_sessions: u64,
-    /// Sessions whose TLS handshake failed (untrusted or unfit certificate, protocol error,
-    /// timeout).
-    tls_handshake_failures: u64,
-    /// Sessions ended because the peer's node id is not in its certificate.
-    tls_node_id_mismatches: u64,
-    /// Sessions refused because the peer did not offer TLS where it is required.
-    tls_required_refusals: u64,
-}
-
 impl Daemon {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -475,9 +426,10 @@ impl Daemon {
             next_tag: 1,
             beacon_sequence: 0,
             next_beacon: now,
-            metrics: Metrics {
-                recovered_dropped,
-                ..Metrics::default()
+            metrics: {
+                let mut m = Metrics::new();
+                m.counters.recovered_dropped = recovered_dropped;
+                m
             },
             config,
         })
@@ -672,7 +624,7 @@ impl Daemon {
             && b.refused() > 0
         {
             let limit = b.limit();
-            self.metrics.refusals.log_once(
+            self.metrics.counters.refusals.log_once(
                 "tcpcl_transfers_refused_memory",
                 format_args!(
                     "refused an incoming transfer: unfinished transfers hold the whole \
@@ -683,7 +635,7 @@ impl Daemon {
         let stats = self.host.node().stats();
         if stats.purge_set_full > 0 {
             let max = self.host.node().config().max_purge_entries;
-            self.metrics.refusals.log_once(
+            self.metrics.counters.refusals.log_once(
                 "purge_set_full",
                 format_args!(
                     "the purge set holds {max} entries: keys of delivered bundles that \
@@ -694,7 +646,7 @@ impl Daemon {
         }
         if stats.carry_refused > 0 {
             let max = self.host.node().config().max_carried_bundles;
-            self.metrics.refusals.log_once(
+            self.metrics.counters.refusals.log_once(
                 "carry_refused",
                 format_args!(
                     "{max} bundles are held: bundles carried for other nodes are refused until                      some leave (this node's own, and those for it, are still kept)"
@@ -702,7 +654,7 @@ impl Daemon {
             );
         }
         if stats.summary_purge_keys_ignored > 0 {
-            self.metrics.refusals.log_once(
+            self.metrics.counters.refusals.log_once(
                 "summary_purge_keys_ignored",
                 format_args!(
                     "a neighbour's summary named more than {} delivered bundles; the rest were \
@@ -758,7 +710,7 @@ impl Daemon {
             convergence_layers,
         };
         if let Some(a) = &mut self.announcer {
-            self.metrics.beacons_sent += a.announce(&beacon) as u64;
+            self.metrics.counters.beacons_sent += a.announce(&beacon) as u64;
         }
     }
 
@@ -809,7 +761,7 @@ impl Daemon {
             return true;
         }
         let limits = &self.config.session_limits;
-        let r = &mut self.metrics.refusals;
+        let r = &mut self.metrics.counters.refusals;
         if self.links.len() >= limits.max_sessions {
             r.sessions_total += 1;
             r.log_once(
@@ -868,7 +820,7 @@ impl Daemon {
         {
             s.link = Some(link);
         }
-        self.metrics.sessions_opened += 1;
+        self.metrics.counters.sessions_opened += 1;
         self.links.insert(
             link,
             Link {
@@ -888,7 +840,7 @@ impl Daemon {
         match event {
             TcpclEvent::Up { peer, remote, .. } => {
                 if peer.tls {
-                    self.metrics.tls_sessions += 1;
+                    self.metrics.counters.tls_sessions += 1;
                 }
                 self.on_session_up(link, &peer, remote)
             }
@@ -908,7 +860,7 @@ impl Daemon {
                     if !self.host.node().wants(&id)
                         && let Some(l) = self.links.get(&link)
                     {
-                        self.metrics.refused_duplicates += 1;
+                        self.metrics.counters.refused_duplicates += 1;
                         l.handle.refuse(transfer_id);
                     }
                 }
@@ -951,11 +903,13 @@ impl Daemon {
                 tls_failure,
             } => {
                 match tls_failure {
-                    Some(TlsFailure::Handshake) => self.metrics.tls_handshake_failures += 1,
-                    Some(TlsFailure::NodeIdNotInCertificate) => {
-                        self.metrics.tls_node_id_mismatches += 1
+                    Some(TlsFailure::Handshake) => {
+                        self.metrics.counters.tls_handshake_failures += 1
                     }
-                    Some(TlsFailure::Required) => self.metrics.tls_required_refusals += 1,
+                    Some(TlsFailure::NodeIdNotInCertificate) => {
+                        self.metrics.counters.tls_node_id_mismatches += 1
+                    }
+                    Some(TlsFailure::Required) => self.metrics.counters.tls_required_refusals += 1,
                     None => {}
                 }
                 for u in unfinished {
@@ -990,7 +944,7 @@ impl Daemon {
                     // Reactive fragmentation: keep what arrived of a cut transfer.
                     match wire::decode_cut_transfer(prefix) {
                         Ok(Some(fragment)) => {
-                            self.metrics.reactive_fragments_received += 1;
+                            self.metrics.counters.reactive_fragments_received += 1;
                             self.host.node_mut().handle_bundle(now, link, fragment);
                         }
                         Ok(None) => {}
@@ -1081,7 +1035,7 @@ impl Daemon {
         let Some(l) = self.links.remove(&link) else {
             return;
         };
-        self.metrics.sessions_closed += 1;
+        self.metrics.counters.sessions_closed += 1;
         match &l.peer {
             Some(peer) => tracing::info!("session with {peer} at {} ended: {reason}", l.remote),
             None => tracing::debug!("session with {} ended: {reason}", l.remote),
@@ -1113,14 +1067,14 @@ impl Daemon {
     // ----- UDP and discovery -----
 
     fn on_datagram(&mut self, datagram: Datagram) {
-        self.metrics.udp_received += 1;
+        self.metrics.counters.udp_received += 1;
         // Decoded here rather than by the node, so that datagrams that are not bundles (what
         // a stranger's flood mostly is) are counted as the UDP layer's own refusals.
         let bundle = match wire::Bundle::decode(datagram.bytes) {
             Ok(bundle) => bundle,
             Err(e) => {
-                self.metrics.udp_malformed += 1;
-                self.metrics.refusals.log_once(
+                self.metrics.counters.udp_malformed += 1;
+                self.metrics.counters.refusals.log_once(
                     "udp_malformed",
                     format_args!("a UDP datagram from {} is not a bundle: {e}", datagram.from),
                 );
@@ -1158,7 +1112,7 @@ impl Daemon {
         if peer == self.config.node_id {
             return;
         }
-        self.metrics.beacons_heard += 1;
+        self.metrics.counters.beacons_heard += 1;
         // Only the address the beacon came from is believed. An address written in a beacon
         // would let anyone make this node dial any host; Ferry's own beacons never carry one.
         let ip = heard.from.ip();
@@ -1203,7 +1157,7 @@ impl Daemon {
                 // A beacon naming a node we have a session with, from another address: a
                 // forger's (or the node moved, and its session will end). Its datagrams stay
                 // with the session's address.
-                let r = &mut self.metrics.refusals;
+                let r = &mut self.metrics.counters.refusals;
                 r.beacon_redirects_ignored += 1;
                 r.log_once(
                     "beacon_redirects_ignored",
@@ -1235,7 +1189,7 @@ impl Daemon {
             .count();
         if dials >= MAX_DISCOVERY_DIALS {
             // Tried again at the node's next beacon.
-            let r = &mut self.metrics.refusals;
+            let r = &mut self.metrics.counters.refusals;
             r.discovery_dials_deferred += 1;
             r.log_once(
                 "discovery_dials_deferred",
@@ -1273,7 +1227,7 @@ impl Daemon {
             .map(|(id, _)| id.clone());
         if let Some(id) = victim {
             self.discovered.remove(&id);
-            let r = &mut self.metrics.refusals;
+            let r = &mut self.metrics.counters.refusals;
             r.discovered_forgotten += 1;
             r.log_once(
                 "discovered_forgotten",
@@ -1349,7 +1303,7 @@ impl Daemon {
         // promises nothing, so it needs no sync.
         let committed = self.host.commit(now, commit_off_the_workers);
         if let host::Commit::Failed(e) = &committed {
-            self.metrics.store_errors += 1;
+            self.metrics.counters.store_errors += 1;
             tracing::error!("store commit failed: {e}");
         }
         if !matches!(committed, host::Commit::Deferred) && self.rpc.calls_changed {
@@ -1378,9 +1332,9 @@ impl Daemon {
 
     /// A sync of the first `commits` commits ended: their promises are kept, or fail.
     fn on_synced(&mut self, commits: u64, result: store::Result<()>) {
-        self.metrics.store_syncs += 1;
+        self.metrics.counters.store_syncs += 1;
         if let Err(e) = &result {
-            self.metrics.store_errors += 1;
+            self.metrics.counters.store_errors += 1;
             tracing::error!("store sync failed: {e}");
         }
         let now = self.now();
@@ -1405,14 +1359,24 @@ impl Daemon {
                 Output::Release { token, error } => self.release(token, error.as_deref()),
                 Output::Delivered => self.deliveries.send_modify(|n| *n += 1),
                 Output::Node(event) => self.on_node_event(event),
-                Output::Rpc(event) => self.rpc.on_event(event),
+                Output::Rpc(event) => {
+                    if let rpc::RpcEvent::CallFinished(id) = &event
+                        && let Some(call) = self.engine().call_ref(id)
+                    {
+                        self.metrics.call_finished(self.now(), call);
+                    }
+                    self.rpc.on_event(event)
+                }
                 Output::Error(e) => {
                     if !matches!(e, host::HostError::Rpc(_)) {
-                        self.metrics.store_errors += 1;
+                        self.metrics.counters.store_errors += 1;
                     }
                     tracing::error!("{e}");
                 }
             }
+        }
+        for age in self.host.take_delivery_ages() {
+            self.metrics.delivered(age);
         }
         any
     }
@@ -1465,7 +1429,7 @@ impl Daemon {
                 || announcer.broadcast_bundle(&encoded, to.port()) > 0;
             if done {
                 if self.broadcast_round.insert(key) {
-                    self.metrics.udp_broadcasts += 1;
+                    self.metrics.counters.udp_broadcasts += 1;
                 }
                 let now = self.now();
                 self.host.node_mut().handle_transfer(
@@ -1483,11 +1447,11 @@ impl Daemon {
         {
             let result = match crate::udp::send(socket, to, &encoded) {
                 Ok(()) => {
-                    self.metrics.udp_sent += 1;
+                    self.metrics.counters.udp_sent += 1;
                     TransferResult::Complete
                 }
                 Err(e) => {
-                    self.metrics.udp_send_errors += 1;
+                    self.metrics.counters.udp_send_errors += 1;
                     tracing::debug!("udp to {to}: {e}");
                     TransferResult::Failed
                 }
@@ -1530,7 +1494,10 @@ impl Daemon {
             Event::NeighbourDown { node } => tracing::debug!("neighbour {node} down"),
             Event::Reachable { node, hops } => tracing::debug!("{node} reachable in {hops} hops"),
             Event::Unreachable { node } => tracing::debug!("{node} unreachable"),
-            Event::Dropped { id, reason } => tracing::debug!("dropped {id}: {reason:?}"),
+            Event::Dropped { id, reason } => {
+                self.metrics.dropped(reason);
+                tracing::debug!("dropped {id}: {reason:?}")
+            }
             // Deliveries go to the host's inboxes; streams are the RPC engine's.
             Event::Delivered(_) | Event::Stream(_) => {}
         }
@@ -1866,6 +1833,7 @@ impl Daemon {
 
     fn on_finished(&mut self, job: rpc::JobId, outcome: rpc::Outcome) {
         let now = self.now();
+        self.metrics.execution_finished(&outcome);
         self.rpc.finished(now, &mut self.host, job, outcome);
     }
 
@@ -1919,8 +1887,13 @@ impl Daemon {
         let now = self.now();
         let request = spec.to_request(now, self.rpc_timers())?;
         let (rpc, node) = self.engine_mut();
-        rpc.call(now, node, request)
-            .map_err(|e| call_error(e, spec))
+        let id = rpc
+            .call(now, node, request)
+            .map_err(|e| call_error(e, spec))?;
+        if let Some(made) = self.engine().call_ref(&id) {
+            self.metrics.call_made(made.call);
+        }
+        Ok(id)
     }
 
     fn rpc_timers(&self) -> rpc::Timers {
@@ -2176,354 +2149,26 @@ impl Daemon {
     }
 
     fn metrics_text(&self) -> String {
-        use std::fmt::Write as _;
-        let s = self.host.node().stats();
         let usage = self.host.node().store().usage().ok();
-        let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = writeln!(out, "# HELP ferry_{name} {help}");
-            let _ = writeln!(out, "# TYPE ferry_{name} {kind}");
-            let _ = writeln!(out, "ferry_{name} {value}");
-        };
-        metric(
-            "bundles_received_total",
-            "counter",
-            "Bundles received on links.",
-            s.bundles_received,
-        );
-        metric(
-            "bundles_sent_total",
-            "counter",
-            "Bundle transmissions.",
-            s.bundles_sent,
-        );
-        metric(
-            "bytes_sent_total",
-            "counter",
-            "Encoded bytes transmitted.",
-            s.bytes_sent,
-        );
-        metric(
-            "bundles_delivered_total",
-            "counter",
-            "Bundles delivered to local endpoints.",
-            s.delivered,
-        );
-        metric(
-            "bundles_duplicate_total",
-            "counter",
-            "Duplicate bundles ignored.",
-            s.duplicates,
-        );
-        metric(
-            "bundles_dropped_total",
-            "counter",
-            "Bundles dropped.",
-            s.dropped,
-        );
-        metric(
-            "fragments_sent_total",
-            "counter",
-            "Fragments cut and sent.",
-            s.fragments_sent,
-        );
-        metric(
-            "control_sent_total",
-            "counter",
-            "Control bundles sent.",
-            s.control_sent,
-        );
-        metric(
-            "peers",
-            "gauge",
-            "Neighbours with a session.",
-            self.links.values().filter(|l| l.announced).count() as u64,
-        );
-        metric(
-            "store_bundles",
-            "gauge",
-            "Bundles in the store.",
-            usage.map_or(0, |u| u.bundles),
-        );
-        metric(
-            "store_bytes",
-            "gauge",
-            "Bytes in the store.",
-            usage.map_or(0, |u| u.bytes),
-        );
-        metric(
-            "store_quota_bytes",
-            "gauge",
-            "The store's quota.",
-            usage.map_or(0, |u| u.quota),
-        );
-        metric(
-            "inbox_bundles",
-            "gauge",
-            "Bundles waiting in local inboxes.",
-            self.host.inboxes().len(),
-        );
-        let m = &self.metrics;
-        metric(
-            "tcpcl_sessions_opened_total",
-            "counter",
-            "TCPCL sessions opened.",
-            m.sessions_opened,
-        );
-        metric(
-            "tcpcl_sessions_closed_total",
-            "counter",
-            "TCPCL sessions ended.",
-            m.sessions_closed,
-        );
-        metric(
-            "tcpcl_tls_sessions_total",
-            "counter",
-            "TCPCL sessions established over TLS (the peer's node id authenticated by its certificate).",
-            m.tls_sessions,
-        );
-        metric(
-            "tcpcl_tls_handshake_failures_total",
-            "counter",
-            "TCPCL sessions whose TLS handshake failed (certificate not trusted or not for the address, protocol error, timeout).",
-            m.tls_handshake_failures,
-        );
-        metric(
-            "tcpcl_tls_node_id_mismatches_total",
-            "counter",
-            "TCPCL sessions ended because the peer's node id is not a URI name of its certificate.",
-            m.tls_node_id_mismatches,
-        );
-        metric(
-            "tcpcl_tls_required_refusals_total",
-            "counter",
-            "TCPCL sessions refused because the peer did not offer TLS where it is required.",
-            m.tls_required_refusals,
-        );
-        metric(
-            "tcpcl_refused_duplicates_total",
-            "counter",
-            "Incoming transfers refused because the node already had the bundle.",
-            m.refused_duplicates,
-        );
-        metric(
-            "reactive_fragments_received_total",
-            "counter",
-            "Fragments kept from cut incoming transfers.",
-            m.reactive_fragments_received,
-        );
-        metric(
-            "udp_sent_total",
-            "counter",
-            "Bundles sent as UDP datagrams.",
-            m.udp_sent,
-        );
-        metric(
-            "udp_received_total",
-            "counter",
-            "UDP datagrams taken by the event loop (past the size and rate bounds).",
-            m.udp_received,
-        );
-        metric(
-            "udp_refused_oversize_total",
-            "counter",
-            "UDP datagrams dropped unread for being larger than udp.max_bundle.",
-            self.udp_gate.refused_oversize(),
-        );
-        metric(
-            "udp_refused_rate_total",
-            "counter",
-            "UDP datagrams dropped unread for exceeding udp.max_rate (per session address, or of all addresses without a session together).",
-            self.udp_gate.refused_rate(),
-        );
-        metric(
-            "udp_malformed_total",
-            "counter",
-            "UDP datagrams taken that were not bundles.",
-            m.udp_malformed,
-        );
-        metric(
-            "udp_broadcasts_total",
-            "counter",
-            "Broadcast bundles flooded as one UDP broadcast per interface.",
-            m.udp_broadcasts,
-        );
-        metric(
-            "udp_send_errors_total",
-            "counter",
-            "UDP sends that failed.",
-            m.udp_send_errors,
-        );
-        metric(
-            "beacons_sent_total",
-            "counter",
-            "Discovery beacons sent (per interface).",
-            m.beacons_sent,
-        );
-        metric(
-            "beacons_heard_total",
-            "counter",
-            "Discovery beacons heard from other nodes.",
-            m.beacons_heard,
-        );
-        metric(
-            "store_errors_total",
-            "counter",
-            "Store operations that failed.",
-            m.store_errors,
-        );
-        metric(
-            "store_commits_total",
-            "counter",
-            "Store commits (each a batch of changes, written but not yet synced).",
-            self.host.pipeline().commits(),
-        );
-        metric(
-            "store_syncs_total",
-            "counter",
-            "Syncs of the store's log to the disk (each makes every commit before it durable).",
-            m.store_syncs,
-        );
-        let r = &m.refusals;
-        metric(
-            "tcpcl_sessions_refused_limit_total",
-            "counter",
-            "Sessions refused because tcpcl.max_sessions were open.",
-            r.sessions_total,
-        );
-        metric(
-            "tcpcl_sessions_refused_address_limit_total",
-            "counter",
-            "Sessions refused because tcpcl.max_sessions_per_address were open with that address.",
-            r.sessions_per_address,
-        );
         let budget = self.session_config.receive_budget.as_ref();
-        metric(
-            "tcpcl_receive_memory_bytes",
-            "gauge",
-            "Bytes held by unfinished incoming transfers, all sessions together.",
-            budget.map_or(0, |b| b.in_use()),
-        );
-        metric(
-            "tcpcl_receive_memory_limit_bytes",
-            "gauge",
-            "The bound on those bytes (tcpcl.receive_memory).",
-            budget.map_or(0, |b| b.limit()),
-        );
-        metric(
-            "tcpcl_transfers_refused_memory_total",
-            "counter",
-            "Incoming transfers refused (XFER_REFUSE No Resources) because tcpcl.receive_memory was spent.",
-            budget.map_or(0, |b| b.refused()),
-        );
-        metric(
-            "discovered_nodes",
-            "gauge",
-            "Nodes known from their beacons.",
-            self.discovered.len() as u64,
-        );
-        metric(
-            "discovery_dials_deferred_total",
-            "counter",
-            "Discovered nodes not dialled at once because others were being dialled.",
-            r.discovery_dials_deferred,
-        );
-        metric(
-            "discovered_forgotten_total",
-            "counter",
-            "Discovered nodes forgotten to make room for others (the table or an address's share was full).",
-            r.discovered_forgotten,
-        );
-        metric(
-            "beacon_redirects_ignored_total",
-            "counter",
-            "Beacons naming a node with a session from another address than the session's (not believed).",
-            r.beacon_redirects_ignored,
-        );
-        metric(
-            "store_recovered_dropped_total",
-            "counter",
-            "Bundles dropped by the store's recovery scan at start.",
-            m.recovered_dropped,
-        );
         let b = &self.api_bodies;
-        metric(
-            "api_payload_too_large_total",
-            "counter",
-            "API request bodies refused (413) for exceeding their limit (api.max_payload), by declared length or as they streamed in.",
-            b.refused_too_large(),
-        );
-        metric(
-            "api_uploads",
-            "gauge",
-            "API request bodies above 64 KiB being read or held now.",
-            b.uploads_in_progress(),
-        );
-        metric(
-            "api_uploads_limit",
-            "gauge",
-            "The bound on those (api.max_uploads).",
-            b.max_uploads(),
-        );
-        metric(
-            "api_uploads_waited_total",
-            "counter",
-            "API request bodies above 64 KiB that waited because api.max_uploads were being read or held.",
-            b.uploads_waited(),
-        );
-        metric(
-            "purge_set_entries",
-            "gauge",
-            "Keys of bundles known to be delivered (the purge set).",
-            self.host.node().purge_set_len() as u64,
-        );
-        metric(
-            "purge_set_full_total",
-            "counter",
-            "Keys of delivered bundles named by neighbours' summaries and not kept because the \
-             purge set was full (the node's own entries are always kept).",
-            s.purge_set_full,
-        );
-        metric(
-            "carry_refused_total",
-            "counter",
-            "Bundles carried for other nodes refused because the node held max_carried_bundles.",
-            s.carry_refused,
-        );
-        metric(
-            "summary_purge_keys_ignored_total",
-            "counter",
-            "Keys of delivered bundles in a neighbour's summary beyond the most read from one \
-             summary.",
-            s.summary_purge_keys_ignored,
-        );
-        let r = self.engine().stats();
-        metric(
-            "rpc_forged_total",
-            "counter",
-            "RPC messages dropped for a bad signature, a failed decryption or garbage.",
-            r.forged,
-        );
-        metric(
-            "rpc_key_mismatch_total",
-            "counter",
-            "RPC messages dropped because they were signed by another key than the one known for \
-             the node they name as their sender (`ferry keys` shows the key presented).",
-            r.key_mismatches,
-        );
-        metric(
-            "rpc_presented_keys_dropped_total",
-            "counter",
-            "Presented keys forgotten to keep their table within its bound (256 nodes).",
-            r.presented_keys_dropped,
-        );
-        metric(
-            "rpc_keys_not_learnt_total",
-            "counter",
-            "New nodes' keys not learnt because the table of learnt keys is full.",
-            r.keys_not_learnt,
-        );
-        out
+        self.metrics.render(&crate::metrics::Sources {
+            node: self.host.node().stats(),
+            rpc: self.engine().stats(),
+            peers: self.links.values().filter(|l| l.announced).count() as u64,
+            store: usage.map(|u| (u.bundles, u.bytes, u.quota)),
+            inbox_bundles: self.host.inboxes().len(),
+            store_commits: self.host.pipeline().commits(),
+            udp_refused_oversize: self.udp_gate.refused_oversize(),
+            udp_refused_rate: self.udp_gate.refused_rate(),
+            receive_memory: budget.map(|b| (b.in_use(), b.limit(), b.refused())),
+            discovered_nodes: self.discovered.len() as u64,
+            api_payload_too_large: b.refused_too_large(),
+            api_uploads: b.uploads_in_progress(),
+            api_uploads_limit: b.max_uploads(),
+            api_uploads_waited: b.uploads_waited(),
+            purge_set_entries: self.host.node().purge_set_len() as u64,
+        })
     }
 }
 

@@ -36,6 +36,7 @@ pub mod facts;
 pub mod identity;
 pub use host::inbox;
 pub mod keys;
+mod metrics;
 pub mod relay;
 pub mod rpc_shell;
 pub mod tls;

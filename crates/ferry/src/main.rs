@@ -81,8 +81,8 @@ enum Command {
     Cancel(call_cmd::CancelArgs),
     /// List the procedures the running node serves.
     Procedures(client::ApiArgs),
-    /// Print the running node's metrics (Prometheus text: counters of traffic, refusals and
-    /// limits reached).
+    /// Print the running node's metrics (OpenMetrics text: counters of traffic, calls, drops,
+    /// refusals and limits reached; latency histograms; the process).
     Metrics(client::ApiArgs),
     /// List the keys the running node knows for other nodes; accept a reinstalled node's new
     /// key, or forget one.

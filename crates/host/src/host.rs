@@ -194,7 +194,14 @@ pub struct Host<T> {
     outputs: VecDeque<Output<T>>,
     /// Executions asked for whose calls are not durable yet: an abort meanwhile takes them out.
     waiting_executions: BTreeSet<JobId>,
+    /// How old bundles delivered here were (from their creation), until the shell takes them
+    /// with [`Host::take_delivery_ages`]; at most `MAX_DELIVERY_AGES` are kept.
+    delivery_ages: Vec<Duration>,
 }
+
+/// The most delivery ages kept for the shell between two [`Host::take_delivery_ages`]: a shell
+/// that never takes them holds this many at most.
+const MAX_DELIVERY_AGES: usize = 4096;
 
 impl<T> Host<T> {
     /// A host for `node`, with its RPC engine if it serves or makes calls. The inboxes are
@@ -217,6 +224,7 @@ impl<T> Host<T> {
             config,
             outputs: VecDeque::new(),
             waiting_executions: BTreeSet::new(),
+            delivery_ages: Vec::new(),
         })
     }
 
@@ -282,6 +290,13 @@ impl<T> Host<T> {
     /// of its own (bookkeeping nobody waits for).
     pub fn after_durable(&mut self, token: T) {
         self.pipeline.pending_mut().after.push(token);
+    }
+
+    /// How long after their creation the bundles delivered here since the last call arrived
+    /// (the creation time is the source's clock; bundles created without one, at time 0, are
+    /// left out). A shell that measures delivery latency takes them after its outputs.
+    pub fn take_delivery_ages(&mut self) -> Vec<Duration> {
+        std::mem::take(&mut self.delivery_ages)
     }
 
     /// The next output, if any.
@@ -559,6 +574,9 @@ impl<T> Host<T> {
             self.outputs.push_back(Output::Node(event));
             return;
         };
+        if !d.created.is_unknown() && self.delivery_ages.len() < MAX_DELIVERY_AGES {
+            self.delivery_ages.push(now.saturating_since(d.created));
+        }
         if let Eid::Dtn(dtn) = &d.destination
             && self.config.echo_service.as_deref() == Some(dtn.demux())
         {

@@ -161,6 +161,8 @@ pub struct Arriving<'a> {
 pub struct NodeStats {
     /// Bundles received on links (all classes).
     pub bundles_received: u64,
+    /// Encoded bytes of the bundles received on links (payload and headers).
+    pub bytes_received: u64,
     /// Bundle transmissions handed to the shell (all classes, pieces counted).
     pub bundles_sent: u64,
     /// Encoded bytes of those transmissions (payload and headers).
@@ -605,6 +607,7 @@ impl Node {
     /// A bundle arrived on a link: a whole one, or the fragment a cut transfer left.
     pub fn handle_bundle(&mut self, now: DtnTime, link: LinkId, bundle: Bundle) {
         self.stats.bundles_received += 1;
+        self.stats.bytes_received += encoded_len(&bundle);
         let from = self.links.get(&link).and_then(|l| l.peer.clone());
         self.accept(now, from.as_ref(), Some(link), bundle);
         self.pump(now);

@@ -18,5 +18,6 @@ mod common;
 mod api;
 mod exec;
 mod loopback;
+mod metrics;
 mod rpc;
 mod tls;
