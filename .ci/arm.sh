@@ -13,6 +13,11 @@ cd "$(dirname "$0")/.."
 
 target=aarch64-unknown-linux-musl
 target_dir=${CARGO_TARGET_DIR:-target}
+# The cross build shares nothing with CI's other builds, so it keeps a target directory of its
+# own between runs on one machine, as the tools are kept: the registry's crates are built for
+# aarch64 once, the workspace's own crates (whose paths change with each clone) every run.
+# FERRY_CROSS_TARGET_DIR overrides it (a clean one measures a first run).
+cross_target_dir=${FERRY_CROSS_TARGET_DIR:-${CARGO_TARGET_DIR:-$FERRY_TOOLS/target-cross}}
 
 if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
     cross_log "installing qemu-user-static"
@@ -21,8 +26,10 @@ fi
 
 ensure_zigbuild
 cross_log "building ferry for $target (profile ci-cross)"
-zigbuild "$target" --locked --profile ci-cross -p ferry
-arm_bin="$target_dir/$target/ci-cross/ferry"
+build_start=$SECONDS
+CARGO_TARGET_DIR=$cross_target_dir zigbuild "$target" --locked --profile ci-cross -p ferry
+cross_log "cross build: $((SECONDS - build_start)) s"
+arm_bin="$cross_target_dir/$target/ci-cross/ferry"
 cross_log "building the native ferry"
 cargo build --locked -p ferry
 x86_bin="$target_dir/debug/ferry"

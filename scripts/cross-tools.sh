@@ -58,14 +58,18 @@ ensure_target() {
     BUILD_STD_ARGS=("-Zbuild-std=std,panic_abort")
 }
 
-# Runs `cargo zigbuild` for target $1 with the rest of the arguments, building std from source
-# where ensure_target said so.
+# Runs `cargo zigbuild` for target $1 with the rest of the arguments (those of one package with
+# one binary), building std from source where ensure_target said so. Without rustup's std there
+# are no self-contained musl start files and libc in the sysroot either: the final link then
+# takes Zig's (-C link-self-contained=no, given to that link alone through `cargo rustc`, so the
+# dependencies' builds do not change).
 zigbuild() {
     local target=$1
     shift
     ensure_target "$target"
     if [ ${#BUILD_STD_ARGS[@]} -gt 0 ]; then
-        RUSTC_BOOTSTRAP=1 cargo zigbuild --target "$target" "${BUILD_STD_ARGS[@]}" "$@"
+        RUSTC_BOOTSTRAP=1 cargo-zigbuild rustc --target "$target" "${BUILD_STD_ARGS[@]}" "$@" \
+            -- -C link-self-contained=no
     else
         cargo zigbuild --target "$target" "$@"
     fi

@@ -39,8 +39,9 @@ fi
 # A binary that runs here, to generate the man page and completions from its clap definitions.
 generator="$out_dir/ferry"
 if ! "$generator" --version >/dev/null 2>&1; then
-    cargo build --locked --profile "$profile" -p ferry
-    generator="$target_dir/$profile_dir/ferry"
+    # The clap definitions are the same in any profile: the quickest build does.
+    cargo build --locked -p ferry
+    generator="$target_dir/debug/ferry"
 fi
 mkdir -p "$out_dir/generated"
 "$generator" manpage | gzip -n -9 >"$out_dir/generated/ferry.1.gz"

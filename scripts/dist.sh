@@ -31,7 +31,7 @@ mkdir -p "$out"
 ensure_zigbuild
 
 # Completions and the man page are the same for every target: generated once, by a binary that
-# runs here (the x86-64 build when it is among the targets, else a host build).
+# runs here (the x86-64 build when it is among the targets, else a debug host build).
 generated=$(mktemp -d)
 trap 'rm -rf "$generated"' EXIT
 host_ferry=
@@ -47,9 +47,10 @@ for target in "${targets[@]}"; do
 done
 
 if [ -z "$host_ferry" ]; then
-    cross_log "building a host ferry to generate completions and the man page"
-    cargo build --locked --profile "$profile" -p ferry
-    host_ferry="$target_dir/$profile/ferry"
+    # The clap definitions are the same in any profile: the quickest build does.
+    cross_log "building a host ferry (debug) to generate completions and the man page"
+    cargo build --locked -p ferry
+    host_ferry="$target_dir/debug/ferry"
 fi
 "$host_ferry" completions bash >"$generated/ferry.bash"
 "$host_ferry" completions zsh >"$generated/_ferry"

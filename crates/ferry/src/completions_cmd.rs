@@ -51,7 +51,8 @@ pub(crate) fn run_manpage(_: ManpageArgs) -> Result<()> {
     man.render_name_section(&mut out)?;
     man.render_synopsis_section(&mut out)?;
     man.render_description_section(&mut out)?;
-    man.render_subcommands_section(&mut out)?;
+    // No SUBCOMMANDS list: it would point at a page per subcommand (ferry-node(1), …), and
+    // this is one page with a section for each.
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
         render_subcommand(&mut out, command.get_name(), sub)?;
     }
