@@ -17,6 +17,7 @@ mod bundle_cmd;
 mod call_cmd;
 mod calls_view;
 mod client;
+mod completions_cmd;
 mod demo_cmd;
 mod info_cmd;
 mod keys_cmd;
@@ -87,6 +88,11 @@ enum Command {
     /// List the keys the running node knows for other nodes; accept a reinstalled node's new
     /// key, or forget one.
     Keys(keys_cmd::KeysArgs),
+    /// Print shell completions for bash, zsh or fish.
+    Completions(completions_cmd::CompletionsArgs),
+    /// Print the man page ferry(1) in roff.
+    #[command(hide = true)]
+    Manpage(completions_cmd::ManpageArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +118,8 @@ fn main() -> ExitCode {
         Command::Procedures(args) => call_cmd::run_procedures(args),
         Command::Metrics(args) => info_cmd::run_metrics(args),
         Command::Keys(args) => keys_cmd::run(args),
+        Command::Completions(args) => completions_cmd::run_completions(args),
+        Command::Manpage(args) => completions_cmd::run_manpage(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

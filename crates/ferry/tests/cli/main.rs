@@ -18,6 +18,7 @@ mod bundle_cli;
 mod call_cli;
 mod cli_offline;
 mod code_map;
+mod dist_cli;
 mod sim_cli;
 mod sim_rpc_cli;
 mod two_nodes;
