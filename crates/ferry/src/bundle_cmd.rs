@@ -36,7 +36,7 @@ pub(crate) enum BundleCommand {
         #[arg(long)]
         payload_file: Option<PathBuf>,
         /// How long the bundle lives, e.g. 90s, 2h, 3days.
-        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        #[arg(long, default_value = "1h", value_parser = crate::positive_duration)]
         lifetime: Duration,
         /// CRC on every block.
         #[arg(long, value_enum, default_value_t = Crc::Crc32c)]

@@ -74,13 +74,13 @@ pub(crate) struct CallArgs {
     #[arg(long, value_enum, default_value = "auto")]
     transport: TransportArg,
     /// How long the call matters (e.g. 10m); default: the node's timers' full span.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::positive_duration)]
     deadline: Option<Duration>,
     /// How long to wait for an acknowledgement before going by dtn.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::positive_duration)]
     ack_timeout: Option<Duration>,
     /// How long to wait for the result after the acknowledgement before asking again by dtn.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::positive_duration)]
     result_timeout: Option<Duration>,
     /// Make the call, print its id and exit; `ferry wait ID` or `ferry result ID` later.
     #[arg(long, conflicts_with_all = ["timeline", "quiet", "force"])]
@@ -271,9 +271,6 @@ impl CallArgs {
         check_target(&self.target)?;
         if self.procedure.is_empty() {
             bail!("give the procedure's name");
-        }
-        if self.deadline == Some(Duration::ZERO) {
-            bail!("--deadline: must be more than 0");
         }
         let params = parse_args(&self.args, &self.files)?
             .into_iter()
@@ -991,11 +988,11 @@ mod tests {
         assert!(parse(&["bravo"]).is_err(), "a procedure is required");
         assert!(parse(&["bravo", "echo", "--detach", "--timeline"]).is_err());
         assert!(parse(&["bravo", "echo", "--detach", "--force"]).is_err());
-        let e = parse(&["bravo", "echo", "--deadline", "0s"])
-            .unwrap()
-            .spec()
-            .unwrap_err();
-        assert!(e.to_string().contains("--deadline"), "{e}");
+        for zero in ["--deadline", "--ack-timeout", "--result-timeout"] {
+            let e = parse(&["bravo", "echo", zero, "0s"]).err().unwrap();
+            assert!(e.to_string().contains(zero), "{e}");
+            assert!(e.to_string().contains("more than zero"), "{e}");
+        }
         let e = parse(&["dtn:bad", "echo"]).unwrap().spec().unwrap_err();
         assert!(e.to_string().contains("not a node id"), "{e}");
         let e = parse(&[" ", "echo"]).unwrap().spec().unwrap_err();

@@ -192,10 +192,12 @@ impl Client {
             .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
+        let base = base_url(api);
         Self {
-            base: base_url(api),
+            // The token is found by the port, so by the address with its default port filled in.
+            authorization: crate::api_token::find(&base).map(|t| format!("Bearer {t}")),
+            base,
             api: api.to_owned(),
-            authorization: crate::api_token::find(api).map(|t| format!("Bearer {t}")),
             agent,
         }
     }
@@ -356,15 +358,26 @@ impl Client {
     }
 }
 
-/// `http://host:port` for an `--api` value, which may or may not name the scheme.
+/// `http://host:port` for an `--api` value, which may or may not name the scheme; without a port
+/// it is the API's default, 4550 (`--api localhost` is `http://localhost:4550`).
 fn base_url(api: &str) -> String {
     let api = api.trim().trim_end_matches('/');
-    if api.contains("://") {
-        api.to_owned()
+    let (scheme, authority) = api.split_once("://").unwrap_or(("http", api));
+    // A port follows the last colon, after an IPv6 address's closing bracket if there is one.
+    let host_end = authority.rfind(']').map_or(0, |i| i + 1);
+    let has_port = authority[host_end..].contains(':');
+    let bare_ipv6 = host_end == 0 && authority.matches(':').count() > 1;
+    if has_port && !bare_ipv6 {
+        format!("{scheme}://{authority}")
+    } else if bare_ipv6 {
+        format!("{scheme}://[{authority}]:{DEFAULT_API_PORT}")
     } else {
-        format!("http://{api}")
+        format!("{scheme}://{authority}:{DEFAULT_API_PORT}")
     }
 }
+
+/// The port of [`DEFAULT_API`].
+const DEFAULT_API_PORT: u16 = 4550;
 
 /// Percent-encodes `s` as one URL path segment or query value: everything but RFC 3986's
 /// unreserved characters, so an endpoint id like `dtn://a/inbox` stays one segment.
@@ -472,6 +485,13 @@ mod tests {
     fn api_addresses_with_and_without_scheme() {
         assert_eq!(base_url("127.0.0.1:4550"), "http://127.0.0.1:4550");
         assert_eq!(base_url("http://[::1]:4550/"), "http://[::1]:4550");
+        // Without a port, the API's default.
+        assert_eq!(base_url("localhost"), "http://localhost:4550");
+        assert_eq!(base_url("http://10.0.0.2/"), "http://10.0.0.2:4550");
+        assert_eq!(base_url("[::1]"), "http://[::1]:4550");
+        assert_eq!(base_url("::1"), "http://[::1]:4550");
+        assert_eq!(base_url("localhost:8080"), "http://localhost:8080");
+        assert!(DEFAULT_API.ends_with(&format!(":{DEFAULT_API_PORT}")));
         assert_eq!(
             Client::new("localhost:1").url("/v1/status"),
             "http://localhost:1/v1/status"

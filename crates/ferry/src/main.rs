@@ -30,8 +30,19 @@ mod sim_cmd;
 mod trace_cmd;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+/// A span a command-line flag gives (`90s`, `2h`, `3days`) that must be more than zero: a bundle
+/// that lives 0 s, or a call whose deadline is now, would be refused or expire unseen.
+pub(crate) fn positive_duration(text: &str) -> Result<Duration, String> {
+    let span = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if span.is_zero() {
+        return Err(format!("{text:?}: must be more than zero"));
+    }
+    Ok(span)
+}
 
 /// Ferry: remote procedure calls that survive disconnection (a BPv7 DTN node).
 #[derive(Parser)]

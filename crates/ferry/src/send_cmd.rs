@@ -31,7 +31,7 @@ pub(crate) struct SendArgs {
     #[arg(long, value_name = "ENDPOINT")]
     source: Option<String>,
     /// Bundle lifetime.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = crate::positive_duration)]
     lifetime: Duration,
     /// Forwarding class.
     #[arg(long, value_enum, default_value = "dtn")]
@@ -168,6 +168,8 @@ mod tests {
         assert!(parse(&["dtn://b/", "x", "--priority", "3"]).is_err());
         assert!(parse(&["dtn://b/", "x", "--class", "carrier-pigeon"]).is_err());
         assert!(parse(&["dtn://b/", "x", "--lifetime", "soon"]).is_err());
+        assert!(parse(&["dtn://b/", "x", "--lifetime", "0s"]).is_err());
+        assert!(parse(&["dtn://b/", "x", "--lifetime", "1ms"]).is_ok());
         assert!(parse(&[]).is_err(), "a destination is required");
     }
 
