@@ -46,6 +46,9 @@ pub(crate) struct RecvArgs {
         conflicts_with = "out_dir"
     )]
     output: Option<PathBuf>,
+    /// Let -o replace a file that exists (without it, an existing file is never overwritten).
+    #[arg(long, requires = "output")]
+    force: bool,
     /// Write each payload to a file in DIR named after its bundle id.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
@@ -58,8 +61,8 @@ pub(crate) struct RecvArgs {
 enum Sink {
     /// Standard output: the payloads, or with `--json` their metadata and base64 payloads.
     Stdout,
-    /// One file (`-o`).
-    File(PathBuf),
+    /// One file (`-o`), and whether it may replace one that exists (`--force`).
+    File(PathBuf, bool),
     /// A directory, one file per bundle (`--out-dir`).
     Dir(PathBuf),
 }
@@ -70,7 +73,9 @@ impl RecvArgs {
             (Some(_), _) if self.count != 1 => bail!(
                 "-o/--output writes one payload and needs --count 1; use --out-dir for several"
             ),
-            (Some(file), _) => Ok(Sink::File(file.clone())),
+            // Refused before any bundle is taken: nothing is received to be thrown away.
+            (Some(file), _) if !self.force && is_regular_file(file) => Err(taken(file)),
+            (Some(file), _) => Ok(Sink::File(file.clone(), self.force)),
             (None, Some(dir)) => Ok(Sink::Dir(dir.clone())),
             (None, None) => Ok(Sink::Stdout),
         }
@@ -177,8 +182,8 @@ fn write_payload(
             check_len(n, len)?;
             Ok(out.flush()?)
         }
-        Sink::File(path) => {
-            write_file(path, &mut body, len)?;
+        Sink::File(path, force) => {
+            write_file(path, &mut body, len, !*force)?;
             print_file_line(item, path, json)
         }
         Sink::Dir(dir) => {
@@ -189,7 +194,7 @@ fn write_payload(
                 ".{}.part",
                 path.file_name().unwrap_or_default().to_string_lossy()
             ));
-            write_file(&part, &mut body, len)?;
+            write_file(&part, &mut body, len, false)?;
             fs::rename(&part, &path)
                 .with_context(|| format!("renaming {} to {}", part.display(), path.display()))?;
             // The rename is durable once the directory is synced (best effort: not every file
@@ -227,10 +232,42 @@ fn check_len(got: u64, declared: Option<u64>) -> Result<()> {
     }
 }
 
+/// Whether `path` names a regular file (not a FIFO or `/dev/stdout`, which `-o` may write to).
+fn is_regular_file(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// The error for an output file that exists and may not be replaced.
+fn taken(path: &Path) -> anyhow::Error {
+    anyhow!(
+        "{} exists; not overwritten (--force overwrites it, or give another -o)",
+        path.display()
+    )
+}
+
 /// Writes a payload to `path` and syncs it to disk (unless it is not a regular file: a FIFO or
-/// `/dev/stdout` cannot be synced, and need not be).
-fn write_file(path: &Path, body: &mut dyn Read, len: Option<u64>) -> Result<()> {
-    let mut file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+/// `/dev/stdout` cannot be synced, and need not be). With `keep_existing`, a regular file that
+/// exists (or appears meanwhile) is never replaced.
+fn write_file(
+    path: &Path,
+    body: &mut dyn Read,
+    len: Option<u64>,
+    keep_existing: bool,
+) -> Result<()> {
+    let mut file = if keep_existing && !path.exists() {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken(path)),
+            opened => opened.with_context(|| format!("creating {}", path.display()))?,
+        }
+    } else if keep_existing && is_regular_file(path) {
+        return Err(taken(path));
+    } else {
+        File::create(path).with_context(|| format!("creating {}", path.display()))?
+    };
     let n = io::copy(body, &mut file)?;
     check_len(n, len)?;
     file.flush()?;
@@ -299,7 +336,7 @@ mod tests {
     #[test]
     fn output_file_needs_count_one() {
         let a = parse(&["inbox", "-o", "x.bin"]).unwrap();
-        assert_eq!(a.sink().unwrap(), Sink::File("x.bin".into()));
+        assert_eq!(a.sink().unwrap(), Sink::File("x.bin".into(), false));
         let a = parse(&["inbox", "-o", "x.bin", "--count", "2"]).unwrap();
         let e = a.sink().unwrap_err().to_string();
         assert!(e.contains("--count 1"), "{e}");
@@ -342,6 +379,33 @@ mod tests {
         assert!(check_len(5, Some(5)).is_ok());
         assert!(check_len(5, None).is_ok());
         assert!(check_len(4, Some(5)).is_err());
+    }
+
+    #[test]
+    fn an_existing_output_file_is_kept_unless_forced() {
+        let dir = std::env::temp_dir().join(format!("ferry-recv-force-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("payload");
+        let name = file.to_str().unwrap();
+        assert_eq!(
+            parse(&["inbox", "-o", name]).unwrap().sink().unwrap(),
+            Sink::File(file.clone(), false)
+        );
+        fs::write(&file, b"precious").unwrap();
+        let e = parse(&["inbox", "-o", name]).unwrap().sink().unwrap_err();
+        assert!(e.to_string().contains("not overwritten"), "{e}");
+        // The write checks again: a file that appears after the check is kept as well.
+        let e = write_file(&file, &mut &b"new"[..], Some(3), true).unwrap_err();
+        assert!(e.to_string().contains("not overwritten"), "{e}");
+        assert_eq!(fs::read(&file).unwrap(), b"precious");
+        let forced = parse(&["inbox", "-o", name, "--force"]).unwrap();
+        assert_eq!(forced.sink().unwrap(), Sink::File(file.clone(), true));
+        write_file(&file, &mut &b"new"[..], Some(3), false).unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"new");
+        // Not a regular file: written to as before.
+        assert!(parse(&["inbox", "-o", "/dev/null"]).unwrap().sink().is_ok());
+        assert!(parse(&["inbox", "--force"]).is_err(), "--force needs -o");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
