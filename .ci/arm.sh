@@ -56,25 +56,8 @@ export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
 arm() { qemu-aarch64-static "$arm_bin" "$@"; }
 x86() { "$x86_bin" "$@"; }
 
-fail() {
-    echo "arm.sh: $*" >&2
-    for log in "$work"/*.log; do
-        echo "--- $log" >&2
-        tail -n 30 "$log" >&2 || true
-    done
-    exit 1
-}
-
-# Waits up to $1 seconds until the command after it succeeds.
-wait_for() {
-    local limit=$1
-    shift
-    local deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || return 1
-        sleep 0.5
-    done
-}
+# shellcheck source=scripts/nodes.sh
+. scripts/nodes.sh
 
 # A node whose configuration serves `echo` (examples/echo.sh, run natively by either node).
 # Ports are the kernel's choice; the address line the node prints tells them.

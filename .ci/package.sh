@@ -39,23 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() {
-    echo "package.sh: $*" >&2
-    for f in "$work"/*.log; do
-        echo "--- $f" >&2
-        tail -n 30 "$f" >&2 || true
-    done
-    exit 1
-}
-wait_for() {
-    local limit=$1
-    shift
-    local deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || return 1
-        sleep 0.5
-    done
-}
+# shellcheck source=scripts/nodes.sh
+. scripts/nodes.sh
 
 log "dpkg -i"
 dpkg -i "$deb"

@@ -30,20 +30,8 @@ cleanup() {
 trap cleanup EXIT
 export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
 
-fail() {
-    echo "footprint.sh: $*" >&2
-    tail -n 20 "$work"/*.log >&2 || true
-    exit 1
-}
-wait_for() {
-    local limit=$1
-    shift
-    local deadline=$((SECONDS + limit))
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || return 1
-        sleep 0.2
-    done
-}
+# shellcheck source=scripts/nodes.sh
+. "$(dirname "$0")/nodes.sh"
 kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
