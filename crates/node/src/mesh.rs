@@ -188,9 +188,9 @@ impl Mesh {
         let mut lsa = lsa;
         lsa.links.truncate(MAX_LINKS);
         // A hostile peer must not pin state: lifetimes are capped.
-        lsa.lifetime_ms = lsa
-            .lifetime_ms
-            .min(wire::time::millis(self.config.advert_lifetime * 10));
+        lsa.lifetime_ms = lsa.lifetime_ms.min(wire::time::millis(
+            self.config.advert_lifetime.saturating_mul(10),
+        ));
         let origin = self.intern(&lsa.origin);
         let mut links = Vec::with_capacity(lsa.links.len());
         for (eid, cost) in &lsa.links {

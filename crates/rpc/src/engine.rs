@@ -1682,13 +1682,13 @@ impl Rpc {
     /// The result files of the calls this node keeps, each with when the last call that has it
     /// goes (a finished call `retention` after it finished, a waiting one then after its
     /// deadline).
-    fn result_files_kept_until(&self, retention: u64) -> BTreeMap<[u8; 32], DtnTime> {
+    fn result_files_kept_until(&self, retention: Duration) -> BTreeMap<[u8; 32], DtnTime> {
         let mut until: BTreeMap<[u8; 32], DtnTime> = BTreeMap::new();
         for c in self.calls.values() {
             let end = c
                 .finished_at
                 .unwrap_or(c.call.deadline)
-                .saturating_add(Duration::from_millis(retention));
+                .saturating_add(retention);
             for f in result_files(c) {
                 let t = until.entry(f.hash).or_insert(end);
                 *t = (*t).max(end);
@@ -1802,7 +1802,7 @@ impl Rpc {
             // ended with the call's deadline): `ferry result` an hour later still has the
             // picture. In memory only; after a restart the next sweep extends it again. The file
             // budget may still drop it, and the call's timeline then says so.
-            let kept_results = self.result_files_kept_until(wire::time::millis(retention));
+            let kept_results = self.result_files_kept_until(retention);
             for hash in old_files {
                 match kept_results.get(&hash) {
                     Some(&until) if until > now => {
