@@ -106,6 +106,9 @@ const SYNC_DELAY: Duration = Duration::from_millis(100);
 const STOP_GRACE: Duration = Duration::from_millis(200);
 /// The demux of the echo service (`ferry ping`).
 pub const ECHO_SERVICE: &str = "echo";
+/// The demux of the discard service (`ferry trace`): its bundles are delivered, reported and
+/// dropped.
+pub const DISCARD_SERVICE: &str = "discard";
 
 /// The wall clock expressed as DTN time, advanced by a monotonic clock so that a wall-clock step
 /// never moves the node's time backwards.
@@ -387,6 +390,7 @@ impl Daemon {
                     has_syncer: syncer.is_some(),
                 },
                 echo_service: Some(ECHO_SERVICE.to_string()),
+                discard_service: Some(DISCARD_SERVICE.to_string()),
                 inboxes: true,
                 null_procedure: Some(crate::rpc_shell::NULL_PROCEDURE.to_string()),
             },

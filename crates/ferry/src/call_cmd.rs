@@ -39,6 +39,8 @@ use crate::calls_view::{
     safe_relative_path, server_dir, timeline_line,
 };
 use crate::client::{ApiArgs, Client, ClientError, api_duration, encode_component, query};
+use crate::exit::{Failure, Status, usage};
+use crate::names;
 use crate::output::{
     print_json_pretty, progress_bar, with_progress, write_stdout, write_stdout_bytes,
 };
@@ -268,17 +270,18 @@ fn param_spec(n: usize, arg: Arg) -> Result<ParamSpec> {
 impl CallArgs {
     /// The request, with every argument checked and every file read.
     fn spec(&self) -> Result<CallSpec> {
-        check_target(&self.target)?;
+        let target = target(&self.target)?;
         if self.procedure.is_empty() {
-            bail!("give the procedure's name");
+            return Err(usage("give the procedure's name"));
         }
-        let params = parse_args(&self.args, &self.files)?
+        let params = parse_args(&self.args, &self.files)
+            .map_err(|e| usage(format!("{e:#}")))?
             .into_iter()
             .enumerate()
             .map(|(i, a)| param_spec(i + 1, a))
             .collect::<Result<_>>()?;
         Ok(CallSpec {
-            target: self.target.clone(),
+            target,
             procedure: self.procedure.clone(),
             params,
             requirements: self.require.clone(),
@@ -291,14 +294,16 @@ impl CallArgs {
     }
 }
 
-/// `any`, `all`, or something the node will take as a node id (the node's own parser).
-fn check_target(target: &str) -> Result<()> {
+/// `any`, `all`, or a node, by any of its names ([`names::node`]), as the node id the API takes.
+fn target(target: &str) -> Result<String> {
     match target.trim() {
-        "any" | "all" => Ok(()),
-        "" => bail!("target: give a node (bravo, dtn://bravo/), any or all"),
-        node => daemon::calls::parse_node(node)
-            .map(drop)
-            .map_err(|e| anyhow!("target: {e}")),
+        mode @ ("any" | "all") => Ok(mode.to_owned()),
+        "" => Err(usage(
+            "target: give a node (bravo, dtn://bravo/), any or all",
+        )),
+        node => names::node(node, false)
+            .map(|n| n.to_string())
+            .map_err(|e| usage(format!("target: {e:#}"))),
     }
 }
 
@@ -350,10 +355,7 @@ pub(crate) fn run_result(args: ResultArgs) -> Result<()> {
         },
     );
     show.update(&call)?;
-    if args.api.json {
-        print_json_pretty(&call)?;
-    }
-    show.conclude(&call)
+    conclude_as(&mut show, &call, args.api.json)
 }
 
 pub(crate) fn run_cancel(args: CancelArgs) -> Result<()> {
@@ -411,7 +413,9 @@ fn call_path(id: &str) -> String {
 
 fn not_found_as_unknown(e: ClientError, id: &str) -> anyhow::Error {
     if e.is_not_found() {
-        anyhow!("this node has no call {id} (`ferry calls` lists the ones it has)")
+        no_such_call(format!(
+            "this node has no call {id} (`ferry calls` lists the ones it has)"
+        ))
     } else {
         e.into()
     }
@@ -423,11 +427,20 @@ fn get_call(client: &Client, id: &str) -> Result<CallInfo> {
         .map_err(|e| not_found_as_unknown(e, id))
 }
 
+/// The node has no such call: refused, with the API's code for it.
+fn no_such_call(message: String) -> anyhow::Error {
+    Failure::new(Status::Refused, message)
+        .with_code(Some("not_found".into()))
+        .into()
+}
+
 /// A call id as given, or the one id a shorter hex prefix names among the node's calls.
 fn resolve_id(client: &Client, given: &str) -> Result<String> {
     let given = given.trim().to_ascii_lowercase();
     if given.is_empty() || !given.bytes().all(|b| b.is_ascii_hexdigit()) {
-        bail!("{given:?} is not a call id (32 hex digits, or the start of one)");
+        return Err(usage(format!(
+            "{given:?} is not a call id (32 hex digits, or the start of one)"
+        )));
     }
     if given.len() >= 32 {
         return Ok(given);
@@ -436,11 +449,13 @@ fn resolve_id(client: &Client, given: &str) -> Result<String> {
     let matching: Vec<&CallInfo> = calls.iter().filter(|c| c.id.starts_with(&given)).collect();
     match matching.as_slice() {
         [one] => Ok(one.id.clone()),
-        [] => bail!("this node has no call starting with {given} (`ferry calls` lists them)"),
-        many => bail!(
+        [] => Err(no_such_call(format!(
+            "this node has no call starting with {given} (`ferry calls` lists them)"
+        ))),
+        many => Err(usage(format!(
             "{given} is the start of {} calls' ids; give more digits",
             many.len()
-        ),
+        ))),
     }
 }
 
@@ -464,7 +479,12 @@ fn follow_to_end(
             out: args.out.clone(),
         },
     );
-    let resume = |what: String, id: &str| anyhow!("{what}; the call goes on: ferry wait {id}");
+    let resume = |what: String, id: &str| {
+        anyhow::Error::from(Failure::new(
+            Status::NoResult,
+            format!("{what}; the call goes on: ferry wait {id}"),
+        ))
+    };
     loop {
         show.update(&call)?;
         if call.finished() {
@@ -512,10 +532,25 @@ fn follow_to_end(
     if args.timeline {
         eprint!("{}", calls_view::timeline(&call));
     }
-    if json {
-        print_json_pretty(&call)?;
+    conclude_as(&mut show, &call, json)
+}
+
+/// Writes the call's result and judges it; with `--json` the call is the one document printed:
+/// alone if it succeeded, inside the error document if not.
+fn conclude_as(show: &mut Show<'_>, call: &CallInfo, json: bool) -> Result<()> {
+    let judged = show.conclude(call);
+    if !json {
+        return judged;
     }
-    show.conclude(&call)
+    match judged {
+        Ok(()) => print_json_pretty(call),
+        Err(e) => match e.downcast::<Failure>() {
+            Ok(failure) => Err(failure
+                .with_document("call", serde_json::to_value(call)?)
+                .into()),
+            Err(e) => Err(e),
+        },
+    }
 }
 
 /// What [`Show`] prints and writes.
@@ -634,10 +669,12 @@ impl<'a> Show<'a> {
                     missing.join(", ")
                 ));
             }
-            bail!("{why}: ferry wait {}", call.id);
+            why.push_str(&format!(": ferry wait {}", call.id));
+            return Err(Failure::new(Status::NoResult, why).into());
         }
         if let Some(why) = calls_view::failure(call) {
-            bail!("{why}");
+            let (status, code) = calls_view::failure_status(call);
+            return Err(Failure::new(status, why).with_code(code).into());
         }
         if self.all {
             for r in call.replies.iter().filter(|r| !r.ok) {
@@ -994,7 +1031,7 @@ mod tests {
             assert!(e.to_string().contains("more than zero"), "{e}");
         }
         let e = parse(&["dtn:bad", "echo"]).unwrap().spec().unwrap_err();
-        assert!(e.to_string().contains("not a node id"), "{e}");
+        assert!(e.to_string().contains("is no node or endpoint"), "{e}");
         let e = parse(&[" ", "echo"]).unwrap().spec().unwrap_err();
         assert!(e.to_string().contains("give a node"), "{e}");
         let a = parse(&["bravo", "echo", "--detach", "--json"]).unwrap();
@@ -1003,8 +1040,19 @@ mod tests {
 
     #[test]
     fn targets() {
-        for ok in ["any", "all", "bravo", "dtn://bravo/", "ipn:5.0"] {
-            assert!(check_target(ok).is_ok(), "{ok}");
+        for (given, taken) in [
+            ("any", "any"),
+            ("all", "all"),
+            ("bravo", "dtn://bravo/"),
+            ("dtn://bravo", "dtn://bravo/"),
+            ("dtn://bravo/", "dtn://bravo/"),
+            ("ipn:5", "ipn:5.0"),
+            ("ipn:5.0", "ipn:5.0"),
+        ] {
+            assert_eq!(target(given).unwrap(), taken, "{given}");
         }
+        // A service is not a node: said at once, as a usage error.
+        let e = target("dtn://bravo/inbox").unwrap_err();
+        assert!(e.to_string().contains("give a node: dtn://bravo/"), "{e}");
     }
 }

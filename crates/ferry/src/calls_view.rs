@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use daemon::calls::{CallInfo, FileInfo, ProcedureInfo, ReplyInfo, TimelineEntry};
 
+use crate::exit::Status;
 use crate::output::{Align, Table, fmt_bytes, fmt_secs};
 
 /// Reject codes that mean the procedure ran (or was started) and failed, rather than that the
@@ -184,6 +185,19 @@ pub(crate) fn failure(call: &CallInfo) -> Option<String> {
     Some(text)
 }
 
+/// What kind of failure a finished call without a result is, for the exit status, and the reject
+/// code of its first refusal (the one a script would test).
+pub(crate) fn failure_status(call: &CallInfo) -> (Status, Option<String>) {
+    let refusal = call.replies.iter().find(|r| !r.ok);
+    match call.state.as_str() {
+        "cancelled" => (Status::Cancelled, None),
+        "expired" => (Status::NoResult, None),
+        // Results came, but their files did not before the deadline.
+        _ if refusal.is_none() && call.replies.iter().any(|r| r.ok) => (Status::NoResult, None),
+        _ => (Status::CallFailed, refusal.and_then(|r| r.code.clone())),
+    }
+}
+
 /// The reply whose value and files an explicit or any-mode call returns: the first result whose
 /// files all arrived (the engine finishes such a call on it), else the first result.
 pub(crate) fn winner(call: &CallInfo) -> Option<&ReplyInfo> {
@@ -334,7 +348,12 @@ mod tests {
             failure(&call("cancelled", vec![])).unwrap(),
             "the call was cancelled"
         );
+        assert_eq!(
+            failure_status(&call("cancelled", vec![])),
+            (Status::Cancelled, None)
+        );
         let mut c = call("expired", vec![]);
+        assert_eq!(failure_status(&c), (Status::NoResult, None));
         assert!(
             failure(&c)
                 .unwrap()
@@ -353,6 +372,10 @@ mod tests {
             failure(&c).unwrap(),
             "dtn://bravo/ refused the call: not_offered"
         );
+        assert_eq!(
+            failure_status(&c),
+            (Status::CallFailed, Some("not_offered".into()))
+        );
         let mut other = r.clone();
         other.server = "dtn://charlie/".into();
         let text = failure(&call("failed", vec![r, other])).unwrap();
@@ -360,8 +383,12 @@ mod tests {
         assert!(text.contains("dtn://charlie/ refused"), "{text}");
         let mut late = reply(true);
         late.files = vec![file("photo.pgm", false)];
-        let text = failure(&call("failed", vec![late])).unwrap();
+        let text = failure(&call("failed", vec![late.clone()])).unwrap();
         assert!(text.contains("not its files before the deadline: photo.pgm (1.2 MiB)"));
+        assert_eq!(
+            failure_status(&call("failed", vec![late])),
+            (Status::NoResult, None)
+        );
         // Part of it came: the message says how much.
         let mut part = reply(true);
         part.files = vec![file("photo.pgm", false)];
@@ -372,6 +399,10 @@ mod tests {
             "{text}"
         );
         assert_eq!(failure(&call("failed", vec![])).unwrap(), "the call failed");
+        assert_eq!(
+            failure_status(&call("failed", vec![])),
+            (Status::CallFailed, None)
+        );
     }
 
     #[test]

@@ -19,8 +19,10 @@ mod calls_view;
 mod client;
 mod completions_cmd;
 mod demo_cmd;
+mod exit;
 mod info_cmd;
 mod keys_cmd;
+mod names;
 mod node_cmd;
 mod output;
 mod ping_cmd;
@@ -46,7 +48,7 @@ pub(crate) fn positive_duration(text: &str) -> Result<Duration, String> {
 
 /// Ferry: remote procedure calls that survive disconnection (a BPv7 DTN node).
 #[derive(Parser)]
-#[command(name = "ferry", version, about, long_about = None)]
+#[command(name = "ferry", version, about, long_about = None, after_help = exit::HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -107,7 +109,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let json = json_asked();
     let result = match cli.command {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
@@ -134,9 +140,43 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ferry: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => exit::report(&e, json),
     }
+}
+
+/// Whether `--json` was given (before a `--`: after it, it is an argument's text). Every command
+/// that has the flag takes it anywhere on its line, so this is what clap parsed, known even when
+/// clap refused the line.
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A command line clap refused (or `--help`, `--version`, which clap reports the same way). With
+/// `--json` among the arguments, a real error is a JSON document too.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let informational = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if informational || !json_asked() {
+        e.exit();
+    }
+    let message = e.kind().as_str().map_or_else(
+        || e.to_string().trim().to_owned(),
+        |kind| {
+            let text = e.to_string();
+            // clap's text starts with "error: "; keep its first line, which names the argument.
+            let first = text.lines().next().unwrap_or(kind);
+            first.trim_start_matches("error: ").to_owned()
+        },
+    );
+    let line = exit::json_error(exit::Status::Usage, None, &message, None) + "\n";
+    let _ = output::write_stdout(&line);
+    ExitCode::from(exit::Status::Usage.code())
 }

@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use crate::api::{ClassArg, SendRequest, Status, Waiting};
 use crate::client::{ApiArgs, Client, api_duration, waiting_item_path, waiting_path};
+use crate::exit::Failure;
+use crate::names;
 use crate::output::{print_json_pretty, write_stdout};
 
 /// A ping payload starts with this, then the sequence number (u32) and the send time (u64, µs
@@ -30,7 +32,8 @@ const BATCH: usize = 64;
 /// Arguments of `ferry ping`.
 #[derive(Args, Debug)]
 pub(crate) struct PingArgs {
-    /// The node to ping, e.g. dtn://bravo/ (its echo service answers).
+    /// The node to ping: bravo, dtn://bravo/ or ipn:2 (its echo service answers: dtn://bravo/echo,
+    /// ipn:2.7).
     node: String,
     /// Pings to send.
     #[arg(short = 'c', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
@@ -74,8 +77,12 @@ pub(crate) fn run(args: PingArgs) -> Result<()> {
     let (node, echo) = echo_endpoint(&args.node)?;
     let client = Client::new(&args.api.api);
     let status: Status = client.get_json("/v1/status")?;
-    let service = format!("ping-{}", random_tag());
-    let source = own_endpoint(&status.node_id, &service)?;
+    let source = own_endpoint(&status.node_id, random_tag())?;
+    // Answers are listed by the service's name on a dtn: node, by the full id on an ipn: one.
+    let service = match source.strip_prefix(&status.node_id) {
+        Some(name) if status.node_id.starts_with("dtn:") => name.to_owned(),
+        _ => source.clone(),
+    };
     let quiet = args.api.json;
     if !quiet {
         write_stdout(&format!(
@@ -157,7 +164,7 @@ pub(crate) fn run(args: PingArgs) -> Result<()> {
                     write_stdout(&format!(
                         "{} bytes from {}: seq={seq} time={:.3} ms\n",
                         item.size,
-                        node_of(&item.source).unwrap_or(&node),
+                        node_of(&item.source).unwrap_or_else(|| node.clone()),
                         millis(rtt)
                     ))?;
                 }
@@ -171,15 +178,24 @@ pub(crate) fn run(args: PingArgs) -> Result<()> {
     }
 
     let summary = stats.summary(&node, started.elapsed());
-    if args.api.json {
-        print_json_pretty(&summary)?;
-    } else {
-        write_stdout(&summary.text())?;
+    let failed = (summary.received == 0).then(|| {
+        Failure::new(
+            crate::exit::Status::NoResult,
+            format!("no answer from {node}"),
+        )
+    });
+    match (failed, args.api.json) {
+        (None, true) => print_json_pretty(&summary),
+        (None, false) => Ok(write_stdout(&summary.text())?),
+        // One document: the error, with the summary of what was sent.
+        (Some(failure), true) => Err(failure
+            .with_document("summary", serde_json::to_value(&summary)?)
+            .into()),
+        (Some(failure), false) => {
+            write_stdout(&summary.text())?;
+            Err(failure.into())
+        }
     }
-    if summary.received == 0 {
-        bail!("no answer from {node}");
-    }
-    Ok(())
 }
 
 /// The sequence number and round-trip time of an answer to an outstanding ping (which it
@@ -226,41 +242,35 @@ fn ping_header(payload: &[u8]) -> Option<(u32, u64)> {
     Some((seq, sent_us))
 }
 
-/// The node id and echo endpoint for a NODE argument: `dtn://b`, `dtn://b/` or just `b`.
+/// The node id and echo endpoint for a NODE argument (any of its names, [`names::node`]).
 fn echo_endpoint(node: &str) -> Result<(String, String)> {
-    let name = match node.strip_prefix("dtn://") {
-        Some(rest) => rest.strip_suffix('/').unwrap_or(rest),
-        None if node.contains(':') => {
-            bail!("ferry ping takes a dtn node id like dtn://bravo/, not {node:?}")
+    let node = names::node(node, false)?;
+    Ok((node.to_string(), names::echo_of(&node).to_string()))
+}
+
+/// A fresh endpoint of this node for the answers: `dtn://me/ping-<tag>`, or on an `ipn:` node a
+/// service number from the tag above the 32-bit range other applications use.
+fn own_endpoint(node_id: &str, tag: u32) -> Result<String> {
+    match node_id.parse::<wire::Eid>() {
+        Ok(wire::Eid::Ipn { node, .. }) => {
+            Ok(format!("ipn:{node}.{}", (1u64 << 32) | u64::from(tag)))
         }
-        None => node,
-    };
-    if name.is_empty() || name.contains('/') {
-        bail!("ferry ping takes a node id like dtn://bravo/ (no service part), not {node:?}");
-    }
-    Ok((format!("dtn://{name}/"), format!("dtn://{name}/echo")))
-}
-
-/// `dtn://me/<service>` for this node's id.
-fn own_endpoint(node_id: &str, service: &str) -> Result<String> {
-    match node_id.strip_prefix("dtn://") {
-        Some(rest) => Ok(format!("dtn://{}/{service}", rest.trim_end_matches('/'))),
-        None => bail!("ferry ping needs a node with a dtn: id; this one is {node_id}"),
+        Ok(wire::Eid::Dtn(_)) => Ok(format!("{node_id}ping-{tag:08x}")),
+        _ => bail!("the node's id {node_id:?} is neither dtn: nor ipn:"),
     }
 }
 
-/// The node part of a dtn endpoint: `dtn://b/echo` → `dtn://b/`.
-fn node_of(endpoint: &str) -> Option<&str> {
-    let rest = endpoint.strip_prefix("dtn://")?;
-    let end = rest
-        .find('/')
-        .map_or(endpoint.len(), |i| "dtn://".len() + i + 1);
-    Some(&endpoint[..end])
+/// The node part of an endpoint: `dtn://b/echo` → `dtn://b/`, `ipn:5.7` → `ipn:5.0`.
+fn node_of(endpoint: &str) -> Option<String> {
+    endpoint
+        .parse::<wire::Eid>()
+        .ok()
+        .map(|e| e.node_id().to_string())
 }
 
 /// Eight hex digits that differ between runs: the clock's nanoseconds and the process id, mixed
 /// (SplitMix64's finaliser) so that runs started together still differ in every digit.
-fn random_tag() -> String {
+fn random_tag() -> u32 {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -268,7 +278,7 @@ fn random_tag() -> String {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
-    format!("{:08x}", x as u32)
+    x as u32
 }
 
 fn unix_micros() -> u64 {
@@ -421,17 +431,18 @@ mod tests {
             both("bravo"),
             ("dtn://bravo/".into(), "dtn://bravo/echo".into())
         );
+        assert_eq!(both("ipn:5"), ("ipn:5.0".into(), "ipn:5.7".into()));
+        assert_eq!(both("ipn:5.0"), ("ipn:5.0".into(), "ipn:5.7".into()));
         assert!(echo_endpoint("dtn://b/inbox").is_err());
-        assert!(echo_endpoint("ipn:5.0").is_err());
         assert!(echo_endpoint("dtn:///").is_err());
         assert_eq!(
-            own_endpoint("dtn://a/", "ping-1f").unwrap(),
-            "dtn://a/ping-1f"
+            own_endpoint("dtn://a/", 0x1f).unwrap(),
+            "dtn://a/ping-0000001f"
         );
-        assert!(own_endpoint("ipn:5.0", "ping-1f").is_err());
-        assert_eq!(node_of("dtn://b/echo"), Some("dtn://b/"));
-        assert_eq!(node_of("dtn://b"), Some("dtn://b"));
-        assert_eq!(node_of("ipn:5.7"), None);
+        assert_eq!(own_endpoint("ipn:5.0", 3).unwrap(), "ipn:5.4294967299");
+        assert_eq!(node_of("dtn://b/echo").as_deref(), Some("dtn://b/"));
+        assert_eq!(node_of("ipn:5.7").as_deref(), Some("ipn:5.0"));
+        assert_eq!(node_of("nonsense"), None);
     }
 
     #[test]
@@ -530,9 +541,9 @@ mod tests {
     }
 
     #[test]
-    fn tags_are_hex() {
-        let t = random_tag();
-        assert_eq!(t.len(), 8);
-        assert!(t.chars().all(|c| c.is_ascii_hexdigit()));
+    fn tags_differ_between_runs() {
+        let a = random_tag();
+        std::thread::sleep(Duration::from_micros(10));
+        assert_ne!(a, random_tag());
     }
 }

@@ -16,6 +16,7 @@ use clap::Args;
 
 use crate::api::Waiting;
 use crate::client::{ApiArgs, Client, waiting_item_path, waiting_path};
+use crate::exit::{Failure, Status, usage};
 use crate::output::{print_json_line, progress_bar, with_progress, write_stdout_bytes};
 
 /// One long poll asks the node to hold the answer at most this long (the total `--timeout` is
@@ -30,7 +31,10 @@ const TEXT_CHECK_MAX: u64 = 16 << 20;
 /// Arguments of `ferry recv`.
 #[derive(Args, Debug)]
 pub(crate) struct RecvArgs {
-    /// The endpoint: a service name on this node (inbox) or a full endpoint id (dtn://me/inbox).
+    /// The endpoint: a service name on this node (files) or a full endpoint id
+    /// (dtn://me/files, dtn://~all/~news); without it, the node's inbox, where `ferry send NODE`
+    /// sends.
+    #[arg(default_value = crate::names::DEFAULT_SERVICE)]
     endpoint: String,
     /// Bundles to receive; 0 receives until the timeout.
     #[arg(long, short = 'n', default_value_t = 1)]
@@ -70,9 +74,9 @@ enum Sink {
 impl RecvArgs {
     fn sink(&self) -> Result<Sink> {
         match (&self.output, &self.out_dir) {
-            (Some(_), _) if self.count != 1 => bail!(
-                "-o/--output writes one payload and needs --count 1; use --out-dir for several"
-            ),
+            (Some(_), _) if self.count != 1 => Err(usage(
+                "-o/--output writes one payload and needs --count 1; use --out-dir for several",
+            )),
             // Refused before any bundle is taken: nothing is received to be thrown away.
             (Some(file), _) if !self.force && is_regular_file(file) => Err(taken(file)),
             (Some(file), _) => Ok(Sink::File(file.clone(), self.force)),
@@ -120,11 +124,15 @@ pub(crate) fn run(args: RecvArgs) -> Result<()> {
     if args.count == 0 {
         return Ok(());
     }
-    bail!(
-        "received {received} of {} within {}",
-        args.count,
-        humantime::format_duration(args.timeout)
+    Err(Failure::new(
+        Status::NoResult,
+        format!(
+            "received {received} of {} within {}",
+            args.count,
+            humantime::format_duration(args.timeout)
+        ),
     )
+    .into())
 }
 
 /// Fetches, writes and acknowledges one waiting bundle. `false` if it was gone meanwhile (another

@@ -14,12 +14,14 @@ use clap::Args;
 
 use crate::api::{ClassArg, SendReply, SendRequest};
 use crate::client::{ApiArgs, Client, api_duration, query};
+use crate::names;
 use crate::output::{print_json_pretty, progress_bar, with_progress, write_stdout};
 
 /// Arguments of `ferry send`.
 #[derive(Args, Debug)]
 pub(crate) struct SendArgs {
-    /// Destination endpoint, e.g. dtn://bravo/inbox.
+    /// Where to: an endpoint (dtn://bravo/files, ipn:2.1), NODE/SERVICE (bravo/files), or a
+    /// node alone (bravo), which means its `inbox`.
     destination: String,
     /// The payload as text (without it: --file, else standard input).
     #[arg(conflicts_with = "file")]
@@ -95,7 +97,8 @@ impl SendArgs {
     }
 }
 
-pub(crate) fn run(args: SendArgs) -> Result<()> {
+pub(crate) fn run(mut args: SendArgs) -> Result<()> {
+    args.destination = names::endpoint(&args.destination, names::DEFAULT_SERVICE)?.to_string();
     let client = Client::new(&args.api.api);
     let reply = match args.payload() {
         Payload::Text(text) => client.post_json("/v1/bundles", &args.json_request(text))?,

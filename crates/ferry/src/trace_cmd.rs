@@ -1,19 +1,23 @@
 //! `ferry trace`: follows one bundle through the network by its status reports, like
 //! dtntracepath.
 //!
-//! It sends a bundle that asks for every report (received, forwarded, delivered, deleted), then
-//! polls the node for the reports that came back about it and prints each once, until one says
-//! "delivered" or the timeout passes. Times are relative to the bundle's creation.
+//! It sends a bundle that asks for every report (received, forwarded, delivered, deleted) to the
+//! node's discard service (`dtn://bravo/discard`, `ipn:2.9`), which a Ferry node delivers,
+//! reports and drops, so a trace leaves nothing in any inbox; then it polls the node for the
+//! reports that came back about it and prints each once, until one says "delivered" or the
+//! timeout passes. Times are relative to the bundle's creation.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::Value;
 
 use crate::api::{ClassArg, ReportInfo, SendReply, SendRequest, creation_ms_of, dtn_now_ms};
 use crate::client::{ApiArgs, Client, api_duration, query};
+use crate::exit::{Failure, Status};
+use crate::names;
 use crate::output::{fmt_offset_ms, print_json_line, write_stdout};
 
 /// How often the node is asked for new reports (the reports API has no long poll).
@@ -24,7 +28,8 @@ const NODE_WIDTH: usize = 24;
 /// Arguments of `ferry trace`.
 #[derive(Args, Debug)]
 pub(crate) struct TraceArgs {
-    /// Destination endpoint, e.g. dtn://charlie/inbox.
+    /// The node to trace to: charlie, dtn://charlie/ or ipn:3 (an endpoint names its node). The
+    /// trace bundle goes to its discard service, which keeps nothing.
     destination: String,
     /// Lifetime of the trace bundle.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
@@ -40,13 +45,15 @@ pub(crate) struct TraceArgs {
 }
 
 pub(crate) fn run(args: TraceArgs) -> Result<()> {
+    let node = names::node(&args.destination, true)?;
+    let discard = names::discard_of(&node).to_string();
     let client = Client::new(&args.api.api);
     let request = SendRequest {
         payload: Some("ferry trace".into()),
         lifetime: Some(api_duration(args.lifetime)),
         class: Some(args.class.as_str().to_owned()),
         report: true,
-        ..SendRequest::to(args.destination.clone())
+        ..SendRequest::to(discard)
     };
     let sent_ms = dtn_now_ms();
     let reply: SendReply = serde_json::from_value(client.post_json("/v1/bundles", &request)?)
@@ -55,9 +62,8 @@ pub(crate) fn run(args: TraceArgs) -> Result<()> {
     let origin_ms = creation_ms_of(&reply.id).unwrap_or(sent_ms);
     if !args.api.json {
         write_stdout(&format!(
-            "trace {} to {}, waiting up to {}\n{}\n",
+            "trace {} to {node}, waiting up to {}\n{}\n",
             reply.id,
-            args.destination,
             humantime::format_duration(args.timeout),
             header()
         ))?;
@@ -99,13 +105,17 @@ pub(crate) fn run(args: TraceArgs) -> Result<()> {
         }
         let now = Instant::now();
         if now >= deadline {
-            bail!(
-                "no delivery report for {} within {} ({} report{} so far)",
-                reply.id,
-                humantime::format_duration(args.timeout),
-                seen.len(),
-                if seen.len() == 1 { "" } else { "s" }
-            );
+            return Err(Failure::new(
+                Status::NoResult,
+                format!(
+                    "no delivery report for {} within {} ({} report{} so far)",
+                    reply.id,
+                    humantime::format_duration(args.timeout),
+                    seen.len(),
+                    if seen.len() == 1 { "" } else { "s" }
+                ),
+            )
+            .into());
         }
         std::thread::sleep(POLL.min(deadline - now));
     }

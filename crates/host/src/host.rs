@@ -40,14 +40,31 @@ use wire::{DtnTime, Eid};
 use crate::durability::{Pipeline, PipelineConfig, Promises};
 use crate::inbox::{Inboxes, Letter, LetterMeta};
 
+/// The echo service's number on an `ipn:` node: 7, as other BPv7 tools number it (and as TCP
+/// numbers its echo port).
+pub const IPN_ECHO_SERVICE: u64 = 7;
+/// The discard service's number on an `ipn:` node: 9, by the same analogy with TCP's ports.
+pub const IPN_DISCARD_SERVICE: u64 = 9;
+
+/// A service the host answers itself instead of delivering into an inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnService {
+    Echo,
+    Discard,
+}
+
 /// How the host is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostConfig {
     /// The pipeline's timers.
     pub pipeline: PipelineConfig,
     /// The demux of the echo service the host answers (every bundle sent back to its source
-    /// with its payload), if any.
+    /// with its payload), if any; on an `ipn:` node it is service [`IPN_ECHO_SERVICE`].
     pub echo_service: Option<String>,
+    /// The demux of the discard service, if any: a bundle for it is delivered (so a delivery
+    /// report is sent if one was asked for) and dropped, kept in no inbox (`ferry trace`). On an
+    /// `ipn:` node it is service [`IPN_DISCARD_SERVICE`].
+    pub discard_service: Option<String>,
     /// Whether deliveries to local endpoints wait in the durable inboxes. Without, each is an
     /// [`Output::Node`] for the shell (the simulator's ledger takes them).
     pub inboxes: bool,
@@ -61,6 +78,7 @@ impl Default for HostConfig {
         Self {
             pipeline: PipelineConfig::default(),
             echo_service: None,
+            discard_service: None,
             inboxes: true,
             null_procedure: None,
         }
@@ -577,11 +595,11 @@ impl<T> Host<T> {
         if !d.created.is_unknown() && self.delivery_ages.len() < MAX_DELIVERY_AGES {
             self.delivery_ages.push(now.saturating_since(d.created));
         }
-        if let Eid::Dtn(dtn) = &d.destination
-            && self.config.echo_service.as_deref() == Some(dtn.demux())
-        {
-            self.echo(now, &d);
-            return;
+        match self.own_service(&d.destination) {
+            Some(OwnService::Echo) => return self.echo(now, &d),
+            // Delivered (and reported, if asked) by the node already: nothing more to do.
+            Some(OwnService::Discard) => return,
+            None => {}
         }
         if !self.config.inboxes {
             self.outputs.push_back(Output::Node(Event::Delivered(d)));
@@ -606,6 +624,30 @@ impl<T> Host<T> {
                 destination,
                 source,
             })),
+        }
+    }
+
+    /// Which of the host's own services `destination` (a local endpoint) names, if any.
+    fn own_service(&self, destination: &Eid) -> Option<OwnService> {
+        match destination {
+            Eid::Dtn(dtn) => {
+                let demux = Some(dtn.demux());
+                if self.config.echo_service.as_deref() == demux {
+                    Some(OwnService::Echo)
+                } else if self.config.discard_service.as_deref() == demux {
+                    Some(OwnService::Discard)
+                } else {
+                    None
+                }
+            }
+            Eid::Ipn { service, .. } => match *service {
+                IPN_ECHO_SERVICE if self.config.echo_service.is_some() => Some(OwnService::Echo),
+                IPN_DISCARD_SERVICE if self.config.discard_service.is_some() => {
+                    Some(OwnService::Discard)
+                }
+                _ => None,
+            },
+            Eid::Null => None,
         }
     }
 

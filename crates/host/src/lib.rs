@@ -21,4 +21,6 @@ mod host;
 pub mod inbox;
 
 pub use durability::{Pipeline, PipelineConfig, Promises, Released};
-pub use host::{Commit, Handled, Host, HostConfig, HostError, Output};
+pub use host::{
+    Commit, Handled, Host, HostConfig, HostError, IPN_DISCARD_SERVICE, IPN_ECHO_SERVICE, Output,
+};

@@ -52,9 +52,9 @@ struct Pair {
     now: DtnTime,
 }
 
-fn side(name: &str, secret: u8, procedures: Vec<ProcedureSpec>) -> Side {
+fn side(node_id: &str, secret: u8, procedures: Vec<ProcedureSpec>) -> Side {
     let mut node = Node::new(
-        NodeConfig::new(eid(&format!("dtn://{name}/"))),
+        NodeConfig::new(eid(node_id)),
         Box::new(MemoryStore::new(1 << 24)),
         START,
     );
@@ -81,6 +81,7 @@ fn side(name: &str, secret: u8, procedures: Vec<ProcedureSpec>) -> Side {
                 has_syncer: true,
             },
             echo_service: Some("echo".into()),
+            discard_service: Some("discard".into()),
             inboxes: true,
             null_procedure: None,
         },
@@ -96,12 +97,17 @@ fn side(name: &str, secret: u8, procedures: Vec<ProcedureSpec>) -> Side {
 
 impl Pair {
     fn new() -> Self {
+        Self::named("dtn://client/", "dtn://server/")
+    }
+
+    /// The pair with these node ids.
+    fn named(client: &str, server: &str) -> Self {
         let echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
         let mut pair = Pair {
-            sides: [side("client", 1, vec![]), side("server", 2, vec![echo])],
+            sides: [side(client, 1, vec![]), side(server, 2, vec![echo])],
             now: START,
         };
-        for (i, peer) in [(0, "dtn://server/"), (1, "dtn://client/")] {
+        for (i, peer) in [(0, server), (1, client)] {
             pair.sides[i].host.node_mut().handle_link(
                 START,
                 LinkChange::Up {
@@ -385,4 +391,79 @@ fn the_echo_service_answers_from_the_host() {
         pair.sides[1].host.inboxes().is_empty(),
         "not kept by the echo"
     );
+}
+
+#[test]
+fn an_ipn_node_echoes_on_service_7() {
+    let mut pair = Pair::named("ipn:1.0", "ipn:2.0");
+    let now = pair.now;
+    let out = Outgoing::new(
+        eid("ipn:1.4000"),
+        eid("ipn:2.7"),
+        Bytes::from_static(b"ping"),
+    );
+    pair.client().host.node_mut().send(now, out).unwrap();
+    pair.settle();
+    let client = &pair.sides[0].host;
+    let waiting = client
+        .inboxes()
+        .peek(client.node().store(), "ipn:1.4000", 10, None, true)
+        .unwrap();
+    assert_eq!(waiting.len(), 1, "the echo came back");
+    assert_eq!(waiting[0].payload, Some(Bytes::from_static(b"ping")));
+    assert!(pair.sides[1].host.inboxes().is_empty());
+}
+
+#[test]
+fn the_discard_service_keeps_nothing_and_other_services_keep_their_bundles() {
+    for (client, server, discard, other) in [
+        (
+            "dtn://client/",
+            "dtn://server/",
+            "dtn://server/discard",
+            "dtn://server/inbox",
+        ),
+        ("ipn:1.0", "ipn:2.0", "ipn:2.9", "ipn:2.8"),
+    ] {
+        let mut pair = Pair::named(client, server);
+        let now = pair.now;
+        let source = if client.starts_with("ipn") {
+            "ipn:1.5"
+        } else {
+            "dtn://client/trace"
+        };
+        for to in [discard, other] {
+            let out = Outgoing::new(eid(source), eid(to), Bytes::from_static(b"trace"));
+            pair.client().host.node_mut().send(now, out).unwrap();
+        }
+        pair.settle();
+        let server_side = &pair.sides[1].host;
+        let store = server_side.node().store();
+        assert!(
+            server_side
+                .inboxes()
+                .peek(store, discard, 10, None, false)
+                .unwrap()
+                .is_empty(),
+            "{discard} keeps nothing"
+        );
+        assert_eq!(
+            server_side
+                .inboxes()
+                .peek(store, other, 10, None, false)
+                .unwrap()
+                .len(),
+            1,
+            "{other} keeps its bundle"
+        );
+        // Nothing came back to the client either: discard is no echo.
+        let client_side = &pair.sides[0].host;
+        assert!(
+            client_side
+                .inboxes()
+                .peek(client_side.node().store(), source, 10, None, false)
+                .unwrap()
+                .is_empty()
+        );
+    }
 }

@@ -1568,6 +1568,7 @@ fn new_host(node: Node, scenario: &Scenario) -> SimHost {
     let config = HostConfig {
         pipeline,
         echo_service: None,
+        discard_service: None,
         inboxes: false,
         null_procedure: None,
     };

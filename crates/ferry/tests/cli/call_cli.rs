@@ -149,7 +149,7 @@ fn a_detached_call_is_waited_for_listed_and_shown_later() {
     let id = id.trim_end_matches('\n');
     assert!(is_call_id(id), "{id:?}");
     // Still running: `result` says so and fails.
-    let err = solo.fails(&["result", id]);
+    let err = solo.fails_with(6, &["result", id]);
     assert!(
         err.contains("still waiting") && err.contains(&format!("ferry wait {id}")),
         "{err}"
@@ -205,7 +205,7 @@ fn a_detached_call_is_waited_for_listed_and_shown_later() {
     let id = solo.ok(&["call", "solo", "slow", "30", "--detach"]);
     let id = id.trim();
     let started = Instant::now();
-    let err = solo.fails(&["wait", id, "--timeout", "1s"]);
+    let err = solo.fails_with(6, &["wait", id, "--timeout", "1s"]);
     assert!(started.elapsed() < Duration::from_secs(15));
     assert!(
         err.contains("still waiting after 1s") && err.contains("the call goes on"),
@@ -214,11 +214,11 @@ fn a_detached_call_is_waited_for_listed_and_shown_later() {
     // Cancelling it: the new state, then waiting for it fails as cancelled.
     let out = solo.ok(&["cancel", id]);
     assert_eq!(out, format!("call {id}: cancelled\n"));
-    let err = solo.fails(&["wait", id, "--timeout", "10s"]);
+    let err = solo.fails_with(7, &["wait", id, "--timeout", "10s"]);
     assert!(err.contains("the call was cancelled"), "{err}");
     let out = solo.ok(&["cancel", id]);
     assert!(out.contains("already ended"), "{out}");
-    let err = solo.fails(&["result", "ffffffffffffffffffffffffffffffff"]);
+    let err = solo.fails_with(4, &["result", "ffffffffffffffffffffffffffffffff"]);
     assert!(err.contains("this node has no call"), "{err}");
     solo.stop();
 }
@@ -228,7 +228,7 @@ fn failures_name_the_code_the_detail_and_stderr() {
     let dir = TestDir::new("call-cli-failures");
     let solo = serving(&dir, "solo");
 
-    let err = solo.fails(&["call", "solo", "photo", "0"]);
+    let err = solo.fails_with(5, &["call", "solo", "photo", "0"]);
     assert!(err.contains("execution_failed"), "{err}");
     assert!(err.contains("exited with status 2"), "{err}");
     assert!(
@@ -236,27 +236,42 @@ fn failures_name_the_code_the_detail_and_stderr() {
         "{err}"
     );
 
-    let err = solo.fails(&["call", "solo", "teleport"]);
+    let err = solo.fails_with(5, &["call", "solo", "teleport"]);
     assert!(
         err.contains("dtn://solo/ refused the call: not_offered"),
         "{err}"
     );
 
-    let err = solo.fails(&["call", "solo", "echo", "x", "--require", "has(nonesuch)"]);
+    let err = solo.fails_with(
+        5,
+        &["call", "solo", "echo", "x", "--require", "has(nonesuch)"],
+    );
     assert!(
         err.contains("refused the call: predicate_failed: call requirement: has(nonesuch)"),
         "{err}"
     );
 
     // A requirement the node cannot parse is refused when the call is made.
-    let err = solo.fails(&["call", "solo", "echo", "x", "--require", "battery >>= 5"]);
+    let err = solo.fails_with(
+        4,
+        &["call", "solo", "echo", "x", "--require", "battery >>= 5"],
+    );
     assert!(err.contains("making the call"), "{err}");
 
     // No server: an any-mode call expires at its deadline.
     let started = Instant::now();
-    let err = solo.fails(&["call", "any", "echo", "x", "--deadline", "2s"]);
+    let err = solo.fails_with(6, &["call", "any", "echo", "x", "--deadline", "2s"]);
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(err.contains("no result before the deadline"), "{err}");
+
+    // With --json, a failed call is one document: the error, and the call as it ended.
+    let out = solo.ferry(&["call", "solo", "teleport", "--json", "-q"]);
+    assert_eq!(out.status.code(), Some(5));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["status"], "call_failed");
+    assert_eq!(doc["error"]["code"], "not_offered");
+    assert_eq!(doc["call"]["state"], "failed");
+    assert_eq!(doc["call"]["replies"][0]["code"], "not_offered");
     solo.stop();
 }
 
@@ -308,7 +323,7 @@ fn bad_arguments_fail_before_the_node_is_contacted() {
     let err = run(&["call", "bravo", "echo", "--deadline", "soon"]);
     assert!(err.contains("--deadline"), "{err}");
     let err = run(&["call", "dtn:", "echo"]);
-    assert!(err.contains("not a node id"), "{err}");
+    assert!(err.contains("is no node or endpoint"), "{err}");
     let err = run(&["wait", "not-hex"]);
     assert!(err.contains("is not a call id"), "{err}");
     // The control: with valid arguments the command does try the address.

@@ -264,7 +264,7 @@ fn no_daemon_is_a_clear_error() {
     let api = dead_address();
     let out = ferry(&["status", "--api", &api]);
     let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(3), "unreachable: {err}");
     assert!(
         err.starts_with(&format!(
             "ferry: cannot reach the ferry node API at {api} (is `ferry node` running?): "
@@ -277,12 +277,89 @@ fn no_daemon_is_a_clear_error() {
     let out = ferry_with(&["recv", "inbox"], |cmd| {
         cmd.env("FERRY_API", &api);
     });
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         text(&out.stderr).contains(&format!("cannot reach the ferry node API at {api} ")),
         "{}",
         text(&out.stderr)
     );
+
+    // With --json, the error is one JSON document on stdout, and stderr stays quiet.
+    let out = ferry(&["peers", "--json", "--api", &api]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["status"], "unreachable");
+    assert_eq!(doc["error"]["exit"], 3);
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the ferry node API"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_wrong_command_line_is_a_usage_error_as_json_too() {
+    let out = ferry(&["send", "--json", "--lifetime", "0s", "bravo", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["status"], "usage");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--lifetime"),
+        "{doc}"
+    );
+    // Our own checks of a command line say usage too.
+    let out = ferry(&["call", "dtn://bravo/inbox", "echo", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("give a node: dtn://bravo/"),
+        "{doc}"
+    );
+    // Without --json, clap's own message and status.
+    let out = ferry(&["send"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    // Help is no error, with or without --json.
+    let out = ferry(&["status", "--help", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = ferry(&["--help"]);
+    assert!(text(&out.stdout).contains("Exit status:"));
+}
+
+#[test]
+fn short_node_names_mean_the_same_in_every_command() {
+    let fake = FakeApi::start(|r| match (r.method.as_str(), r.target.as_str()) {
+        ("POST", "/v1/bundles") => Reply::json(201, r#"{"id":"dtn://fake/-1-1","size":2}"#),
+        ("GET", t) if t.starts_with("/v1/reports?") => Reply::json(200, "[]"),
+        _ => Reply::json(404, r#"{"code":"not_found","message":"no"}"#),
+    });
+    for (dest, expected) in [
+        ("bravo", "dtn://bravo/inbox"),
+        ("bravo/files", "dtn://bravo/files"),
+        ("dtn://bravo/files", "dtn://bravo/files"),
+        ("ipn:2.1", "ipn:2.1"),
+    ] {
+        let out = ferry(&["send", dest, "hi", "--api", &fake.api()]);
+        assert!(out.status.success(), "{dest}: {}", text(&out.stderr));
+        let sent: serde_json::Value =
+            serde_json::from_slice(fake.bodies().last().unwrap()).unwrap();
+        assert_eq!(sent["destination"], expected, "{dest}");
+    }
+    let out = ferry(&["trace", "bravo", "--timeout", "1s", "--api", &fake.api()]);
+    assert_eq!(out.status.code(), Some(6), "no delivery report in time");
+    let bodies = fake.bodies();
+    let posted = bodies.iter().rev().find(|b| !b.is_empty()).unwrap();
+    let sent: serde_json::Value = serde_json::from_slice(posted).unwrap();
+    assert_eq!(sent["destination"], "dtn://bravo/discard");
 }
 
 #[test]
@@ -326,7 +403,7 @@ fn an_api_error_is_its_message_and_code() {
         "--api",
         &fake.api(),
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(4), "refused by the node");
     assert_eq!(
         text(&out.stderr),
         "ferry: no route to dtn://x/ now (no_route)\n"
@@ -476,7 +553,7 @@ fn recv_times_out_with_a_count() {
     let fake = FakeApi::start(|_| Reply::json(200, "[]"));
     let started = Instant::now();
     let out = ferry(&["recv", "inbox", "--timeout", "1s", "--api", &fake.api()]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(6), "nothing came in time");
     assert_eq!(text(&out.stderr), "ferry: received 0 of 1 within 1s\n");
     assert!(started.elapsed() >= Duration::from_secs(1));
     assert!(
@@ -491,7 +568,7 @@ fn recv_times_out_with_a_count() {
 #[test]
 fn output_file_and_several_bundles_do_not_mix() {
     let out = ferry(&["recv", "inbox", "-o", "x", "--count", "2"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(
         text(&out.stderr).contains("--count 1"),
         "{}",
@@ -622,7 +699,8 @@ fn trace_prints_reports_until_delivered() {
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");
-    assert!(lines[0].starts_with("trace dtn://fake/-1000-3 to dtn://c/inbox"));
+    // An endpoint names its node; the trace goes to the node's discard service.
+    assert!(lines[0].starts_with("trace dtn://fake/-1000-3 to dtn://c/,"));
     assert!(lines[2].starts_with("dtn://b/ ") && lines[2].contains("forwarded"));
     assert!(
         lines[2].contains("+4 ms") && lines[2].contains("+10 ms"),

@@ -282,6 +282,19 @@ impl Node {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
+    /// `fails`, and checks the exit status (the kinds are in `ferry --help`).
+    pub(crate) fn fails_with(&self, status: i32, args: &[&str]) -> String {
+        let out = self.ferry(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(status),
+            "ferry {}: {err}",
+            args.join(" ")
+        );
+        err
+    }
+
     /// The value of `ferry_<name>` in its `/metrics`.
     pub(crate) fn metric(&self, name: &str) -> u64 {
         let text = self.ok(&["metrics"]);
