@@ -28,9 +28,12 @@ def test_peers_and_routes_show_the_other_node(pair: Pair, client_for: ClientFor)
     peers = alpha.peers()
     assert [p.node_id for p in peers] == ["dtn://bravo/"]
     assert peers[0].outbound is True and "tcpcl" in peers[0].cla
+    assert peers[0].listen_address == f"127.0.0.1:{pair.bravo.tcpcl}"
     back = bravo.peers()
     assert [p.node_id for p in back] == ["dtn://alpha/"]
     assert back[0].outbound is False
+    # alpha dialled in without discovery: nothing said where it listens.
+    assert back[0].listen_address is None
     routes = alpha.routes()
     assert any(r.destination == "dtn://bravo/" and r.hops == 1 for r in routes), routes
 

@@ -110,8 +110,18 @@ impl IntoResponse for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// An answer as JSON, every instant with its RFC 3339 twin ([`crate::api_time`]).
 fn json<T: serde::Serialize>(value: T) -> Response {
-    axum::Json(value).into_response()
+    json_with(StatusCode::OK, value)
+}
+
+fn json_with<T: serde::Serialize>(status: StatusCode, value: T) -> Response {
+    match serde_json::to_value(value) {
+        Ok(v) => (status, axum::Json(crate::api_time::with_utc_twins(v))).into_response(),
+        Err(e) => {
+            ApiError::new("internal", format!("the answer cannot be written: {e}")).into_response()
+        }
+    }
 }
 
 async fn status(State(api): State<Api>) -> ApiResult<Response> {
@@ -202,7 +212,7 @@ async fn send(api: &Api, request: SendRequest, payload: Bytes) -> ApiResult<Resp
             reply,
         })
         .await??;
-    Ok((StatusCode::CREATED, axum::Json(reply)).into_response())
+    Ok(json_with(StatusCode::CREATED, reply))
 }
 
 /// `?max=&wait=&payload=` of a receive.
@@ -356,7 +366,9 @@ async fn serve_subscriber(control: ControlHandle, endpoint: String, mut socket: 
 
 fn ws_json<T: serde::Serialize>(value: &T) -> Message {
     Message::Text(
-        serde_json::to_string(value)
+        serde_json::to_value(value)
+            .map(crate::api_time::with_utc_twins)
+            .and_then(|v| serde_json::to_string(&v))
             .unwrap_or_else(|e| format!("{{\"code\":\"internal\",\"message\":\"{e}\"}}"))
             .into(),
     )
@@ -403,11 +415,11 @@ async fn make_call(
         // The slot (a call with large parameters) goes once the loop has taken the call, not
         // when its result comes, which may be minutes away.
         let call = api.control.call_and_wait_holding(spec, wait, slot).await?;
-        return Ok((StatusCode::CREATED, axum::Json(call)).into_response());
+        return Ok(json_with(StatusCode::CREATED, call));
     }
     let call = api.control.call(spec).await;
     drop(slot);
-    Ok((StatusCode::CREATED, axum::Json(call?)).into_response())
+    Ok(json_with(StatusCode::CREATED, call?))
 }
 
 /// `?wait=` of `POST /v1/calls`.

@@ -533,8 +533,13 @@ pub struct PeerInfo {
     pub node_id: String,
     /// How it is connected: `tcpcl` (and `udp` when it also announced a UDP endpoint).
     pub cla: Vec<String>,
-    /// The remote socket address of the session.
+    /// The remote socket address of the session (for a session the peer opened, its port is
+    /// an ephemeral one).
     pub address: String,
+    /// Where the peer listens for TCPCL sessions, if known: the address dialled for a session
+    /// this side opened, else the one its beacons announce from the session's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_address: Option<String>,
     /// Whether this side opened the session.
     pub outbound: bool,
     /// Seconds since the session came up.

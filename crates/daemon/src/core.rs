@@ -2046,11 +2046,23 @@ impl Daemon {
                 if l.udp.is_some() && self.udp.is_some() {
                     cla.push("udp".into());
                 }
+                let outbound = !matches!(l.origin, Origin::Accepted);
+                let listen_address = if outbound {
+                    Some(l.remote)
+                } else {
+                    // A beacon from the session's own address says where the peer listens.
+                    l.peer
+                        .as_ref()
+                        .and_then(|p| self.discovered.get(p))
+                        .filter(|d| d.from == l.remote.ip())
+                        .and_then(|d| d.tcpcl)
+                };
                 PeerInfo {
                     node_id: l.peer.as_ref().map(|p| p.to_string()).unwrap_or_default(),
                     cla,
                     address: l.remote.to_string(),
-                    outbound: !matches!(l.origin, Origin::Accepted),
+                    listen_address: listen_address.map(|a| a.to_string()),
+                    outbound,
                     up_s: l.up_since.map(|t| t.elapsed().as_secs()).unwrap_or(0),
                     queued_bytes: queued(id),
                 }

@@ -25,6 +25,7 @@
 pub mod api;
 pub mod api_body;
 pub mod api_guard;
+pub mod api_time;
 pub mod calls;
 pub mod config;
 pub mod control;

@@ -1,7 +1,7 @@
 //! `ferry bundle …`: create a bundle file from a payload, and inspect a bundle file.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use wire::DtnTime;
@@ -47,7 +47,7 @@ pub(crate) enum BundleCommand {
         /// Creation sequence number.
         #[arg(long, default_value_t = 0)]
         sequence: u64,
-        /// Output file (default: stdout).
+        /// Output file (default: stdout, unless it is a terminal: a bundle is binary).
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -89,6 +89,12 @@ pub(crate) fn run(cmd: BundleCommand) -> Result<()> {
             sequence,
             output,
         } => {
+            if output.is_none() && io::stdout().is_terminal() {
+                return Err(crate::exit::usage(
+                    "a bundle is binary and stdout is a terminal: give -o FILE, or redirect \
+                     stdout (> hello.bundle)",
+                ));
+            }
             let payload = match (payload, payload_file) {
                 (Some(text), None) => Bytes::from(text.into_bytes()),
                 (None, Some(path)) => read_input(&path)?,

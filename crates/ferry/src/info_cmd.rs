@@ -157,13 +157,26 @@ fn peers_table(peers: &[PeerInfo]) -> String {
         t.row(vec![
             p.node_id.clone(),
             p.cla.join(","),
-            p.address.clone(),
+            peer_address(p),
             if p.outbound { "out" } else { "in" }.into(),
             fmt_secs(p.up_s),
             fmt_bytes(p.queued_bytes),
         ]);
     }
     t.render()
+}
+
+/// Where the peer can be reached: its listening address; for a session it opened whose listening
+/// address nothing announced, its host alone (the session's port is an ephemeral one, of no use
+/// to anyone dialling it).
+fn peer_address(p: &PeerInfo) -> String {
+    if let Some(listen) = &p.listen_address {
+        return listen.clone();
+    }
+    match p.address.parse::<std::net::SocketAddr>() {
+        Ok(remote) => remote.ip().to_string(),
+        Err(_) => p.address.clone(),
+    }
 }
 
 fn routes_table(routes: &[RouteInfo]) -> String {
@@ -292,6 +305,7 @@ mod tests {
                 node_id: "dtn://b/".into(),
                 cla: vec!["tcpcl".into(), "udp".into()],
                 address: "10.0.0.2:4556".into(),
+                listen_address: Some("10.0.0.2:4556".into()),
                 outbound: true,
                 up_s: 75,
                 queued_bytes: 0,
@@ -300,16 +314,27 @@ mod tests {
                 node_id: "dtn://charlie/".into(),
                 cla: vec!["tcpcl".into()],
                 address: "10.0.0.3:40000".into(),
+                listen_address: None,
                 outbound: false,
                 up_s: 5,
                 queued_bytes: 3 << 20,
+            },
+            PeerInfo {
+                node_id: "dtn://d/".into(),
+                cla: vec!["tcpcl".into()],
+                address: "[fe80::1]:40001".into(),
+                listen_address: Some("[fe80::1]:4556".into()),
+                outbound: false,
+                up_s: 0,
+                queued_bytes: 0,
             },
         ];
         assert_eq!(
             peers_table(&peers),
             "NODE            CLA        ADDRESS         DIR      UP   QUEUED\n\
              dtn://b/        tcpcl,udp  10.0.0.2:4556   out  1m 15s      0 B\n\
-             dtn://charlie/  tcpcl      10.0.0.3:40000  in       5s  3.0 MiB\n"
+             dtn://charlie/  tcpcl      10.0.0.3        in       5s  3.0 MiB\n\
+             dtn://d/        tcpcl      [fe80::1]:4556  in       0s      0 B\n"
         );
         assert_eq!(peers_table(&[]), "no peers\n");
     }

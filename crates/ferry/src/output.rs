@@ -145,16 +145,21 @@ pub(crate) fn write_stdout_bytes(bytes: &[u8]) -> io::Result<()> {
     out.flush()
 }
 
-/// Prints a value as indented JSON (answers that are one document).
+/// Prints a value as indented JSON (answers that are one document), every instant `*_ms` with
+/// its RFC 3339 twin `*_utc` as the API writes them (a value this command built or re-read
+/// gets them here).
 pub(crate) fn print_json_pretty(value: &impl Serialize) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
+    let value = daemon::api_time::with_utc_twins(serde_json::to_value(value)?);
+    let mut text = serde_json::to_string_pretty(&value)?;
     text.push('\n');
     Ok(write_stdout(&text)?)
 }
 
-/// Prints a value as one line of JSON (streams of items: `ferry recv`, `ferry trace`).
+/// Prints a value as one line of JSON (streams of items: `ferry recv`, `ferry trace`), with the
+/// instants' twins as [`print_json_pretty`].
 pub(crate) fn print_json_line(value: &impl Serialize) -> Result<()> {
-    let mut text = serde_json::to_string(value)?;
+    let value = daemon::api_time::with_utc_twins(serde_json::to_value(value)?);
+    let mut text = serde_json::to_string(&value)?;
     text.push('\n');
     Ok(write_stdout(&text)?)
 }

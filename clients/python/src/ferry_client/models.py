@@ -175,6 +175,9 @@ class Peer:
     outbound: bool
     up_s: int
     queued_bytes: int
+    #: Where the peer listens for TCPCL sessions, if known (``address`` of a session the peer
+    #: opened has an ephemeral port).
+    listen_address: str | None = None
 
     @classmethod
     def from_json(cls, value: Any) -> Peer:
@@ -186,6 +189,7 @@ class Peer:
             outbound=_get(d, "outbound", bool, "Peer"),
             up_s=_get(d, "up_s", int, "Peer"),
             queued_bytes=_get(d, "queued_bytes", int, "Peer"),
+            listen_address=_opt(d, "listen_address", str, "Peer"),
         )
 
 

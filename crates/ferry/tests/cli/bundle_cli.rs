@@ -123,3 +123,50 @@ fn bad_arguments_are_explained() {
     let out = ferry(&["bundle", "inspect", "/nonexistent/ferry.bundle"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/ferry.bundle"));
 }
+
+/// `ferry ARGS` with stdout on a terminal: util-linux's `script` gives it a pseudo-terminal.
+fn ferry_on_a_terminal(args: &[&str]) -> Output {
+    let mut line = env!("CARGO_BIN_EXE_ferry").to_owned();
+    for a in args {
+        line.push_str(" '");
+        line.push_str(a);
+        line.push('\'');
+    }
+    Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .expect("run script (util-linux)")
+}
+
+#[test]
+fn a_bundle_is_not_written_to_a_terminal() {
+    let args = [
+        "bundle",
+        "create",
+        "--to",
+        "dtn://b/x",
+        "--from",
+        "dtn://a/",
+        "--payload",
+        "hi",
+    ];
+    let out = ferry_on_a_terminal(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("stdout is a terminal: give -o FILE"),
+        "{text}"
+    );
+    // The control: the same command with a file writes the bundle, terminal or not.
+    let dir = temp_dir("terminal");
+    let file = dir.join("b.bundle");
+    let mut with_file = args.to_vec();
+    with_file.extend(["-o", file.to_str().unwrap()]);
+    let out = ferry_on_a_terminal(&with_file);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(std::fs::metadata(&file).unwrap().len() > 0);
+}
