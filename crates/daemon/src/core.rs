@@ -1627,7 +1627,14 @@ impl Daemon {
                 let reports = self
                     .reports
                     .iter()
-                    .filter(|r| bundle.as_ref().is_none_or(|b| &r.bundle == b))
+                    // A bundle's reports and its fragments' (`<id>-offset+length`).
+                    .filter(|r| {
+                        bundle.as_ref().is_none_or(|b| {
+                            r.bundle
+                                .strip_prefix(b.as_str())
+                                .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+                        })
+                    })
                     .cloned()
                     .collect();
                 let _ = reply.send(Ok(reports));

@@ -56,7 +56,8 @@ const DEADLINE_GRACE: Duration = Duration::from_secs(60);
 #[derive(Args, Debug)]
 pub(crate) struct CallArgs {
     /// Who runs it: `any` (one server that offers it), `all` (every server that answers before
-    /// the deadline), or a node: `bravo` or `dtn://bravo/`.
+    /// the deadline; each result prints as lines `NODE: value`), or a node: `bravo`,
+    /// `dtn://bravo/`, `ipn:2`.
     target: String,
     /// The procedure's name.
     procedure: String,
@@ -84,6 +85,11 @@ pub(crate) struct CallArgs {
     /// How long to wait for the result after the acknowledgement before asking again by dtn.
     #[arg(long, value_name = "DUR", value_parser = crate::positive_duration)]
     result_timeout: Option<Duration>,
+    /// Call a node this node has never heard of (no session, route, key or call of it); without
+    /// this, such a name is refused at once as a likely typo. The call then waits for a path
+    /// like any DTN call.
+    #[arg(long)]
+    to_unknown: bool,
     /// Make the call, print its id and exit; `ferry wait ID` or `ferry result ID` later.
     #[arg(long, conflicts_with_all = ["timeline", "quiet", "force"])]
     detach: bool,
@@ -310,6 +316,9 @@ fn target(target: &str) -> Result<String> {
 pub(crate) fn run_call(args: CallArgs) -> Result<()> {
     let spec = args.spec()?;
     let client = Client::new(&args.api.api);
+    if !args.to_unknown && spec.target != "any" && spec.target != "all" {
+        check_heard_of(&client, &spec.target)?;
+    }
     let made: CallInfo = serde_json::from_value(
         client
             .post_json("/v1/calls", &spec)
@@ -425,6 +434,87 @@ fn get_call(client: &Client, id: &str) -> Result<CallInfo> {
     client
         .get_json(&call_path(id))
         .map_err(|e| not_found_as_unknown(e, id))
+}
+
+/// Refuses a target this node has never heard of: no session with it, no route to it, no key
+/// for it, no call it keeps made to it, and not itself. A DTN call to such a node waits out its
+/// whole deadline in silence, which for a typo (`dron`) is minutes lost; `--to-unknown` makes it
+/// anyway. If the node cannot say what it knows, the call goes ahead.
+fn check_heard_of(client: &Client, target: &str) -> Result<()> {
+    let Some(known) = known_nodes(client) else {
+        return Ok(());
+    };
+    if known.contains(target) {
+        return Ok(());
+    }
+    let mut message =
+        format!("this node has never heard of {target} (no session, route, key or call of it)");
+    let near = near_names(target, &known);
+    if !near.is_empty() {
+        message.push_str(&format!("; did you mean {}?", near.join(" or ")));
+    } else if known.is_empty() {
+        message.push_str("; it knows no other node yet");
+    } else {
+        let listed: Vec<&str> = known.iter().map(String::as_str).take(8).collect();
+        let more = if known.len() > listed.len() {
+            ", …"
+        } else {
+            ""
+        };
+        message.push_str(&format!("; it knows {}{more}", listed.join(", ")));
+    }
+    message.push_str(". To call it anyway (it may come within reach later), add --to-unknown");
+    Err(usage(message))
+}
+
+/// Every node id this node knows of: itself, its peers, its routes' destinations, the nodes it
+/// has keys for, and the targets of the calls it keeps. `None` if it could not be asked.
+fn known_nodes(client: &Client) -> Option<BTreeSet<String>> {
+    let get = |path: &str, field: &str| -> Option<Vec<String>> {
+        let value = client.get_value(path).ok()?;
+        Some(
+            value
+                .as_array()?
+                .iter()
+                .filter_map(|item| item.get(field)?.as_str().map(str::to_owned))
+                .collect(),
+        )
+    };
+    let mut known = BTreeSet::new();
+    known.insert(
+        client
+            .get_value("/v1/status")
+            .ok()?
+            .get("node_id")?
+            .as_str()?
+            .to_owned(),
+    );
+    known.extend(get("/v1/peers", "node_id")?);
+    known.extend(get("/v1/routes", "destination")?);
+    known.extend(get("/v1/keys", "node")?);
+    known.extend(get("/v1/calls", "target")?);
+    known.remove("any");
+    known.remove("all");
+    Some(known)
+}
+
+/// The known node ids whose names are within a typo of `target`'s (as clap suggests
+/// subcommands: Jaro similarity above 0.8), best first.
+fn near_names(target: &str, known: &BTreeSet<String>) -> Vec<String> {
+    // The names alone: `dtn://` and the slash, common to all, would make any two look alike.
+    let bare = |id: &str| {
+        id.strip_prefix("dtn://")
+            .map(|rest| rest.trim_end_matches('/').to_owned())
+            .unwrap_or_else(|| id.to_owned())
+    };
+    let name = bare(target);
+    let mut near: Vec<(f64, &String)> = known
+        .iter()
+        .map(|k| (strsim::jaro(&name, &bare(k)), k))
+        .filter(|(score, _)| *score > 0.8)
+        .collect();
+    near.sort_by(|a, b| b.0.total_cmp(&a.0));
+    near.into_iter().take(3).map(|(_, k)| k.clone()).collect()
 }
 
 /// The node has no such call: refused, with the API's code for it.
@@ -607,13 +697,9 @@ impl<'a> Show<'a> {
         self.timeline_shown = self.timeline_shown.max(call.timeline.len());
         for r in call.replies.iter().skip(self.replies_shown) {
             if self.all && r.ok && self.opts.values {
-                eprintln!("from {}:", r.server);
-                let mut value = reply_value(r)?;
-                if !value.ends_with(b"\n") {
-                    value.push(b'\n');
-                }
+                let lines = attributed(&r.server, &reply_value(r)?);
                 let _busy = hold_interrupts();
-                write_stdout_bytes(&value).context("writing the result to stdout")?;
+                write_stdout(&lines).context("writing the result to stdout")?;
             }
         }
         self.replies_shown = call.replies.len();
@@ -749,6 +835,21 @@ impl<'a> Show<'a> {
         self.written.insert(key);
         Ok(())
     }
+}
+
+/// An all-mode result on stdout: each line of the value after the server's name, as `pdsh` and
+/// `parallel --tag` print theirs, so values from several servers neither run together nor lose
+/// who sent them (`grep '^dtn://drone/: '`). A value that is not text goes as one line of
+/// base64.
+fn attributed(server: &str, value: &[u8]) -> String {
+    let Ok(text) = std::str::from_utf8(value) else {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value);
+        return format!("{server}: base64:{b64}\n");
+    };
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    text.split('\n')
+        .map(|line| format!("{server}: {line}\n"))
+        .collect()
 }
 
 /// A result's value bytes.
@@ -1036,6 +1137,32 @@ mod tests {
         assert!(e.to_string().contains("give a node"), "{e}");
         let a = parse(&["bravo", "echo", "--detach", "--json"]).unwrap();
         assert!(a.detach && a.api.json);
+    }
+
+    #[test]
+    fn all_mode_values_name_their_server_on_every_line() {
+        assert_eq!(attributed("dtn://a/", b"42\n"), "dtn://a/: 42\n");
+        assert_eq!(attributed("dtn://a/", b"42"), "dtn://a/: 42\n");
+        assert_eq!(
+            attributed("dtn://b/", b"one\ntwo\n"),
+            "dtn://b/: one\ndtn://b/: two\n"
+        );
+        assert_eq!(attributed("dtn://c/", b""), "dtn://c/: \n");
+        assert_eq!(
+            attributed("dtn://d/", &[0xff, 0]),
+            "dtn://d/: base64:/wA=\n"
+        );
+    }
+
+    #[test]
+    fn typos_find_their_node() {
+        let known: BTreeSet<String> = ["dtn://drone/", "dtn://tower/", "dtn://truck/"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert_eq!(near_names("dtn://dron/", &known), ["dtn://drone/"]);
+        assert_eq!(near_names("dtn://trck/", &known)[0], "dtn://truck/");
+        assert!(near_names("dtn://satellite/", &known).is_empty());
     }
 
     #[test]

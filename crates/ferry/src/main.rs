@@ -20,6 +20,7 @@ mod client;
 mod completions_cmd;
 mod demo_cmd;
 mod exit;
+mod follow;
 mod info_cmd;
 mod keys_cmd;
 mod names;

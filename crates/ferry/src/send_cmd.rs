@@ -38,9 +38,15 @@ pub(crate) struct SendArgs {
     /// Forwarding class.
     #[arg(long, value_enum, default_value = "dtn")]
     class: ClassArg,
-    /// Ask for status reports (received, forwarded, delivered, deleted; see `ferry trace`).
+    /// Ask for status reports (received, forwarded, delivered, deleted) and follow them until
+    /// the destination has reported the whole payload delivered: a progress bar of delivered
+    /// bytes on a terminal (fragments move it piece by piece), a line per report otherwise.
     #[arg(long)]
     report: bool,
+    /// With --report: how long to follow the reports (the bundle goes on after).
+    #[arg(long, value_name = "DUR", default_value = "60s", requires = "report",
+          value_parser = crate::positive_duration)]
+    report_wait: Duration,
     /// Eviction priority: 0 bulk, 1 normal (the node's default), 2 expedited.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=2))]
     priority: Option<u8>,
@@ -129,12 +135,39 @@ pub(crate) fn run(mut args: SendArgs) -> Result<()> {
             client.post_raw(&args.raw_path(), io::Cursor::new(bytes), len)?
         }
     };
-    if args.api.json {
-        return print_json_pretty(&reply);
-    }
-    let reply: SendReply = serde_json::from_value(reply)
+    let sent: SendReply = serde_json::from_value(reply.clone())
         .context("unexpected answer from the ferry node API to a send")?;
-    Ok(write_stdout(&format!("{}\n", reply.id))?)
+    if !args.api.json {
+        // The id first: a script has it even if following the reports ends badly.
+        write_stdout(&format!("{}\n", sent.id))?;
+    }
+    if !args.report {
+        return if args.api.json {
+            print_json_pretty(&reply)
+        } else {
+            Ok(())
+        };
+    }
+    let followed = crate::follow::follow(
+        &client,
+        &sent.id,
+        sent.size,
+        args.report_wait,
+        args.api.json,
+    );
+    match (followed, args.api.json) {
+        (Ok(_), false) => Ok(()),
+        (Ok(reports), true) => print_json_pretty(&serde_json::json!({
+            "id": sent.id,
+            "size": sent.size,
+            "reports": reports,
+        })),
+        (Err(e), false) => Err(e),
+        (Err(e), true) => match e.downcast::<crate::exit::Failure>() {
+            Ok(f) => Err(f.with_document("sent", serde_json::to_value(&sent)?).into()),
+            Err(e) => Err(e),
+        },
+    }
 }
 
 #[cfg(test)]

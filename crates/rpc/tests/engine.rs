@@ -508,8 +508,8 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     );
     assert_eq!(dedup[0].0[40..], [1; 16]);
 
-    // A call's row: the time it was made, then its id, which also leads with that time (so
-    // the row is found by the id alone).
+    // A call's row: the time it was made, then its id, which also carries that time, after
+    // its random part (so the row is found by the id alone, and ids differ from the start).
     let mut node = client_node();
     let mut rpc = client(&mut node, 1 << 20, NOW);
     let id = call_server(&mut rpc, &mut node, vec![]);
@@ -518,7 +518,8 @@ fn records_sort_by_time_and_rows_of_the_old_bare_form_are_kept_under_their_key()
     assert_eq!(row.0.len(), 24);
     assert_eq!(row.0[..8], NOW.to_be_bytes());
     assert_eq!(row.0[8..], id.0);
-    assert_eq!(id.0[..8], NOW.to_be_bytes());
+    assert_eq!(id.0[8..], NOW.to_be_bytes());
+    assert!(id.0[0] & 0x80 != 0, "the first bit marks the layout");
 
     // A row in the form an earlier version wrote (the bare id) loads, changes and goes under
     // its own key: never a second row for the same call.

@@ -458,24 +458,26 @@ fn calls_to_another_node_explicit_any_and_all() {
     // alpha serves nothing, so bravo is the one server.
     assert_eq!(alpha.ok(&["call", "any", "sum", "20", "22"]), "42\n");
     let all_out = dir.path().join("all");
-    let out = alpha.ferry(&[
-        "call",
-        "all",
-        "photo",
-        "5",
-        "--deadline",
-        "4s",
-        "--out",
-        all_out.to_str().unwrap(),
-    ]);
+    let id = alpha.ok(&["call", "all", "photo", "5", "--deadline", "4s", "--detach"]);
+    let id = id.trim();
+    let out = alpha.ferry(&["wait", id, "--out", all_out.to_str().unwrap()]);
     let progress = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{progress}");
-    // Each server's value on a line of its own, announced on stderr.
+    // Each server's value on lines of its own, each line after the server's name.
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "photo.pgm: 5x5 greyscale, 84 bytes\n"
+        "dtn://bravo/: photo.pgm: 5x5 greyscale, 84 bytes\n"
     );
-    assert!(progress.contains("from dtn://bravo/:"), "{progress}");
+    // `ferry result` prints it the same way, by a short prefix of the call's id.
+    assert_eq!(
+        alpha.ok(&[
+            "result",
+            &id[..6],
+            "--out",
+            dir.path().join("again").to_str().unwrap()
+        ]),
+        "dtn://bravo/: photo.pgm: 5x5 greyscale, 84 bytes\n"
+    );
     let picture = std::fs::read(all_out.join("bravo").join("photo.pgm")).unwrap();
     assert!(picture.starts_with(b"P2\n5 5\n"), "{picture:?}");
     alpha.stop();

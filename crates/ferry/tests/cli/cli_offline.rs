@@ -422,6 +422,12 @@ fn a_file_is_sent_as_raw_bytes() {
         ("POST", Some("/v1/bundles/raw")) => {
             Reply::json(201, r#"{"id":"dtn://fake/-1000-0","size":4}"#)
         }
+        // --report follows the bundle until its delivery is reported.
+        ("GET", Some("/v1/reports")) => Reply::json(
+            200,
+            r#"[{"bundle":"dtn://fake/-1000-0","from":"dtn://x/","status":"delivered",
+                "at_ms":1002,"arrived_ms":1003,"reason":0}]"#,
+        ),
         _ => Reply::json(404, r#"{"code":"not_found","message":"no"}"#),
     });
     let file = temp_path("send.bin");
@@ -441,10 +447,16 @@ fn a_file_is_sent_as_raw_bytes() {
     assert_eq!(
         fake.requests(),
         [
-            "POST /v1/bundles/raw?destination=dtn%3A%2F%2Fx%2Finbox&lifetime=3600s&class=dtn&report=true"
+            "POST /v1/bundles/raw?destination=dtn%3A%2F%2Fx%2Finbox&lifetime=3600s&class=dtn&report=true",
+            "GET /v1/reports?bundle=dtn%3A%2F%2Ffake%2F-1000-0"
         ]
     );
     assert_eq!(fake.bodies()[0], [0u8, 1, 2, 255]);
+    assert!(
+        text(&out.stderr).contains("+2 ms  dtn://x/ delivered"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

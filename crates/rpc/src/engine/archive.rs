@@ -50,21 +50,31 @@ pub(super) struct Archive {
     pub(super) sweep_resume: [Vec<u8>; 2],
 }
 
-/// The creation time an id made by this engine carries (its first 8 bytes, big-endian). Ids
-/// from other callers give any number: it only decides where their row sorts, never whether a
-/// call is found.
+/// The creation time an id made by this engine carries: its last 8 bytes, big-endian, in an id
+/// whose first bit is set (this layout); its first 8 in an id whose first bit is clear (the
+/// layout before, time first, whose first byte is 0 for the next two million years): the calls
+/// an earlier version stored are found by their ids too. Ids from other callers give any
+/// number: it only decides where their row sorts, never whether a call is found.
 pub(super) fn id_time(id: &CallId) -> DtnTime {
+    let half = if id.0[0] & 0x80 != 0 {
+        &id.0[8..]
+    } else {
+        &id.0[..8]
+    };
     let mut time = [0u8; 8];
-    time.copy_from_slice(&id.0[..8]);
+    time.copy_from_slice(half);
     DtnTime::from_be_bytes(time)
 }
 
-/// A call id for a call made at `now`: the time, then 8 random bytes (two calls of one
-/// millisecond differ there).
+/// A call id for a call made at `now`: 8 random bytes, the first bit set, then the time (two
+/// calls of one millisecond differ in the random part). Random first, so that a few leading
+/// hex digits name one call (`ferry result 3fa2`); the set bit tells this layout from the one
+/// before ([`id_time`]).
 pub(super) fn new_call_id(now: DtnTime, random: [u8; 8]) -> CallId {
     let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&now.to_be_bytes());
-    id[8..].copy_from_slice(&random);
+    id[..8].copy_from_slice(&random);
+    id[0] |= 0x80;
+    id[8..].copy_from_slice(&now.to_be_bytes());
     CallId(id)
 }
 
@@ -302,4 +312,27 @@ fn parse_serve_key(bytes: &[u8]) -> Option<ServeKey> {
         PublicKey(*caller),
         CallId(id.try_into().ok()?),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_leads_with_its_random_part_and_carries_its_time() {
+        let now = DtnTime::from_millis(849_074_400_123);
+        let id = new_call_id(now, [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0]);
+        // The random part leads (first bit set), so ids made together differ from the start.
+        assert!(id.to_string().starts_with("92345678"), "{id}");
+        assert_eq!(id_time(&id), now);
+        let other = new_call_id(now, [0; 8]);
+        assert_eq!(id_time(&other), now);
+        assert!(other.0[0] & 0x80 != 0);
+        // An id of the layout before (time first) still gives its time: a call stored by an
+        // earlier version is found by its id.
+        let mut old = [0u8; 16];
+        old[..8].copy_from_slice(&now.to_be_bytes());
+        old[8..].copy_from_slice(&[0xff; 8]);
+        assert_eq!(id_time(&CallId(old)), now);
+    }
 }

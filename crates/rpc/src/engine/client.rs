@@ -55,8 +55,8 @@ impl Rpc {
             }
             (Transport::Dtn, _) => None,
         };
-        // The creation time leads the id: the record of the call is found by its id alone once
-        // it has left memory (see `archive.rs`).
+        // The id carries the creation time: the record of the call is found by its id alone
+        // once it has left memory (see `archive.rs`).
         let mut random = [0u8; 8];
         self.rng.fill_bytes(&mut random);
         let id = archive::new_call_id(now, random);
