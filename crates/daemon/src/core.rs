@@ -653,7 +653,18 @@ impl Daemon {
             self.metrics.counters.refusals.log_once(
                 "carry_refused",
                 format_args!(
-                    "{max} bundles are held: bundles carried for other nodes are refused until                      some leave (this node's own, and those for it, are still kept)"
+                    "{max} bundles are held: bundles carried for other nodes are refused until \
+                     some leave (this node's own, and those for it, are still kept)"
+                ),
+            );
+        }
+        if stats.primary_crc_added > 0 {
+            self.metrics.counters.refusals.log_once(
+                "primary_crc_added",
+                format_args!(
+                    "a peer sent a bundle whose primary block has neither a CRC nor a BIB (RFC \
+                     9171 §4.3.1 forbids it; dtn7-rs does it): such bundles get a CRC-32C as \
+                     they are accepted"
                 ),
             );
         }

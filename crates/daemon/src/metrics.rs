@@ -718,6 +718,12 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             n.carry_refused,
         ),
         counter(
+            "primary_crc_added_total",
+            "Bundles received whose primary block had neither a CRC nor a BIB (RFC 9171 §4.3.1), \
+             given a CRC-32C as they were accepted so that what this node forwards is valid.",
+            n.primary_crc_added,
+        ),
+        counter(
             "summary_purge_keys_ignored_total",
             "Keys of delivered bundles in a neighbour's summary beyond the most read from one \
              summary.",

@@ -1,5 +1,6 @@
 //! Interoperability with dtn7-rs (`dtnd` 0.21) over TCPCLv4 on loopback: a text message and a
-//! 1 MiB file each way, byte-identical.
+//! 1 MiB file each way, byte-identical; and an `ipn:`-named Ferry node answering dtnd's echo
+//! requests on service 7, repairing the primary blocks dtnd sends without a CRC.
 //!
 //! `dtnd` comes from `cargo install dtn7 --locked` (CI's `.ci/run` installs it into
 //! `~/.cache/ferry-tools/dtn7`). The test looks in `$FERRY_DTN7_BIN`, then that directory, then
@@ -51,6 +52,12 @@ impl Drop for Dtnd {
 
 impl Dtnd {
     fn start(bin: &Path, dir: &Path, tcp_port: u16, ferry_port: u16) -> Self {
+        Self::start_with_peer(bin, dir, tcp_port, Some((ferry_port, "ferry")))
+    }
+
+    /// dtnd with Ferry as a static peer `(port, name)`, or none: then Ferry dials it, and dtnd
+    /// (epidemic) hands that session every bundle, whatever its destination.
+    fn start_with_peer(bin: &Path, dir: &Path, tcp_port: u16, ferry: Option<(u16, &str)>) -> Self {
         let web_port = free_port();
         let log = dir.join("dtnd.log");
         let child = Command::new(bin.join("dtnd"))
@@ -65,7 +72,13 @@ impl Dtnd {
                 "-e",
                 "incoming",
             ])
-            .args(["-s", &format!("tcp://127.0.0.1:{ferry_port}/ferry")])
+            .args(
+                ferry
+                    .map(|(port, name)| {
+                        vec!["-s".to_owned(), format!("tcp://127.0.0.1:{port}/{name}")]
+                    })
+                    .unwrap_or_default(),
+            )
             .args(["-j", "1s", "-d"])
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(Stdio::from(
@@ -109,16 +122,12 @@ impl Dtnd {
     }
 
     fn send(&self, to: &str, file: &Path) {
+        self.send_from("dtn://d7/", to, file)
+    }
+
+    fn send_from(&self, from: &str, to: &str, file: &Path) {
         let out = Command::new(self.bin.join("dtnsend"))
-            .args([
-                "-6",
-                "-p",
-                &self.web_port.to_string(),
-                "-s",
-                "dtn://d7/",
-                "-r",
-                to,
-            ])
+            .args(["-6", "-p", &self.web_port.to_string(), "-s", from, "-r", to])
             .arg(file)
             .output()
             .expect("running dtnsend");
@@ -140,9 +149,11 @@ fn ferry_config(dir: &Path, port: u16, dtnd_port: u16) -> Config {
     c
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
-    let Some(bin) = dtn7_bin() else {
+/// `dtnd`'s directory, or `None` (the test passes, saying so) where it is not installed and CI
+/// does not require it.
+fn dtn7_or_skip() -> Option<PathBuf> {
+    let bin = dtn7_bin();
+    if bin.is_none() {
         assert!(
             std::env::var_os("FERRY_REQUIRE_INTEROP").is_none(),
             "FERRY_REQUIRE_INTEROP is set but dtnd was not found (see .ci/run)"
@@ -150,6 +161,84 @@ async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
         eprintln!(
             "SKIPPED: dtnd not found; install it with `cargo install dtn7 --locked --root ~/.cache/ferry-tools/dtn7`"
         );
+    }
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ipn_node_answers_dtnd_echo_requests_on_service_7() {
+    let Some(bin) = dtn7_or_skip() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("ferry-interop-ipn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("ferry")).unwrap();
+    std::fs::create_dir_all(dir.join("dtnd")).unwrap();
+    let ferry_port = free_port();
+    let dtnd_port = free_port();
+    let mut config = ferry_config(&dir.join("ferry"), ferry_port, dtnd_port);
+    config.node_id = daemon::config::parse_node_id("ipn:5.0").unwrap();
+    let ferry = daemon::start(config).await.unwrap();
+    // Ferry dials dtnd; dtnd has no static peer. With one, dtnd dials Ferry to send, and of the
+    // two sessions Ferry keeps the one the node with the smaller id opened (`core.rs`), here
+    // dtnd's, and closes its own; the answer then did not reach dtnd's `incoming` (tried
+    // 2026-11-27). That belongs with issue 28's reconnect case, not this test.
+    let dtnd = Dtnd::start_with_peer(&bin, &dir.join("dtnd"), dtnd_port, None);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ferry
+        .control
+        .ask(Request::Peers)
+        .await
+        .unwrap()
+        .iter()
+        .any(|p| p.node_id == "dtn://d7/")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no TCPCL session with dtnd; its log:\n{}",
+            dtnd.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // dtnd asks ipn:5.7 from its `incoming` endpoint; the answer comes back there.
+    let file = dir.join("echo-request");
+    std::fs::write(&file, b"are you there, ipn:5?").unwrap();
+    dtnd.send_from("dtn://d7/incoming", "ipn:5.7", &file);
+    let out = dir.join("echo-answer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        if let Some(got) = dtnd.receive(&out) {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no echo came back to dtnd; its log:\n{}",
+            dtnd.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(got, b"are you there, ipn:5?");
+    // Nothing waits in Ferry's inboxes: the echo service took it.
+    let status = ferry.control.ask(Request::Status).await.unwrap();
+    assert_eq!(status.inbox_bundles, 0);
+    // dtnd's bundles come with no CRC on their primary block and no BIB: repaired, counted.
+    let metrics = ferry.control.ask(Request::Metrics).await.unwrap();
+    let added = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ferry_primary_crc_added_total "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("the counter is exposed");
+    assert!(added >= 1, "{metrics}");
+
+    ferry.shut_down().await;
+    drop(dtnd);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
+    let Some(bin) = dtn7_or_skip() else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("ferry-interop-{}", std::process::id()));

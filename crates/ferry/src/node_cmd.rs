@@ -46,6 +46,11 @@ pub(crate) struct NodeArgs {
     /// TCPCL keepalive interval offered (a session is declared dead after two silent intervals).
     #[arg(long, value_parser = humantime::parse_duration)]
     keepalive: Option<std::time::Duration>,
+    /// Send bundles larger than a peer's announced TCPCL transfer MRU whole instead of in
+    /// fragments (`[tcpcl] ignore_peer_transfer_mru`): dtn7-rs 0.21 announces 64000 bytes, takes
+    /// any size and cannot reassemble fragments.
+    #[arg(long)]
+    ignore_peer_transfer_mru: bool,
     /// Routing strategy: epidemic, spray-and-wait[:COPIES] or direct.
     #[arg(long)]
     strategy: Option<String>,
@@ -197,8 +202,44 @@ fn build_config(args: &NodeArgs) -> Result<Config> {
         );
         config.keepalive = k;
     }
+    if args.ignore_peer_transfer_mru {
+        config.ignore_peer_transfer_mru = true;
+    }
     if let Some(s) = &args.strategy {
         config.strategy = s.parse().map_err(anyhow::Error::msg)?;
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    fn config_of(extra: &[&str]) -> Config {
+        let dir = std::env::temp_dir().join(format!("ferry-node-cmd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("node.toml");
+        std::fs::write(&file, "").unwrap();
+        let mut args = vec!["node", "--config", file.to_str().unwrap()];
+        args.extend(extra);
+        build_config(&Cli::try_parse_from(args).unwrap().node).unwrap()
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        assert!(!config_of(&[]).ignore_peer_transfer_mru);
+        assert!(config_of(&["--ignore-peer-transfer-mru"]).ignore_peer_transfer_mru);
+        assert_eq!(
+            config_of(&["--keepalive", "7s"]).keepalive,
+            std::time::Duration::from_secs(7)
+        );
+    }
 }

@@ -9,11 +9,15 @@ use crate::held::{Held, HeldIndex, adu_key};
 
 use bytes::Bytes;
 use store::{BundleMeta, Retention, RpcTable, Store, StoreError, StoredBundle};
+use wire::CrcType;
 use wire::{
     AdminRecord, Beacon, Bundle, BundleFlags, BundleId, Capabilities, ClaEndpoint, Control,
     CreationTimestamp, DtnTime, Eid, PrimaryBlock, Reassembly, StatusAssertion, StatusReason,
     StatusReport, Summary, bundle_key,
 };
+
+/// The block type of a Block Integrity Block (RFC 9172 §3.7).
+const BLOCK_INTEGRITY_BLOCK: u64 = 11;
 
 use crate::classes::{
     self, Class, copies_of, count_hop, ensure_hop_limit, is_broadcast, set_class, set_copies,
@@ -184,6 +188,9 @@ pub struct NodeStats {
     pub summary_purge_keys_ignored: u64,
     /// Bundles carried for others refused because [`NodeConfig::max_carried_bundles`] were held.
     pub carry_refused: u64,
+    /// Bundles received whose primary block had neither a CRC nor a BIB (RFC 9171 §4.3.1
+    /// forbids that), given a CRC-32C as they were accepted.
+    pub primary_crc_added: u64,
 }
 
 /// Store-carry-forward traffic on one link (see [`NodeConfig::link_window_bytes`]).
@@ -974,6 +981,21 @@ impl Node {
         // block is gone from what is stored, delivered and forwarded; an unflagged one is carried
         // on as it came.
         let unsupported = bundle.apply_unsupported_block_rules(classes::processes_block);
+        // RFC 9171 §4.3.1: a primary block without a CRC must be the target of a BIB. Some
+        // senders (dtn7-rs 0.21) send neither, and a node that enforces the rule acknowledges
+        // such a bundle and drops it, reporting nothing. So the bundle is repaired as it is
+        // accepted: a CRC-32C on its primary block, which changes no field it is known by, and
+        // what is stored, delivered and forwarded is valid everywhere. With a BIB (which may
+        // cover the primary block, and whose target this node does not read) it is left alone.
+        if bundle.primary.crc_type == CrcType::None
+            && !bundle
+                .extensions
+                .iter()
+                .any(|b| b.data.block_type() == BLOCK_INTEGRITY_BLOCK)
+        {
+            bundle.primary.crc_type = CrcType::Crc32c;
+            self.stats.primary_crc_added += 1;
+        }
         if unsupported.delete_bundle {
             if unsupported.report {
                 self.report_block_unsupported(now, &bundle);

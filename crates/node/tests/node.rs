@@ -1516,3 +1516,42 @@ fn bundles_carried_for_others_stop_at_their_bound_and_own_ones_still_go_in() {
     net.send(1, Outgoing::new(app(1), app(2), payload(50)));
     assert_eq!(net.nodes[1].held_bundles().count(), 5);
 }
+
+#[test]
+fn a_primary_block_without_crc_or_bib_gets_a_crc_and_goes_on_valid() {
+    for (blocks, repaired) in [(vec![], true), (vec![(11, 0)], false)] {
+        let mut net = Net::new(2, |_| {});
+        net.link(0, 1, None);
+        let mut bundle = bundle_with_blocks(net.now, app(1), 0, &blocks);
+        bundle.primary.crc_type = wire::CrcType::None;
+        let id = bundle.id();
+        // Node 0 takes it from a sender that sent it so (dtn7-rs does), and forwards it to 1.
+        net.nodes[0].handle_bundle_bytes(
+            DtnTime::from_millis(net.now),
+            LinkId(99),
+            bundle.encode().to_bytes(),
+        );
+        let mut forwarded = None;
+        while let Some(t) = net.nodes[0].poll_transmit() {
+            if let Frame::Bundle(b) = t.frame
+                && b.id() == id
+            {
+                forwarded = Some(b);
+            }
+        }
+        let forwarded = forwarded.expect("node 0 forwards the bundle to node 1");
+        let expected = if repaired {
+            wire::CrcType::Crc32c
+        } else {
+            // A BIB may cover the primary block: a CRC would be wrong, so it is left alone.
+            wire::CrcType::None
+        };
+        assert_eq!(forwarded.primary.crc_type, expected, "blocks {blocks:?}");
+        assert_eq!(forwarded.id(), id, "the bundle is still known by its id");
+        assert_eq!(net.nodes[0].stats().primary_crc_added, u64::from(repaired));
+        // What left decodes, CRC checked, to the same bundle.
+        let again = Bundle::decode(forwarded.encode().to_bytes()).unwrap();
+        assert_eq!(again.primary.crc_type, expected);
+        assert_eq!(again.payload.data, bundle.payload.data);
+    }
+}
