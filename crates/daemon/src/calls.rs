@@ -347,6 +347,10 @@ pub struct ProcedureInfo {
     pub require: Option<String>,
     /// Whether only listed callers may call it.
     pub restricted: bool,
+    /// How many times its program was started since the node started (runs the node cut off
+    /// and started again after a restart count again; the built-in `null` runs none).
+    #[serde(default)]
+    pub executions: u64,
 }
 
 impl CallInfo {

@@ -50,10 +50,14 @@ use host::{Host, HostConfig, Output, PipelineConfig};
 const MAX_REPORTS: usize = 10_000;
 /// How long a TCP connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Wait before the first reconnection attempt to a static peer whose session ended or whose
+/// dial failed; each failed attempt doubles it, up to [`MAX_BACKOFF`], and a session that comes
+/// up sets it back.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between reconnection attempts to a static peer: a contact that comes back is
 /// used within this time (a failed attempt costs one connect; contacts in the paper's
 /// experiments last about a minute, so 30 s wasted half of one).
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A discovered node with a larger id than ours connects to us; if it has not after this many of
 /// its beacons, we connect (it may not hear ours).
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
@@ -356,7 +360,7 @@ impl Daemon {
                 addr,
                 link: None,
                 retry_at: now,
-                backoff: Duration::from_secs(1),
+                backoff: FIRST_BACKOFF,
             })
             .collect();
         let session_config = SessionConfig {
@@ -1028,7 +1032,7 @@ impl Daemon {
         if let Origin::Static(i) = l.origin
             && let Some(s) = self.statics.get_mut(i)
         {
-            s.backoff = Duration::from_secs(1);
+            s.backoff = FIRST_BACKOFF;
         }
         self.share_session_addresses();
         let now = self.now();
@@ -2031,6 +2035,7 @@ impl Daemon {
                 max_concurrent: p.max_concurrent,
                 require: p.require.clone(),
                 restricted: p.allow.is_some(),
+                executions: self.rpc.started(&p.name),
             })
             .collect();
         list.push(ProcedureInfo {
@@ -2043,6 +2048,7 @@ impl Daemon {
             max_concurrent: u32::MAX,
             require: None,
             restricted: false,
+            executions: 0,
         });
         list.sort_by(|a, b| a.name.cmp(&b.name));
         list

@@ -60,6 +60,9 @@ pub struct RpcShell {
     running: BTreeMap<JobId, (oneshot::Sender<()>, PathBuf)>,
     /// Records of executions the engine aborted, until their processes are gone.
     stopping: BTreeMap<JobId, PathBuf>,
+    /// Executions started since the node started, by procedure (only configured names: the
+    /// engine admits no other).
+    started: BTreeMap<String, u64>,
     finished: mpsc::Sender<Finished>,
     /// Whether a call this node made changed since the last commit (API waiters look again).
     pub calls_changed: bool,
@@ -132,6 +135,7 @@ impl RpcShell {
             records_done: Vec::new(),
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
+            started: BTreeMap::new(),
             finished: tx,
             calls_changed: false,
             changed_calls: Default::default(),
@@ -144,6 +148,11 @@ impl RpcShell {
     /// The procedures this node serves, in name order.
     pub fn procedures(&self) -> impl Iterator<Item = &ProcedureConfig> {
         self.procedures.values()
+    }
+
+    /// How many executions of `procedure` were started since the node started.
+    pub fn started(&self, procedure: &str) -> u64 {
+        self.started.get(procedure).copied().unwrap_or(0)
     }
 
     /// Where executions get their working directories.
@@ -307,6 +316,7 @@ impl RpcShell {
             job.caller,
             job.call
         );
+        *self.started.entry(job.procedure.clone()).or_default() += 1;
         let (cancel, cancelled) = oneshot::channel();
         self.running.insert(id, (cancel, record));
         let finished = self.finished.clone();

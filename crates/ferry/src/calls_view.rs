@@ -468,6 +468,7 @@ mod tests {
             max_concurrent: 4,
             require: None,
             restricted: false,
+            executions: 0,
         };
         assert_eq!(
             procedures_table(&[p]),

@@ -43,12 +43,17 @@ const SCRIPTS: [(&str, &str); 4] = [
 const LINK_WAIT: Duration = Duration::from_secs(10);
 /// How long a scene's call may take beyond what it asks for (a deadline, a slow job).
 const CALL_WAIT: Duration = Duration::from_secs(30);
-/// After the link is restored, the phone redials within its backoff (at most 30 s).
+/// After the link is restored, the phone redials within its backoff (at most
+/// `daemon::core::MAX_BACKOFF`, 10 s).
 const RESTORE_WAIT: Duration = Duration::from_secs(45);
 /// The all-mode roll call's deadline: replies are collected until then.
 const ROLL_CALL_DEADLINE: &str = "3s";
 /// Side of the aerial picture, in pixels.
 const PICTURE_SIZE: i64 = 120;
+/// The picture's name in a kept demo directory.
+const PICTURE_FILE: &str = "aerial-photo.pgm";
+/// The nodes, each with its directory of that name in the demo's directory.
+const NODES: [&str; 4] = ["phone", "drone", "tower", "truck"];
 
 /// Arguments of `ferry demo`.
 #[derive(Args)]
@@ -106,26 +111,59 @@ async fn demo(args: DemoArgs) -> Result<()> {
     // A failed demo keeps its directory: the nodes' stores show what happened.
     let remove = removed_at_end && outcome.is_ok();
     let wall = started.elapsed();
-    let mut end = String::new();
-    if remove {
+    let end = if remove {
         let _ = std::fs::remove_dir_all(&dir);
-        end.push_str(&format!(
-            "The demo took {}. Its directory was removed (--keep keeps it).\n",
+        format!(
+            "The demo took {}. Its directory, with the nodes' stores and identities, was removed \
+             (--keep or --dir DIR keeps it, and the picture in it).",
             secs(wall)
-        ));
+        )
     } else {
-        end.push_str(&format!(
-            "The demo took {}. The nodes' data is in {}.\n",
+        format!(
+            "The demo took {}. {} holds {}.",
             secs(wall),
-            dir.display()
-        ));
-    }
+            dir.display(),
+            what_is_kept(&dir)
+        )
+    };
+    let end = format!("{}\n", wrap(&end, 0, 100));
     if outcome.is_ok() {
         write_stdout(&end)?;
     } else {
         eprint!("{end}");
     }
     outcome
+}
+
+/// What a kept demo directory holds, as a sentence's object: each node's directory, the
+/// procedures, the picture if scene 1 saved it.
+fn what_is_kept(dir: &Path) -> String {
+    let mut parts = Vec::new();
+    let nodes: Vec<String> = NODES
+        .iter()
+        .filter(|n| dir.join(n).is_dir())
+        .map(|n| format!("{n}/"))
+        .collect();
+    if !nodes.is_empty() {
+        parts.push(format!(
+            "the nodes' stores and identities ({})",
+            nodes.join(", ")
+        ));
+    }
+    if dir.join("procedures").is_dir() {
+        parts.push("the procedures they served (procedures/)".to_owned());
+    }
+    if dir.join(PICTURE_FILE).is_file() {
+        parts.push(format!("the aerial picture ({PICTURE_FILE})"));
+    }
+    match parts.len() {
+        0 => "nothing yet".to_owned(),
+        1 => parts.remove(0),
+        _ => {
+            let last = parts.pop().unwrap_or_default();
+            format!("{} and {last}", parts.join(", "))
+        }
+    }
 }
 
 /// The four nodes and the relays between them.
@@ -208,6 +246,18 @@ impl DemoNode {
     async fn peers(&self) -> Result<usize> {
         Ok(self.status().await?.peers)
     }
+
+    /// How many executions of `procedure` it started (0 if it does not serve it).
+    async fn runs(&self, procedure: &str) -> Result<u64> {
+        Ok(self
+            .running
+            .control
+            .ask(Request::Procedures)
+            .await?
+            .into_iter()
+            .find(|p| p.name == procedure)
+            .map_or(0, |p| p.executions))
+    }
 }
 
 /// What a scene reports for the summary.
@@ -228,7 +278,7 @@ async fn scenes(
     let net = slot.insert(start_network(args, dir, removed_at_end).await?);
     let mut outcomes = Vec::new();
     outcomes.push(
-        scene_picture(net, dir)
+        scene_picture(net, (!removed_at_end).then_some(dir))
             .await
             .context("scene 1 (explicit: the aerial picture)")?,
     );
@@ -592,7 +642,8 @@ fn heading(n: u32, title: &str, story: &str) -> String {
     format!("── Scene {n}: {title} {rule}\n{story}\n")
 }
 
-async fn scene_picture(net: &Net, dir: &Path) -> Result<Outcome> {
+/// Scene 1; the picture is saved in `keep_in` if given (not when the directory goes at the end).
+async fn scene_picture(net: &Net, keep_in: Option<&Path>) -> Result<Outcome> {
     write_stdout(&heading(
         1,
         "explicit",
@@ -657,13 +708,24 @@ async fn scene_picture(net: &Net, dir: &Path) -> Result<Outcome> {
         "{} is not a {PICTURE_SIZE}×{PICTURE_SIZE} PGM picture",
         file.name
     );
-    let path = dir.join(format!("aerial-{}", file.name));
-    std::fs::write(&path, &content).with_context(|| format!("writing {}", path.display()))?;
+    match keep_in {
+        Some(dir) => {
+            let path = dir.join(PICTURE_FILE);
+            std::fs::write(&path, &content)
+                .with_context(|| format!("writing {}", path.display()))?;
+            out.push_str(&format!(
+                "  picture: saved as {} ({})\n",
+                path.display(),
+                fmt_bytes(file.size)
+            ));
+        }
+        None => out.push_str(&format!(
+            "  picture: {}, not saved (--keep or --dir DIR saves it in the demo's directory)\n",
+            fmt_bytes(file.size)
+        )),
+    }
     out.push_str(&format!(
-        "  picture: saved as {} ({})\n\
-         \x20          BLAKE3 {}… as the result names it, byte for byte the drone's copy\n\n",
-        path.display(),
-        fmt_bytes(file.size),
+        "           BLAKE3 {}… as the result names it, byte for byte the drone's copy\n\n",
         &file.hash[..16]
     ));
     write_stdout(&out)?;
@@ -683,7 +745,7 @@ async fn scene_any(net: &Net) -> Result<Outcome> {
         "The phone asks any node that serves `sum` to add 19 and 23 (any sum 19 23). The call is\n\
          broadcast; the first server to start tells the others, who stand down. First result wins.",
     ))?;
-    let before = executions(net).await?;
+    let before = runs(net, "sum").await?;
     let made = net
         .phone
         .running
@@ -704,7 +766,7 @@ async fn scene_any(net: &Net) -> Result<Outcome> {
     );
     // Executions are counted when they start; give a late starter a moment to show up.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = executions(net).await?;
+    let after = runs(net, "sum").await?;
     let ran: Vec<String> = net
         .servers()
         .iter()
@@ -789,12 +851,19 @@ async fn scene_all(net: &Net) -> Result<Outcome> {
     vias.sort();
     vias.dedup();
     let last = done.replies.iter().map(|r| r.at_ms).max().unwrap_or(0);
+    // The call lasts until its deadline, whenever the last reply came: its end is the last
+    // entry of its timeline.
+    let ended_ms = done.timeline.last().map_or(0, |e| e.offset_ms);
     Ok(Outcome {
         scene: "3 roll call",
         mode: "all",
         via: vias.join(", "),
-        result: format!("{} answered", answered.join(", ")),
-        time_ms: last.saturating_sub(done.created_ms),
+        result: format!(
+            "{} answered (the last after {})",
+            answered.join(", "),
+            secs(Duration::from_millis(last.saturating_sub(done.created_ms)))
+        ),
+        time_ms: ended_ms,
     })
 }
 
@@ -810,7 +879,7 @@ async fn scene_break(net: &Net, slow: u64) -> Result<Outcome> {
         ),
     ))?;
     let control = &net.phone.running.control;
-    let before = net.drone.rpc().await?.executions;
+    let before = net.drone.runs("slow").await?;
     let began = Instant::now();
     let at = |what: &str| format!("  {:>8}  {what}\n", offset(began.elapsed()));
     let made = control
@@ -848,8 +917,7 @@ async fn scene_break(net: &Net, slow: u64) -> Result<Outcome> {
     // The job ends while the link is down; the drone holds the result for the phone.
     let deadline = Instant::now() + Duration::from_secs(slow) + CALL_WAIT;
     loop {
-        let rpc = net.drone.rpc().await?;
-        if rpc.executions > before && rpc.running == 0 {
+        if net.drone.runs("slow").await? > before && net.drone.rpc().await?.running == 0 {
             break;
         }
         ensure!(
@@ -882,9 +950,32 @@ async fn scene_break(net: &Net, slow: u64) -> Result<Outcome> {
         if held == 1 { "" } else { "s" }
     )))?;
     net.phone_drone.restore();
-    write_stdout(&at(
-        "the drone is back in range: link restored (the phone redials it)",
-    ))?;
+    write_stdout(&at(&format!(
+        "the drone is back in range: link restored\n{}",
+        wrap(
+            &format!(
+                "(the phone redials a lost neighbour {}: it finds the link at its next try)",
+                redial_steps()
+            ),
+            12,
+            100
+        )
+    )))?;
+    // The moment the phone's redial succeeds (within its longest step), then the result, which
+    // the drone sends as soon as the session is up.
+    let deadline = Instant::now() + RESTORE_WAIT;
+    loop {
+        if net.phone.peers().await? == 2 || control.get_call(&made.id).await?.finished() {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the phone did not redial the drone within {}",
+            secs(RESTORE_WAIT)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    write_stdout(&at("the phone redialled the drone: the link is up again"))?;
     let done = finish(&net.phone, &made, RESTORE_WAIT).await?;
     write_stdout(&at("the result arrived"))?;
     succeeded(&done)?;
@@ -904,19 +995,20 @@ async fn scene_break(net: &Net, slow: u64) -> Result<Outcome> {
         reply.via,
         timeline(&done.timeline)
     );
-    // Counters are counted when executions start; a second run would have started by now.
-    let runs = net.drone.rpc().await?.executions - before;
+    // Runs are counted when they start; a second run would have started by now.
+    let after = net.drone.runs("slow").await?;
+    let runs = after - before;
     let results = done.replies.len();
     let mut out = String::from("  the phone's record of the call:\n");
     out.push_str(&timeline(&done.timeline));
     out.push_str(&reply_line(net, &done, reply));
     out.push_str(&format!(
-        "  the drone executed `slow` {} (executions {before} → {}); the phone got {results} result{}\n\n",
+        "  the drone executed `slow` {} (its runs of `slow`: {before} → {after}); the phone got \
+         {results} result{}\n\n",
         match runs {
             1 => "once".to_owned(),
             n => format!("{n} times"),
         },
-        before + runs,
         if results == 1 { "" } else { "s" }
     ));
     write_stdout(&out)?;
@@ -933,13 +1025,13 @@ async fn scene_break(net: &Net, slow: u64) -> Result<Outcome> {
     })
 }
 
-/// Executions started so far on the drone, the tower and the truck.
-async fn executions(net: &Net) -> Result<[u64; 3]> {
+/// Executions of `procedure` started so far on the drone, the tower and the truck.
+async fn runs(net: &Net, procedure: &str) -> Result<[u64; 3]> {
     let [a, b, c] = net.servers();
     Ok([
-        a.rpc().await?.executions,
-        b.rpc().await?.executions,
-        c.rpc().await?.executions,
+        a.runs(procedure).await?,
+        b.runs(procedure).await?,
+        c.runs(procedure).await?,
     ])
 }
 
@@ -1026,6 +1118,50 @@ fn millis(ms: u64) -> String {
     }
 }
 
+/// How a node spaces its redials of a static peer it lost, from the daemon's constants: `1 s
+/// after losing it, then 2, 4 and 8 s after each failed try, then every 10 s`.
+fn redial_steps() -> String {
+    let (first, max) = (daemon::core::FIRST_BACKOFF, daemon::core::MAX_BACKOFF);
+    let mut then = Vec::new();
+    let mut step = first * 2;
+    while step < max {
+        then.push(step.as_secs_f64().to_string());
+        step *= 2;
+    }
+    let then = match then.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!("{last} s after a failed try, "),
+        Some((last, rest)) => format!("{} and {last} s after each failed try, ", rest.join(", ")),
+    };
+    format!(
+        "{} s after losing it, then {then}then every {} s",
+        first.as_secs_f64(),
+        max.as_secs_f64()
+    )
+}
+
+/// `text` in lines of at most `width` characters where it can be, each indented by `indent`
+/// spaces (the last without its newline, for [`scene_break`]'s `at`).
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && indent + line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_owned());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines
+        .iter()
+        .map(|l| format!("{:indent$}{l}", ""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// `dtn://drone/` → `drone`.
 fn short(node_id: &str) -> &str {
     node_id
@@ -1076,6 +1212,29 @@ mod tests {
         assert_eq!(offset(Duration::from_millis(12)), "+0.012s");
         assert_eq!(offset(Duration::from_millis(4_250)), "+4.250s");
         assert_eq!(short("dtn://truck/"), "truck");
+    }
+
+    #[test]
+    fn wrapped_lines_fit_and_keep_every_word() {
+        let text = "(the phone redials a lost neighbour 1 s after losing it, then 2, 4 and 8 s)";
+        let wrapped = wrap(text, 12, 40);
+        assert!(
+            wrapped
+                .lines()
+                .all(|l| l.len() <= 40 && l.starts_with(&" ".repeat(12)))
+        );
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_redial_steps_are_the_daemons() {
+        assert_eq!(
+            redial_steps(),
+            "1 s after losing it, then 2, 4 and 8 s after each failed try, then every 10 s"
+        );
     }
 
     #[test]

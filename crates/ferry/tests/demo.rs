@@ -1,13 +1,20 @@
 //! `ferry demo` as a user runs it: the built binary, four real nodes on loopback, every scene's
-//! result in its output, the broken call's result by dtn and run once, the temporary directory
-//! gone afterwards. Bad flags fail before anything starts, with a message naming the flag.
+//! result in its output, the broken call's result by dtn and `slow` run once, the wait for the
+//! redial said and shown, the roll call's real duration, the temporary directory gone afterwards
+//! and nothing in it pointed at; with `--dir`, the directory kept with the picture it names. Bad
+//! flags fail before anything starts, with a message naming the flag. The two runs take turns
+//! (their scenes' timings are part of what is checked).
 
 // A test of the I/O shell: it reads the clock and writes files.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::io::Read as _;
 use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Held by a test while it runs a whole demo.
+static ONE_DEMO_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `ferry demo ARGS`, killing it after `limit`; `None` if it had to be killed.
 fn demo(args: &[&str], limit: Duration) -> Option<Output> {
@@ -62,8 +69,41 @@ fn assert_shows(output: &str, text: &str) {
     );
 }
 
+/// The seconds at the start of the line of `stdout` (`+7.341s  …`) that ends with `what`.
+fn offset_of(stdout: &str, what: &str) -> f64 {
+    stdout
+        .lines()
+        .find(|l| l.ends_with(what))
+        .and_then(|l| {
+            l.trim_start()
+                .strip_prefix('+')?
+                .split_once("s ")?
+                .0
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no timed line {what:?}:\n{stdout}"))
+}
+
+/// The last column of the summary's row for `scene`, in seconds (`3.01 s`).
+fn summary_after(stdout: &str, scene: &str) -> f64 {
+    stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(scene))
+        .and_then(|l| {
+            l.trim_end()
+                .strip_suffix(" s")?
+                .rsplit(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no summary row {scene:?}:\n{stdout}"))
+}
+
 #[test]
 fn every_scene_gets_its_result_and_the_broken_call_arrives_by_dtn_once() {
+    let _turn = ONE_DEMO_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let limit = Duration::from_secs(120);
     let output = demo(&[], limit).unwrap_or_else(|| panic!("ferry demo ran over {limit:?}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -78,7 +118,11 @@ fn every_scene_gets_its_result_and_the_broken_call_arrives_by_dtn_once() {
         &stdout,
         "result: \"photo.pgm: 120x120 greyscale, 51409 bytes\" from the drone via stream",
     );
-    assert_shows(&stdout, "aerial-photo.pgm (50.2 KiB)");
+    // Not saved where it would be removed: --keep or --dir would keep it.
+    assert_shows(
+        &stdout,
+        "picture: 50.2 KiB, not saved (--keep or --dir DIR saves it in the demo's directory)",
+    );
     assert_shows(&stdout, "byte for byte the drone's copy");
     // Scene 2: one server's 42.
     assert_shows(&stdout, "result: \"42\" from the ");
@@ -91,15 +135,41 @@ fn every_scene_gets_its_result_and_the_broken_call_arrives_by_dtn_once() {
         );
     }
     assert_shows(&stdout, "3 of 3 servers answered");
+    // The roll call lasts until its deadline (3 s), however early the replies came.
+    let roll_call = summary_after(&stdout, "3 roll call");
+    assert!(
+        (3.0..10.0).contains(&roll_call),
+        "the roll call took {roll_call} s by the summary:\n{stdout}"
+    );
     // Scene 4: cut, waiting, restored, the result by dtn, run once.
     assert_shows(&stdout, "the phone–drone link is cut");
     assert_shows(&stdout, "stream path lost after the ack");
     assert_shows(&stdout, "link restored");
+    // The wait between the link's return and the result is the phone's redial, and says so:
+    // the result follows the redial at once.
+    let words = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_shows(
+        &words,
+        "link restored (the phone redials a lost neighbour 1 s after losing it, then 2, 4 and 8 s \
+         after each failed try, then every 10 s: it finds the link at its next try)",
+    );
+    let restored = offset_of(&stdout, "link restored");
+    let redialled = offset_of(
+        &stdout,
+        "the phone redialled the drone: the link is up again",
+    );
+    let arrived = offset_of(&stdout, "the result arrived");
+    assert!(
+        restored <= redialled && redialled <= arrived && arrived - redialled < 1.0,
+        "restored at {restored} s, redialled at {redialled} s, the result at {arrived} s:\n{stdout}"
+    );
     assert_shows(&stdout, "result: \"slept 4 s on ");
     assert_shows(&stdout, "from the drone via dtn");
-    // (The count before depends on which server won scene 2.)
-    assert_shows(&stdout, "the drone executed `slow` once (executions ");
-    assert_shows(&stdout, "); the phone got 1 result\n");
+    // `slow`'s own runs, not the drone's executions of every procedure.
+    assert_shows(
+        &stdout,
+        "the drone executed `slow` once (its runs of `slow`: 0 → 1); the phone got 1 result\n",
+    );
     assert_shows(&stdout, "4 broken link   explicit  dtn (link cut)");
     // The temporary directory is gone.
     let dir = stdout
@@ -108,7 +178,62 @@ fn every_scene_gets_its_result_and_the_broken_call_arrives_by_dtn_once() {
         .and_then(|l| l.strip_suffix(" (removed at the end)."))
         .unwrap_or_else(|| panic!("the demo names its directory:\n{stdout}"));
     assert!(!std::path::Path::new(dir).exists(), "{dir} is left behind");
-    assert_shows(&stdout, "Its directory was removed");
+    assert_shows(
+        &words,
+        "Its directory, with the nodes' stores and identities, was removed (--keep or --dir DIR \
+         keeps it, and the picture in it).",
+    );
+    // Nothing else points into it.
+    assert_eq!(
+        stdout.matches(dir).count(),
+        1,
+        "only the line saying it will be removed names {dir}:\n{stdout}"
+    );
+}
+
+#[test]
+fn a_kept_directory_holds_the_picture_it_names() {
+    let _turn = ONE_DEMO_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("ferry-demo-kept-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let limit = Duration::from_secs(120);
+    let output = demo(&["--dir", dir.to_str().unwrap(), "--slow", "1"], limit)
+        .unwrap_or_else(|| panic!("ferry demo ran over {limit:?}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "ferry demo failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    let picture = dir.join("aerial-photo.pgm");
+    assert_shows(
+        &stdout,
+        &format!("picture: saved as {} (50.2 KiB)", picture.display()),
+    );
+    assert!(
+        std::fs::read(&picture)
+            .unwrap()
+            .starts_with(b"P2\n120 120\n255\n"),
+        "{} is not the picture",
+        picture.display()
+    );
+    let words = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_shows(
+        &words,
+        &format!(
+            "{} holds the nodes' stores and identities (phone/, drone/, tower/, truck/), the \
+             procedures they served (procedures/) and the aerial picture (aerial-photo.pgm).",
+            dir.display()
+        ),
+    );
+    for node in ["phone", "drone", "tower", "truck"] {
+        assert!(
+            dir.join(node).join("identity").is_file(),
+            "{node}'s identity"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -357,9 +357,32 @@ fn procedures_are_listed() {
     );
     let photo = table.lines().find(|l| l.starts_with("photo ")).unwrap();
     assert!(photo.contains("has(camera)"), "{photo}");
-    let json: serde_json::Value =
-        serde_json::from_str(&solo.ok(&["procedures", "--json"])).unwrap();
-    assert!(json.as_array().unwrap().iter().any(|p| p["name"] == "echo"));
+    let executions = || -> Vec<(String, u64)> {
+        let json: serde_json::Value =
+            serde_json::from_str(&solo.ok(&["procedures", "--json"])).unwrap();
+        json.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let name = p["name"].as_str().unwrap().to_owned();
+                (name, p["executions"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let none: Vec<(String, u64)> = ["echo", "null", "photo", "slow", "sum"]
+        .map(|n| (n.to_owned(), 0))
+        .into();
+    assert_eq!(executions(), none);
+    // Each procedure's own runs: two of sum; null runs no program.
+    solo.ok(&["call", "solo", "sum", "1", "2"]);
+    solo.ok(&["call", "solo", "sum", "3", "4"]);
+    solo.ok(&["call", "solo", "null"]);
+    let counted = executions();
+    assert!(
+        counted.contains(&("sum".to_owned(), 2))
+            && counted.iter().all(|(n, c)| n == "sum" || *c == 0),
+        "{counted:?}"
+    );
     solo.stop();
 }
 
