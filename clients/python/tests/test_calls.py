@@ -15,8 +15,12 @@ from ferry_client import CallFailed, File, NotFound, Timeout
 
 def test_an_explicit_call_returns_its_value_exactly(pair: Pair, client_for: ClientFor) -> None:
     alpha = client_for(pair.alpha)
+    bravo = client_for(pair.bravo)
+    runs_before = {p.name: p.executions for p in bravo.procedures()}["echo"]
     tricky = "over the link; $(uname) 'quotes' \\n ünïcode"
     reply = alpha.run("bravo", "echo", tricky, timeout=30)
+    # The server counts the run as its procedure's.
+    assert {p.name: p.executions for p in bravo.procedures()}["echo"] == runs_before + 1
     assert reply.ok and reply.value == tricky.encode() and reply.text == tricky
     assert reply.server == "dtn://bravo/" and reply.via == "stream"
     assert reply.server_key == client_for(pair.bravo).status().public_key

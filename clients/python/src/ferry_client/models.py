@@ -490,6 +490,8 @@ class Procedure:
     restricted: bool
     description: str | None = None
     require: str | None = None
+    #: How many times the node started the procedure's program since the node started.
+    executions: int = 0
 
     @classmethod
     def from_json(cls, value: Any) -> Procedure:
@@ -502,6 +504,7 @@ class Procedure:
             restricted=_get(d, "restricted", bool, w),
             description=_opt(d, "description", str, w),
             require=_opt(d, "require", str, w),
+            executions=_opt(d, "executions", int, w) or 0,
         )
 
 
