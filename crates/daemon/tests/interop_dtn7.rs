@@ -165,17 +165,38 @@ fn dtn7_or_skip() -> Option<PathBuf> {
     bin
 }
 
+/// A fresh directory for one test, with `ferry/` and `dtnd/` in it, and a port for each.
+fn workspace(name: &str) -> (PathBuf, u16, u16) {
+    let dir = std::env::temp_dir().join(format!("ferry-interop-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("ferry")).unwrap();
+    std::fs::create_dir_all(dir.join("dtnd")).unwrap();
+    (dir, free_port(), free_port())
+}
+
+/// Waits (bounded) until Ferry has a session with dtnd.
+async fn wait_for_session(ferry: &daemon::Running, dtnd: &Dtnd) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let peers = ferry.control.ask(Request::Peers).await.unwrap();
+        if peers.iter().any(|p| p.node_id == "dtn://d7/") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no TCPCL session with dtnd; its log:\n{}",
+            dtnd.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ipn_node_answers_dtnd_echo_requests_on_service_7() {
     let Some(bin) = dtn7_or_skip() else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("ferry-interop-ipn-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("ferry")).unwrap();
-    std::fs::create_dir_all(dir.join("dtnd")).unwrap();
-    let ferry_port = free_port();
-    let dtnd_port = free_port();
+    let (dir, ferry_port, dtnd_port) = workspace("ipn");
     let mut config = ferry_config(&dir.join("ferry"), ferry_port, dtnd_port);
     config.node_id = daemon::config::parse_node_id("ipn:5.0").unwrap();
     let ferry = daemon::start(config).await.unwrap();
@@ -184,22 +205,7 @@ async fn an_ipn_node_answers_dtnd_echo_requests_on_service_7() {
     // dtnd's, and closes its own; the answer then did not reach dtnd's `incoming` (tried
     // 2026-11-27). That belongs with issue 28's reconnect case, not this test.
     let dtnd = Dtnd::start_with_peer(&bin, &dir.join("dtnd"), dtnd_port, None);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ferry
-        .control
-        .ask(Request::Peers)
-        .await
-        .unwrap()
-        .iter()
-        .any(|p| p.node_id == "dtn://d7/")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no TCPCL session with dtnd; its log:\n{}",
-            dtnd.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_session(&ferry, &dtnd).await;
 
     // dtnd asks ipn:5.7 from its `incoming` endpoint; the answer comes back there.
     let file = dir.join("echo-request");
@@ -241,31 +247,14 @@ async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
     let Some(bin) = dtn7_or_skip() else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("ferry-interop-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("ferry")).unwrap();
-    std::fs::create_dir_all(dir.join("dtnd")).unwrap();
-    let ferry_port = free_port();
-    let dtnd_port = free_port();
+    let (dir, ferry_port, dtnd_port) = workspace("text");
     let ferry = daemon::start(ferry_config(&dir.join("ferry"), ferry_port, dtnd_port))
         .await
         .unwrap();
     let dtnd = Dtnd::start(&bin, &dir.join("dtnd"), dtnd_port, ferry_port);
 
     // dtnd connects to its static peer; wait for the session.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let peers = ferry.control.ask(Request::Peers).await.unwrap();
-        if peers.iter().any(|p| p.node_id == "dtn://d7/") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no TCPCL session with dtnd; its log:\n{}",
-            dtnd.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_session(&ferry, &dtnd).await;
 
     let big: Vec<u8> = (0..1u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)

@@ -8,57 +8,20 @@
 // A test of the I/O shell: it reads the clock and writes files.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::io::Read as _;
+mod common;
+
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Held by a test while it runs a whole demo.
 static ONE_DEMO_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `ferry demo ARGS`, killing it after `limit`; `None` if it had to be killed.
 fn demo(args: &[&str], limit: Duration) -> Option<Output> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("demo")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry demo");
-    // Read both pipes while waiting, so a full pipe never stalls the demo.
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let stdout = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        b
-    });
-    let stderr = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        b
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for ferry demo") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let stdout = stdout.join().expect("stdout reader");
-    let stderr = stderr.join().expect("stderr reader");
-    let status = status?;
-    Some(Output {
-        status,
-        stdout,
-        stderr,
-    })
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.arg("demo").args(args).stdin(Stdio::null());
+    common::output_within(cmd, limit)
 }
 
 /// Fails with the whole output when `text` is missing from it.

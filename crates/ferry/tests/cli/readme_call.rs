@@ -23,12 +23,11 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{FERRY, TestDir, free_port, terminate};
+use crate::common::{FERRY, TestDir, free_port, output_within as run, terminate};
 
 /// How long one foreground command may take (the roll call waits for its 10 s deadline).
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
@@ -299,45 +298,6 @@ impl Rewrite {
             .stdin(Stdio::null());
         cmd
     }
-}
-
-/// Runs `cmd` to its end, killing it after `limit`; `None` if it had to be killed.
-fn run(mut cmd: Command, limit: Duration) -> Option<Output> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting ferry");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let stdout = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        b
-    });
-    let stderr = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        b
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
-    Some(Output {
-        status: status?,
-        stdout,
-        stderr,
-    })
 }
 
 /// Waits until every node answers on its API and has its `--peer`s as neighbours, as a user
