@@ -24,8 +24,16 @@ pub(crate) enum Info {
     Bundles,
 }
 
-/// `ferry metrics`: `GET /metrics` as it comes (`--json` changes nothing: it is one format).
+/// `ferry metrics`: `GET /metrics` as it comes. It is OpenMetrics text, a machine-readable
+/// format of its own, so `--json` is refused rather than ignored: a script that asks for JSON
+/// gets an error it can read instead of text it cannot parse as JSON.
 pub(crate) fn run_metrics(args: ApiArgs) -> Result<()> {
+    if args.json {
+        return Err(crate::exit::usage(
+            "ferry metrics prints OpenMetrics text (docs/api.md, Metrics), not JSON; \
+             leave out --json",
+        ));
+    }
     let text = Client::new(&args.api).get_text("/metrics")?;
     Ok(write_stdout(&text)?)
 }

@@ -324,6 +324,17 @@ fn a_wrong_command_line_is_a_usage_error_as_json_too() {
             .contains("give a node: dtn://bravo/"),
         "{doc}"
     );
+    // Metrics are OpenMetrics text: --json is refused, not ignored.
+    let out = ferry(&["metrics", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("OpenMetrics"),
+        "{doc}"
+    );
     // Without --json, clap's own message and status.
     let out = ferry(&["send"]);
     assert_eq!(out.status.code(), Some(2));
