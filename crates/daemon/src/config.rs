@@ -41,6 +41,9 @@ pub struct Config {
     pub store_quota: u64,
     /// Store-carry-forward strategy.
     pub strategy: StrategyKind,
+    /// How long a new neighbour has to send Ferry's summary vector before it is taken for
+    /// another implementation (`node::NodeConfig::summary_grace`).
+    pub summary_grace: Duration,
     /// TCPCL listen addresses.
     pub tcpcl_listen: Vec<SocketAddr>,
     /// TCPCL keepalive interval offered.
@@ -155,6 +158,7 @@ struct File {
     data_dir: Option<PathBuf>,
     store_quota: Option<String>,
     strategy: Option<String>,
+    summary_grace: Option<String>,
     #[serde(default)]
     tcpcl: TcpclFile,
     #[serde(default)]
@@ -474,6 +478,11 @@ impl Config {
             }
             peer_tls.insert(addr("peers.address", &p.address)?, policy);
         }
+        let summary_grace = duration("summary_grace", file.summary_grace, "25s")?;
+        if summary_grace.is_zero() {
+            // Every neighbour would be taken for another implementation before it could answer.
+            return Err(ConfigError("summary_grace must be more than 0s".into()));
+        }
         let keepalive = duration("tcpcl.keepalive", file.tcpcl.keepalive, "30s")?;
         if keepalive.as_secs() > u64::from(u16::MAX) {
             return Err(ConfigError(
@@ -490,6 +499,7 @@ impl Config {
                 .unwrap_or("epidemic")
                 .parse()
                 .map_err(|e| ConfigError(format!("strategy: {e}")))?,
+            summary_grace,
             tcpcl_listen,
             keepalive,
             ignore_peer_transfer_mru: file.tcpcl.ignore_peer_transfer_mru.unwrap_or(false),
@@ -903,6 +913,7 @@ mod tests {
         assert_eq!(c.discovery.period, Duration::from_secs(2));
         assert_eq!(c.store_quota, 10_000_000_000);
         assert_eq!(c.strategy, StrategyKind::Epidemic);
+        assert_eq!(c.summary_grace, Duration::from_secs(25));
         assert_eq!(c.keepalive, Duration::from_secs(30));
         assert!(c.peers.is_empty());
         assert_eq!(c.session_limits, SessionLimits::default());
@@ -1175,6 +1186,7 @@ mod tests {
         assert!(err("node_id = \"alpha\"").contains("node_id"));
         assert!(err("node_id = \"dtn://a/b\"").contains("not a node id"));
         assert!(err("strategy = \"flood\"").contains("unknown strategy"));
+        assert!(err("summary_grace = \"0s\"").contains("summary_grace must be more than 0s"));
         assert!(err("store_quota = \"lots\"").contains("store_quota"));
         assert!(err("[tcpcl]\nlisten = [\"localhost\"]").contains("tcpcl.listen"));
         assert!(err("[discovery]\nperiod = \"1ms\"").contains("at least 100ms"));

@@ -259,6 +259,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let mut node_config = NodeConfig::new(config.node_id.clone());
     node_config.seed = config.seed;
     node_config.strategy = config.strategy;
+    node_config.summary_grace = config.summary_grace;
     let mut node = Node::new(
         node_config,
         Box::new(store) as Box<dyn Store + Send>,

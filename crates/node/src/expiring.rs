@@ -65,6 +65,13 @@ impl<K: Ord + Clone, V> ExpiringMap<K, V> {
         old
     }
 
+    /// Removes `key`'s entry, if it has one; returns its value.
+    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+        let (until, value) = self.entries.remove(key)?;
+        self.by_expiry.remove(&(until, key.clone()));
+        Some(value)
+    }
+
     /// When the first entry expires.
     pub(crate) fn next_expiry(&self) -> Option<DtnTime> {
         self.by_expiry.first().map(|(t, _)| *t)

@@ -35,6 +35,11 @@ pub(crate) struct Link {
     pub beacon_liveness: bool,
     pub next_beacon: DtnTime,
     pub next_summary: Option<DtnTime>,
+    /// When the peer's summary vector is due at the latest, after contact start: past it
+    /// without one, the peer is another implementation ([`crate::NodeConfig::summary_grace`]).
+    pub summary_due: Option<DtnTime>,
+    /// The peer sends no summary vectors (another implementation): it gets no control traffic.
+    pub foreign: bool,
     /// Store-carry-forward pieces handed to the shell and not yet reported, and what they occupy.
     pub flights: Flights,
     /// Held bundles offered to the peer that wait for room in the window, first come first served.
@@ -60,6 +65,8 @@ impl Link {
             beacon_liveness: false,
             next_beacon: now,
             next_summary: None,
+            summary_due: None,
+            foreign: false,
             flights: Flights::default(),
             backlog: Backlog::default(),
         }

@@ -59,6 +59,18 @@ pub const MAX_SUMMARY_PURGE_KEYS: usize = 65_536;
 /// that a phone with a few neighbours keeps tens of MiB in flight, not its whole store.
 pub const DEFAULT_LINK_WINDOW_BYTES: u64 = 16 << 20;
 
+/// How long a neighbour that sent no summary vector ([`NodeConfig::summary_grace`]) is
+/// remembered as another implementation, to which no control traffic goes: after that, a new
+/// session with it tries once more.
+pub const FOREIGN_MEMORY: Duration = Duration::from_secs(3_600);
+/// How often a neighbour taken for another implementation is still sent a summary vector: one
+/// small bundle every few minutes, so that a Ferry node whose summaries were all lost (a very
+/// lossy link, both ways) is found again, without the steady control traffic of a Ferry peer.
+pub const FOREIGN_PROBE: Duration = Duration::from_secs(300);
+/// Most neighbours remembered as other implementations; beyond, the next such neighbour is
+/// sent the contact-start control traffic again at each session (a few bundles), nothing worse.
+pub const MAX_FOREIGN_REMEMBERED: usize = 1_024;
+
 /// A node's configuration. `NodeConfig::new` gives the defaults.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -74,6 +86,14 @@ pub struct NodeConfig {
     pub missed_beacons: u64,
     /// How often summary vectors are exchanged with each neighbour (also sent at contact start).
     pub summary_period: Duration,
+    /// How long a new neighbour has to send its summary vector. One that sends none in that
+    /// time (and was not heard by a Ferry beacon) is taken for another BPv7 implementation (a
+    /// router such as dtn7-rs, which never answers): it is offered every held bundle the
+    /// strategy gives a neighbour, as if its summary were empty, and sent none of this node's
+    /// control traffic but a summary every [`FOREIGN_PROBE`], for [`FOREIGN_MEMORY`], in this
+    /// and later sessions. Any control bundle from it makes it a Ferry node again at once. The
+    /// default, 25 s, outlasts a contact-start summary and two periodic ones lost in a row.
+    pub summary_grace: Duration,
     /// Hop limit of dtn-class bundles this node creates.
     pub hop_limit: u64,
     /// Hop limit of datagram and stream bundles (bounds broadcast flooding).
@@ -128,6 +148,7 @@ impl NodeConfig {
             beacon_period: Duration::from_secs(1),
             missed_beacons: 3,
             summary_period: Duration::from_secs(10),
+            summary_grace: Duration::from_secs(25),
             hop_limit: 64,
             // Above the longest mesh path expected (the paper's chain is 31 hops, its islands
             // 64 nodes); floods stop at nodes that saw the bundle already.
@@ -298,6 +319,9 @@ pub struct Node {
     held: HeldIndex,
     /// Bundle keys each neighbour holds (its last summary, plus what we completed to it).
     known: BTreeMap<Eid, BTreeSet<u64>>,
+    /// Neighbours that sent no summary vector in time: other implementations, sent no control
+    /// traffic until the entry expires ([`NodeConfig::summary_grace`]).
+    foreign: ExpiringMap<Eid, ()>,
     /// Payload bytes (a prefix) of a held bundle that a neighbour already holds as a fragment.
     partial: BTreeMap<(BundleId, Eid), u64>,
     /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide, and until
@@ -333,6 +357,7 @@ impl Node {
             neighbours: BTreeMap::new(),
             held: HeldIndex::default(),
             known: BTreeMap::new(),
+            foreign: ExpiringMap::new(),
             partial: BTreeMap::new(),
             purged: ExpiringMap::new(),
             seen: ExpiringMap::new(),
@@ -546,10 +571,12 @@ impl Node {
         for link in self.links.values() {
             consider(Some(link.next_beacon));
             consider(link.next_summary);
+            consider(link.summary_due);
             consider(link.expiry(self.config.missed_beacons));
         }
         consider(self.held.first_expiry().map(|(t, _)| t));
         consider(self.purged.next_expiry());
+        consider(self.foreign.next_expiry());
         // An outdated expiry may wake the node early, for nothing but dropping it.
         consider(self.seen.next_expiry());
         consider(self.mesh.poll_timeout());
@@ -694,12 +721,36 @@ impl Node {
                 continue;
             };
             if l.next_summary.is_some_and(|t| t <= now) {
-                l.next_summary = Some(now + self.config.summary_period);
+                let foreign = l.foreign;
+                l.next_summary = Some(
+                    now + if foreign {
+                        FOREIGN_PROBE
+                    } else {
+                        self.config.summary_period
+                    },
+                );
                 if let Some(peer) = l.peer.clone() {
+                    // A probe goes to a neighbour taken for another implementation too.
+                    l.foreign = false;
                     self.send_summary(now, &peer);
+                    if let Some(l) = self.links.get_mut(&link) {
+                        l.foreign = foreign;
+                    }
                 }
             }
+            let Some(l) = self.links.get(&link) else {
+                continue;
+            };
+            // A neighbour heard by Ferry's beacons is a Ferry node, answer or not.
+            if l.summary_due.is_some_and(|t| t <= now)
+                && !l.beacon_liveness
+                && let Some(peer) = l.peer.clone()
+            {
+                self.treat_as_foreign(now, link, &peer);
+            }
         }
+        // Another implementation met long ago gets one more try at the next session.
+        while self.foreign.pop_expired(now).is_some() {}
         while let Some((t, id)) = self.held.first_expiry().map(|(t, id)| (t, id.clone())) {
             if t > now {
                 break;
@@ -910,12 +961,41 @@ impl Node {
             node: peer.clone(),
             link,
         });
+        if self.foreign.contains_key(&peer) {
+            // Another implementation, met before: no control traffic, and what the strategy
+            // gives a neighbour goes at once.
+            self.treat_as_foreign(now, link, &peer);
+            return;
+        }
         // Contact start: the mesh database, then our summary vector; the peer answers with its
-        // own, which tells us what to send.
+        // own, which tells us what to send. One that does not is another implementation.
+        if let Some(l) = self.links.get_mut(&link) {
+            l.summary_due = Some(now + self.config.summary_grace);
+        }
         for lsa in self.mesh.database() {
             self.send_control(now, &peer, link, Control::LinkState(lsa));
         }
         self.send_summary(now, &peer);
+    }
+
+    /// The neighbour on `link` sends no summary vectors: it gets no control traffic, and every
+    /// held bundle is offered to it as if its summary were empty (what it holds, nobody knows).
+    fn treat_as_foreign(&mut self, now: DtnTime, link: LinkId, peer: &Eid) {
+        if let Some(l) = self.links.get_mut(&link) {
+            l.foreign = true;
+            l.summary_due = None;
+            l.next_summary = Some(now + FOREIGN_PROBE);
+        }
+        if !self.foreign.contains_key(peer) && self.foreign.len() >= MAX_FOREIGN_REMEMBERED {
+            // Full: the peer is treated so for this session only.
+        } else {
+            self.foreign.insert(peer.clone(), now + FOREIGN_MEMORY, ());
+        }
+        self.known.entry(peer.clone()).or_default();
+        let ids: Vec<BundleId> = self.held.ids().cloned().collect();
+        for id in ids {
+            self.offer(now, &id, peer, link, None);
+        }
     }
 
     fn link_down(&mut self, now: DtnTime, link: LinkId) {
@@ -1157,6 +1237,7 @@ impl Node {
                 let sender = from
                     .cloned()
                     .unwrap_or_else(|| bundle.primary.source.node_id());
+                self.heard_control_from(now, &sender);
                 self.mesh.handle_link_state(now, &sender, lsa);
             }
             (Some(Control::Summary(summary)), _) if demux_is_control => {
@@ -1264,7 +1345,23 @@ impl Node {
         }));
     }
 
+    /// A control bundle from `peer`: it speaks Ferry's control protocol, so it is no other
+    /// implementation (any more).
+    fn heard_control_from(&mut self, now: DtnTime, peer: &Eid) {
+        self.foreign.remove(peer);
+        if let Some(&link) = self.neighbours.get(peer)
+            && let Some(l) = self.links.get_mut(&link)
+        {
+            l.summary_due = None;
+            if l.foreign {
+                l.foreign = false;
+                l.next_summary = Some(now);
+            }
+        }
+    }
+
     fn handle_summary(&mut self, now: DtnTime, peer: &Eid, summary: Summary) {
+        self.heard_control_from(now, peer);
         let listed = summary.purged.len();
         if listed > MAX_SUMMARY_PURGE_KEYS {
             self.stats.summary_purge_keys_ignored += (listed - MAX_SUMMARY_PURGE_KEYS) as u64;
@@ -1770,6 +1867,9 @@ impl Node {
         let Ok(destination) = control_endpoint(peer) else {
             return; // not a dtn node id: it does not speak Ferry's control protocol
         };
+        if self.links.get(&link).is_some_and(|l| l.foreign) {
+            return; // another implementation: it would only store the bundle until it expires
+        }
         let primary = PrimaryBlock::new(
             destination,
             self.me.clone(),

@@ -1555,3 +1555,112 @@ fn a_primary_block_without_crc_or_bib_gets_a_crc_and_goes_on_valid() {
         assert_eq!(again.payload.data, bundle.payload.data);
     }
 }
+
+/// What `node` hands the shell for `link` now: (control bundles, other bundles' ids).
+fn drain_link(node: &mut Node, link: LinkId) -> (usize, Vec<BundleId>) {
+    let (mut control, mut others) = (0, Vec::new());
+    while let Some(t) = node.poll_transmit() {
+        if t.link != link {
+            continue;
+        }
+        if let Frame::Bundle(b) = t.frame {
+            let is_control =
+                matches!(&b.primary.destination, Eid::Dtn(d) if d.demux() == node::CONTROL_DEMUX);
+            if is_control {
+                control += 1;
+            } else {
+                others.push(b.id());
+            }
+        }
+    }
+    (control, others)
+}
+
+#[test]
+fn a_neighbour_that_never_sends_a_summary_is_a_router_of_another_kind() {
+    // Node 0 holds a bundle for a node behind a neighbour that speaks BPv7 but not Ferry's
+    // control protocol (dtn7-rs's dtnd): it never answers a summary vector.
+    let mut net = Net::new(1, |_| {});
+    let node = &mut net.nodes[0];
+    let t = |ms: u64| DtnTime::from_millis(T0 + ms);
+    let far = Outgoing::new(app(0), eid("dtn://far/inbox"), payload(100));
+    let id = node.send(t(0), far).unwrap();
+    let link = LinkId(7);
+    let up = |node: &mut Node, at: DtnTime| {
+        node.handle_link(
+            at,
+            LinkChange::Up {
+                link,
+                peer: Some(eid("dtn://dtnd/")),
+                mtu: None,
+                bandwidth_bps: 0,
+                contact: None,
+            },
+        );
+    };
+    up(node, t(0));
+    // Contact start: Ferry's control traffic (mesh database, summary), not the bundle: a
+    // Ferry neighbour's summary would say what to send.
+    let (control, sent) = drain_link(node, link);
+    assert!(control >= 1);
+    assert!(sent.is_empty(), "{sent:?}");
+    // No summary within the grace: the neighbour is another implementation. The bundle goes.
+    node.handle_timeout(t(24_999));
+    assert!(
+        drain_link(node, link).1.is_empty(),
+        "not before the grace ends"
+    );
+    node.handle_timeout(t(25_000));
+    let (control, sent) = drain_link(node, link);
+    assert_eq!(sent, std::slice::from_ref(&id));
+    assert_eq!(control, 0);
+    // And no more control traffic: summaries and advertisements would only sit in its store.
+    for s in 1..=6 {
+        node.handle_timeout(t(25_000 + s * 10_000));
+    }
+    assert_eq!(drain_link(node, link).0, 0, "no periodic summaries");
+
+    // The session ends and a new one begins: the node is remembered, so nothing of Ferry's
+    // goes, and what it holds is offered at once.
+    node.handle_link(t(90_000), LinkChange::Down { link });
+    up(node, t(91_000));
+    let (control, sent) = drain_link(node, link);
+    assert_eq!(control, 0);
+    assert_eq!(sent, std::slice::from_ref(&id));
+    // But a probe every few minutes, in case it is a Ferry node whose summaries were lost.
+    node.handle_timeout(t(91_000) + node::FOREIGN_PROBE);
+    assert_eq!(drain_link(node, link).0, 1, "one probe");
+
+    // A summary from it after all (a Ferry node under that name): it gets summaries again.
+    let mut ferry = Node::new(
+        NodeConfig::new(eid("dtn://dtnd/")),
+        Box::new(MemoryStore::new(1 << 20)),
+        t(400_000),
+    );
+    ferry.handle_link(
+        t(400_000),
+        LinkChange::Up {
+            link: LinkId(1),
+            peer: Some(node_id(0)),
+            mtu: None,
+            bandwidth_bps: 0,
+            contact: None,
+        },
+    );
+    let bundle = std::iter::from_fn(|| ferry.poll_transmit())
+        .filter_map(|t| match t.frame {
+            Frame::Bundle(b) => Some(b),
+            _ => None,
+        })
+        .find(|b| {
+            matches!(
+                wire::Control::decode(&b.payload.data),
+                Ok(wire::Control::Summary(_))
+            )
+        })
+        .expect("its summary at contact start");
+    node.handle_bundle(t(400_000), link, bundle);
+    let _ = drain_link(node, link);
+    node.handle_timeout(t(400_000 + 10_000));
+    assert!(drain_link(node, link).0 >= 1, "summaries again");
+}
