@@ -560,6 +560,12 @@ impl Node {
         self.events.pop_front()
     }
 
+    /// Whether `node` is remembered as another BPv7 implementation: a neighbour that sent no
+    /// summary vector in time ([`NodeConfig::summary_grace`]), within [`FOREIGN_MEMORY`].
+    pub fn is_foreign(&self, node: &Eid) -> bool {
+        self.foreign.contains_key(node)
+    }
+
     /// When `handle_timeout` must be called next.
     pub fn poll_timeout(&self) -> Option<DtnTime> {
         let mut next: Option<DtnTime> = None;

@@ -21,6 +21,9 @@ pub trait NodePort {
     fn send(&mut self, now: DtnTime, out: Outgoing) -> Result<BundleId, SendError>;
     /// In how many hops `node` is reachable now over the current mesh, if it is (0: itself).
     fn reachable(&self, node: &Eid) -> Option<u32>;
+    /// Whether `node` is a neighbour known to be another BPv7 implementation, which would only
+    /// store the engine's hellos until they expire (`node::NodeConfig::summary_grace`).
+    fn is_foreign(&self, node: &Eid) -> bool;
     /// Opens a stream from `local` to `remote` with `data` on it, closing our side if `close`.
     fn stream_open_with(
         &mut self,
@@ -60,6 +63,10 @@ impl NodePort for Node {
 
     fn reachable(&self, node: &Eid) -> Option<u32> {
         Node::reachable(self, node)
+    }
+
+    fn is_foreign(&self, node: &Eid) -> bool {
+        Node::is_foreign(self, node)
     }
 
     fn stream_open_with(

@@ -1990,3 +1990,55 @@ fn an_any_mode_result_waiting_for_its_file_is_not_sent_again() {
         view.timeline
     );
 }
+
+#[test]
+fn no_hello_goes_to_a_neighbour_of_another_kind() {
+    // The client's node meets `dtn://d7/`, which never answers Ferry's summary vectors (a
+    // dtn7-rs router); at the next session the engine sends it no hello either.
+    let mut node = client_node();
+    let mut rpc = Rpc::new(
+        RpcConfig::default(),
+        Identity::from_secret([1; 32]),
+        [8; 32],
+        &mut node,
+        NOW,
+    );
+    let link = node::LinkId(3);
+    let hellos_on_contact = |node: &mut Node, rpc: &mut Rpc, at: DtnTime| {
+        node.handle_link(
+            at,
+            node::LinkChange::Up {
+                link,
+                peer: Some(eid("dtn://d7/")),
+                mtu: None,
+                bandwidth_bps: 0,
+                contact: None,
+            },
+        );
+        while let Some(event) = node.poll_event() {
+            rpc.handle_node_event(at, node, &event);
+        }
+        std::iter::from_fn(|| node.poll_transmit())
+            .filter(|t| {
+                matches!(&t.frame, node::Frame::Bundle(b)
+                    if b.primary.source.to_string().ends_with("~rpc"))
+            })
+            .count()
+    };
+    assert_eq!(
+        hellos_on_contact(&mut node, &mut rpc, NOW),
+        1,
+        "a node met for the first time is introduced to"
+    );
+    // No summary in the grace: another implementation.
+    node.handle_timeout(NOW + NodeConfig::new(eid("dtn://x/")).summary_grace);
+    assert!(node.is_foreign(&eid("dtn://d7/")));
+    node.handle_link(
+        NOW + Duration::from_secs(30),
+        node::LinkChange::Down { link },
+    );
+    while node.poll_transmit().is_some() {}
+    // Past the hello interval, a new session: no hello.
+    let later = NOW + Duration::from_secs(20 * 60);
+    assert_eq!(hellos_on_contact(&mut node, &mut rpc, later), 0);
+}
