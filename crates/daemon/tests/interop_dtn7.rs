@@ -2,7 +2,8 @@
 //! 1 MiB file each way, byte-identical; and an `ipn:`-named Ferry node answering dtnd's echo
 //! requests on service 7, repairing the primary blocks dtnd sends without a CRC; and a bundle
 //! stored while dtnd was down, for a node behind it, handed to dtnd when it comes back (dtnd
-//! sends no summary vector: after `summary_grace` Ferry takes it for a router of another kind).
+//! sends no summary vector: after `summary_grace` Ferry takes it for a router of another kind);
+//! and a relay chain dtnd → Ferry → dtnd.
 //!
 //! `dtnd` comes from `cargo install dtn7 --locked` (CI's `.ci/run` installs it into
 //! `~/.cache/ferry-tools/dtn7`). The test looks in `$FERRY_DTN7_BIN`, then that directory, then
@@ -60,10 +61,21 @@ impl Dtnd {
     /// dtnd with Ferry as a static peer `(port, name)`, or none: then Ferry dials it, and dtnd
     /// (epidemic) hands that session every bundle, whatever its destination.
     fn start_with_peer(bin: &Path, dir: &Path, tcp_port: u16, ferry: Option<(u16, &str)>) -> Self {
+        Self::start_named(bin, dir, "d7", tcp_port, ferry)
+    }
+
+    /// dtnd as node `dtn://<name>/`.
+    fn start_named(
+        bin: &Path,
+        dir: &Path,
+        name: &str,
+        tcp_port: u16,
+        ferry: Option<(u16, &str)>,
+    ) -> Self {
         let web_port = free_port();
         let log = dir.join("dtnd.log");
         let child = Command::new(bin.join("dtnd"))
-            .args(["-n", "d7", "-W"])
+            .args(["-n", name, "-W"])
             .arg(dir)
             .args(["-C", &format!("tcp:port={tcp_port}:bind=127.0.0.1")])
             .args([
@@ -305,6 +317,56 @@ async fn a_bundle_stored_while_dtnd_was_down_goes_to_it_when_it_comes_back() {
 
     ferry.shut_down().await;
     drop(dtnd);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ferry_relays_between_two_dtnds() {
+    let Some(bin) = dtn7_or_skip() else {
+        return;
+    };
+    let (dir, ferry_port, a_port) = workspace("relay");
+    let b_port = free_port();
+    std::fs::create_dir_all(dir.join("dtnd-b")).unwrap();
+    // Ferry between two dtnds that know nothing of each other: it dials both.
+    let mut config = ferry_config(&dir.join("ferry"), ferry_port, a_port);
+    config
+        .peers
+        .push(std::net::SocketAddr::from(([127, 0, 0, 1], b_port)));
+    let ferry = daemon::start(config).await.unwrap();
+    let a = Dtnd::start_named(&bin, &dir.join("dtnd"), "d7", a_port, None);
+    let b = Dtnd::start_named(&bin, &dir.join("dtnd-b"), "d7b", b_port, None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let peers = ferry.control.ask(Request::Peers).await.unwrap();
+        let up = |n: &str| peers.iter().any(|p| p.node_id == n);
+        if up("dtn://d7/") && up("dtn://d7b/") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no sessions with both dtnds");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let file = dir.join("relayed");
+    std::fs::write(&file, b"from one dtnd to another, through ferry").unwrap();
+    a.send_from("dtn://d7/", "dtn://d7b/incoming", &file);
+    let out = dir.join("relayed-out");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        if let Some(got) = b.receive(&out) {
+            break got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bundle did not reach the second dtnd; first:\n{}\nsecond:\n{}",
+            a.debug_log(),
+            b.debug_log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(got, b"from one dtnd to another, through ferry");
+
+    ferry.shut_down().await;
+    drop((a, b));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
