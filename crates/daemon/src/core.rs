@@ -1004,15 +1004,28 @@ impl Daemon {
         let outbound = |origin: Origin| !matches!(origin, Origin::Accepted);
         if let Some((other, other_origin)) = other {
             let this_origin = self.links[&link].origin;
-            // A peer that reconnected while its old session lingers opens the same kind of
-            // session again: the newer one wins.
-            let keep_this = outbound(this_origin) == outbound(other_origin)
-                || outbound(this_origin) == me_first;
-            let drop = if keep_this { other } else { link };
-            tracing::debug!("two sessions with {peer}: closing link {}", drop.0);
-            self.links[&drop].handle.close();
-            if !keep_this {
-                return;
+            let same_kind = outbound(this_origin) == outbound(other_origin);
+            if same_kind || self.host.node().speaks_ferry(&peer) {
+                // A peer that reconnected while its old session lingers opens the same kind of
+                // session again: the newer one wins. Two Ferry nodes that dialled each other
+                // at once both keep the one the smaller id opened.
+                let keep_this = same_kind || outbound(this_origin) == me_first;
+                let drop = if keep_this { other } else { link };
+                tracing::debug!("two sessions with {peer}: closing link {}", drop.0);
+                self.links[&drop].handle.close();
+                if !keep_this {
+                    return;
+                }
+            } else {
+                // A peer not known to speak Ferry's control protocol (dtn7-rs dials when it has
+                // a bundle to send, and takes none back on that session) may not apply the same
+                // rule: closing either session could leave no way in one direction. Both stay;
+                // the node sends on the first and takes what arrives on either.
+                tracing::debug!(
+                    "two sessions with {peer}: both kept (links {} and {})",
+                    other.0,
+                    link.0
+                );
             }
         }
         // The UDP endpoint its beacons announced, if they come from the session's address.

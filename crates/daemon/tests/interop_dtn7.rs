@@ -219,11 +219,11 @@ async fn an_ipn_node_answers_dtnd_echo_requests_on_service_7() {
     let mut config = ferry_config(&dir.join("ferry"), ferry_port, dtnd_port);
     config.node_id = daemon::config::parse_node_id("ipn:5.0").unwrap();
     let ferry = daemon::start(config).await.unwrap();
-    // Ferry dials dtnd; dtnd has no static peer. With one, dtnd dials Ferry to send, and of the
-    // two sessions Ferry keeps the one the node with the smaller id opened (`core.rs`), here
-    // dtnd's, and closes its own; the answer then did not reach dtnd's `incoming` (tried
-    // 2026-11-27). That belongs with issue 28's reconnect case, not this test.
-    let dtnd = Dtnd::start_with_peer(&bin, &dir.join("dtnd"), dtnd_port, None);
+    // Both name the other as a static peer: dtnd dials Ferry when it has the request to send,
+    // while Ferry's own session with it is up. Ferry keeps both sessions (dtnd takes no bundle
+    // back on the one it opened, and closing either could cut one direction): the answer goes
+    // on Ferry's.
+    let dtnd = Dtnd::start_with_peer(&bin, &dir.join("dtnd"), dtnd_port, Some((ferry_port, "5")));
     wait_for_session(&ferry, &dtnd).await;
 
     // dtnd asks ipn:5.7 from its `incoming` endpoint; the answer comes back there.

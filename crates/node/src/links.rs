@@ -40,6 +40,8 @@ pub(crate) struct Link {
     pub summary_due: Option<DtnTime>,
     /// The peer sends no summary vectors (another implementation): it gets no control traffic.
     pub foreign: bool,
+    /// The peer sent control traffic on this link: it speaks Ferry's control protocol.
+    pub speaks_ferry: bool,
     /// Store-carry-forward pieces handed to the shell and not yet reported, and what they occupy.
     pub flights: Flights,
     /// Held bundles offered to the peer that wait for room in the window, first come first served.
@@ -67,6 +69,7 @@ impl Link {
             next_summary: None,
             summary_due: None,
             foreign: false,
+            speaks_ferry: false,
             flights: Flights::default(),
             backlog: Backlog::default(),
         }

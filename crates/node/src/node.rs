@@ -560,6 +560,14 @@ impl Node {
         self.events.pop_front()
     }
 
+    /// Whether `peer`, a neighbour, has sent this node control traffic (a summary vector or
+    /// link state) on a link now up: it speaks Ferry's control protocol.
+    pub fn speaks_ferry(&self, peer: &Eid) -> bool {
+        self.links
+            .values()
+            .any(|l| l.speaks_ferry && l.peer.as_ref() == Some(peer))
+    }
+
     /// Whether `node` is remembered as another BPv7 implementation: a neighbour that sent no
     /// summary vector in time ([`NodeConfig::summary_grace`]), within [`FOREIGN_MEMORY`].
     pub fn is_foreign(&self, node: &Eid) -> bool {
@@ -1359,6 +1367,7 @@ impl Node {
             && let Some(l) = self.links.get_mut(&link)
         {
             l.summary_due = None;
+            l.speaks_ferry = true;
             if l.foreign {
                 l.foreign = false;
                 l.next_summary = Some(now);

@@ -387,3 +387,34 @@ async fn an_inbox_bundle_whose_payload_file_was_lost_is_not_listed_after_a_resta
     assert_eq!(status.inbox_bundles, 1);
     a.shut_down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ferry_nodes_that_dial_each_other_keep_one_session() {
+    let dirs = (TempDir::new("daemon-test"), TempDir::new("daemon-test"));
+    let (pa, pb) = (free_port(), free_port());
+    let a_addr: SocketAddr = format!("127.0.0.1:{pa}").parse().unwrap();
+    let b_addr: SocketAddr = format!("127.0.0.1:{pb}").parse().unwrap();
+    // bravo first: its dial to alpha fails and is retried a second later, when alpha's own
+    // session with it is up and has carried Ferry's control traffic. Both then see two
+    // sessions with a Ferry peer and close the same one.
+    let b = daemon::start(config("bravo", dirs.1.path(), pb, &[a_addr]))
+        .await
+        .unwrap();
+    let a = daemon::start(config("alpha", dirs.0.path(), pa, &[b_addr]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1, Duration::from_secs(10)).await;
+    // Past bravo's redial and the closing of the second session.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(peers(&a).await, 1, "alpha keeps one session");
+    assert_eq!(peers(&b).await, 1, "bravo keeps one session");
+    // And it carries bundles both ways.
+    send(&a, "dtn://bravo/inbox", b"to bravo").await;
+    send(&b, "dtn://alpha/inbox", b"to alpha").await;
+    let got = receive(&b, "inbox", 1, Duration::from_secs(10)).await;
+    assert_eq!(payload(&got[0]), b"to bravo");
+    let got = receive(&a, "inbox", 1, Duration::from_secs(10)).await;
+    assert_eq!(payload(&got[0]), b"to alpha");
+    a.shut_down().await;
+    b.shut_down().await;
+}
