@@ -24,7 +24,8 @@ bundles=${FERRY_ORDER_BUNDLES:-20}
 calls=${FERRY_ORDER_CALLS:-5}
 command -v valgrind >/dev/null || { echo "link-order.sh: needs valgrind" >&2; exit 1; }
 [ -x "$bin" ] || { echo "link-order.sh: $bin is not an executable" >&2; exit 1; }
-nm "$bin" >/dev/null 2>&1 || { echo "link-order.sh: $bin has no symbols" >&2; exit 1; }
+[ "$(nm "$bin" 2>/dev/null | wc -l)" -gt 1000 ] ||
+    { echo "link-order.sh: $bin has no symbols (stripped?)" >&2; exit 1; }
 bin=$(realpath "$bin")
 
 work=$(mktemp -d)
@@ -72,7 +73,7 @@ gone() { ! "$bin" peers --api "$alpha_api" --json | grep -q 'dtn://bravo/'; }
 wait_for 120 gone || fail "alpha still sees bravo"
 sleep "$idle"
 # The first dump: start and idle (valgrind's pid is alpha's).
-(cd "$work" && callgrind_control -d "$alpha_pid" >/dev/null)
+(cd "$work" && callgrind_control -d "$alpha_pid" >/dev/null 2>&1)
 
 head -c 1024 /dev/zero | tr '\0' x >"$work/payload"
 for _ in $(seq "$bundles"); do
@@ -88,14 +89,33 @@ for f in "$work/cg.out.1" "$work/cg.out"; do [ -s "$f" ] || fail "callgrind wrot
 
 # Each profile's functions (callgrind compresses a repeated name to its "(id)"), in the
 # binary's address order within each group; a name only once.
-nm -n -S -t d "$bin" | awk '$3 ~ /^[tTwW]$/ { print $4, $2 }' >"$work/symbols"
+# "name size address" of each function (assembly's symbols have no size).
+nm -n -S -t d "$bin" | awk 'NF == 4 && $3 ~ /^[tTwW]$/ { print $4, $2, $1 }
+    NF == 3 && $2 ~ /^[tTwW]$/ { print $3, 0, $1 }' >"$work/symbols"
+# Code callgrind names by its address (assembly without a size: the thread start, .init) is
+# the function of the symbol at or below that address; what valgrind calls "(below main)" is
+# musl's __libc_start_main and its second stage.
+resolve() {
+    awk 'NR == FNR { name[NR] = $1; at[NR] = $3 + 0; n = NR; next }
+        /^\(below main\)$/ { print "__libc_start_main"; print "libc_start_main_stage2"; next }
+        /^0x/ {
+            x = 0
+            for (i = 3; i <= length($0); i++)
+                x = x * 16 + index("0123456789abcdef", tolower(substr($0, i, 1))) - 1
+            best = ""
+            for (i = 1; i <= n && at[i] <= x; i++) best = name[i]
+            if (best != "") print best
+            next
+        }
+        { print }' "$work/symbols" -
+}
 ran() {
     awk '/^c?fn=\(/ {
             id = $1; sub(/^c?fn=/, "", id); name = substr($0, index($0, ")") + 2)
             if (name != "") names[id] = name
             if ($0 ~ /^fn=/) seen[id] = 1
         }
-        END { for (id in seen) if (names[id] !~ /^0x/) print names[id] }' "$1"
+        END { for (id in seen) print names[id] }' "$1" | resolve
 }
 ran "$work/cg.out.1" | sort -u >"$work/idle"
 ran "$work/cg.out" | sort -u | comm -23 - "$work/idle" >"$work/busy"

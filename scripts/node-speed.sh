@@ -7,11 +7,11 @@
 #
 # Each round and binary, a fresh pair of nodes and:
 # - bulk: one bundle of FERRY_SPEED_MB MiB (64) sent through alpha's API to bravo's inbox; from
-#   the send until bravo holds it; MB/s.
+#   the send until it waits in bravo's inbox; MB/s.
 # - ping: FERRY_SPEED_PINGS (200) sequential `ferry ping`s alpha→bravo's echo, 10 ms apart;
 #   the p50 round trip.
 # - calls: FERRY_SPEED_CALLS (50) sequential `ferry call dtn://bravo/ echo` (each its own CLI
-#   process, waiting for the result); ms per call.
+#   process, waiting for the result; bravo runs /bin/echo for each); ms per call.
 # For each part also the CPU time the two node processes spent on it (utime + stime from
 # /proc), per item: the figure least moved by the host's load. Ends with each binary's median
 # over the rounds.
@@ -52,6 +52,9 @@ start_node() {
     shift 2
     mkdir -p "$work/$name"
     printf 'node_id = "dtn://%s/"\ndata_dir = "%s"\n' "$name" "$work/$name" >"$work/$name.toml"
+    # The procedure the calls call: /bin/echo, as a process per call.
+    printf '[[rpc.procedure]]\nname = "echo"\nparams = ["text"]\nexec = "/bin/echo"\n' \
+        >>"$work/$name.toml"
     "$bin" node --config "$work/$name.toml" --no-discovery --udp "" --tcpcl 127.0.0.1:0 \
         --api 127.0.0.1:0 "$@" 2>"$work/$name.log" &
     pid=$!
@@ -77,7 +80,7 @@ for round in $(seq "$rounds"); do
         peered() { "$bin" peers --api "$alpha_api" --json | grep -q 'dtn://bravo/'; }
         wait_for 30 peered || fail "alpha never saw bravo"
 
-        holds() { "$bin" bundles --api "$bravo_api" --json | grep -q '"dtn://bravo/inbox"'; }
+        holds() { "$bin" status --api "$bravo_api" --json | grep -q '"inbox_bundles": 1\b'; }
         c0=$(cpu_ms "$alpha_pid" "$bravo_pid") t0=$(now_ms)
         "$bin" send dtn://bravo/inbox --file "$work/bulk" --api "$alpha_api" >/dev/null
         wait_for 120 holds || fail "bravo never held the bulk bundle"
@@ -94,7 +97,7 @@ for round in $(seq "$rounds"); do
 
         c0=$(cpu_ms "$alpha_pid" "$bravo_pid") t0=$(now_ms)
         for _ in $(seq "$calls"); do
-            "$bin" call dtn://bravo/ echo speed --api "$alpha_api" >/dev/null
+            "$bin" call dtn://bravo/ echo speed --api "$alpha_api" >/dev/null 2>&1
         done
         t1=$(now_ms) c1=$(cpu_ms "$alpha_pid" "$bravo_pid")
         call_ms=$(awk -v ms=$((t1 - t0)) -v n="$calls" 'BEGIN { printf "%.1f", ms / n }')
