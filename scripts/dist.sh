@@ -65,11 +65,12 @@ build_ordered() {
     cross_log "building ferry $version for $target with symbols, to profile its link order"
     cargo-zigbuild rustc --target "$target" --locked --profile "$profile" -p ferry --bin ferry \
         -- "${layout_args[@]}" -C strip=none
-    cp "$bin" "$generated/ferry.profiled"
-    scripts/link-order.sh "$generated/ferry.profiled" "$generated/link-order.txt"
+    # Kept beside the binary, to see what the order was made of.
+    cp "$bin" "$bin.profiled"
+    scripts/link-order.sh "$bin.profiled" "$bin.link-order"
     cross_log "linking ferry $version for $target in that order"
     cargo-zigbuild rustc --target "$target" --locked --profile "$profile" -p ferry --bin ferry \
-        -- "${layout_args[@]}" -C link-arg=--symbol-ordering-file="$generated/link-order.txt"
+        -- "${layout_args[@]}" -C link-arg=--symbol-ordering-file="$(realpath "$bin.link-order")"
 }
 
 for target in "${targets[@]}"; do
