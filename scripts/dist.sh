@@ -68,9 +68,15 @@ build_ordered() {
     # Kept beside the binary, to see what the order was made of.
     cp "$bin" "$bin.profiled"
     scripts/link-order.sh "$bin.profiled" "$bin.link-order"
+    # The order's content goes into its name: cargo relinks when the arguments change, not when
+    # a file they name does (with one name, a new order would reuse the last build's link).
+    local order
+    order="$(realpath "$bin.link-order")-$(sha256sum "$bin.link-order" | cut -c1-16)"
+    rm -f "$bin".link-order-*
+    cp "$bin.link-order" "$order"
     cross_log "linking ferry $version for $target in that order"
     cargo-zigbuild rustc --target "$target" --locked --profile "$profile" -p ferry --bin ferry \
-        -- "${layout_args[@]}" -C link-arg=--symbol-ordering-file="$(realpath "$bin.link-order")"
+        -- "${layout_args[@]}" -C link-arg=--symbol-ordering-file="$order"
 }
 
 for target in "${targets[@]}"; do
