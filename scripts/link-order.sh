@@ -9,14 +9,14 @@
 # peers with bravo, bravo stops, alpha idles FERRY_ORDER_IDLE seconds (20); callgrind's counts
 # are dumped; then alpha is given FERRY_ORDER_BUNDLES bundles (20) and FERRY_ORDER_CALLS calls
 # (5) for bravo and stops. ORDER_FILE lists every function callgrind saw run (mangled symbol
-# names, one a line): those of start and idle first, then the others, each group in the
-# binary's own order. scripts/dist.sh passes it to lld (--symbol-ordering-file), so the code an
+# names, one a line): those of start and idle first (with tokio's task completion functions,
+# see below), then the others, each group in the binary's own order. scripts/dist.sh passes it to lld (--symbol-ordering-file), so the code an
 # idle node keeps mapped sits together instead of spread over the whole text segment (the
 # kernel maps a binary's pages 64 KiB around each page a fault touches: docs/performance.md,
 # "Footprint"). Functions not listed keep their place after the listed ones.
 set -euo pipefail
 
-[ $# -eq 2 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bin=$1
 out=$2
 idle=${FERRY_ORDER_IDLE:-20}
