@@ -12,6 +12,12 @@
 # Tools come from the registries and are installed when missing (scripts/cross-tools.sh):
 # rustup's targets, Zig (PyPI's `ziglang`) as the cross C compiler and linker, cargo-zigbuild.
 # FERRY_DIST_PROFILE picks the cargo profile (default `dist`: fat LTO, stripped).
+#
+# The x86-64 binary, when built on x86-64, is laid out from a profile of a node (valgrind's
+# callgrind, installed with apt-get when missing): built once with symbols, run by
+# scripts/link-order.sh, then linked again by lld with the functions that starting and idling
+# run placed together, so that an idle node keeps less of the binary resident
+# (docs/performance.md, "Footprint"). FERRY_DIST_LINK_ORDER=0 skips that (a plain build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/cross-tools.sh
@@ -36,9 +42,51 @@ generated=$(mktemp -d)
 trap 'rm -rf "$generated"' EXIT
 host_ferry=
 
+# The x86-64 build's link: by lld (Zig's linker takes no symbol order), not position-independent
+# as Zig's static link already was (code for a fixed address also leaves the constant tables
+# that hold pointers in the read-only data, instead of relocated data), the order file's missing
+# names (code an edit removed) not warned about.
+layout_args=(-C relocation-model=static -C linker=rust-lld -C linker-flavor=ld.lld
+    -C link-arg=--no-warn-symbol-ordering)
+
+ensure_valgrind() {
+    command -v valgrind >/dev/null 2>&1 && return
+    cross_log "installing valgrind (Debian) for the link order"
+    apt-get install -y --no-install-recommends valgrind >&2 ||
+        { apt-get update >&2 && apt-get install -y --no-install-recommends valgrind >&2; }
+}
+
+# Builds the x86-64 binary laid out by a profile (see above).
+build_ordered() {
+    local target=$1
+    local bin="$target_dir/$target/$profile/ferry"
+    ensure_valgrind
+    ensure_target "$target"
+    cross_log "building ferry $version for $target with symbols, to profile its link order"
+    cargo-zigbuild rustc --target "$target" --locked --profile "$profile" -p ferry --bin ferry \
+        -- "${layout_args[@]}" -C strip=none
+    # Kept beside the binary, to see what the order was made of.
+    cp "$bin" "$bin.profiled"
+    scripts/link-order.sh "$bin.profiled" "$bin.link-order"
+    # The order's content goes into its name: cargo relinks when the arguments change, not when
+    # a file they name does (with one name, a new order would reuse the last build's link).
+    local order
+    order="$(realpath "$bin.link-order")-$(sha256sum "$bin.link-order" | cut -c1-16)"
+    rm -f "$bin".link-order-*
+    cp "$bin.link-order" "$order"
+    cross_log "linking ferry $version for $target in that order"
+    cargo-zigbuild rustc --target "$target" --locked --profile "$profile" -p ferry --bin ferry \
+        -- "${layout_args[@]}" -C link-arg=--symbol-ordering-file="$order"
+}
+
 for target in "${targets[@]}"; do
-    cross_log "building ferry $version for $target (profile $profile)"
-    zigbuild "$target" --locked --profile "$profile" -p ferry
+    if [ "$target" = x86_64-unknown-linux-musl ] && [ "$(uname -m)" = x86_64 ] &&
+        [ "${FERRY_DIST_LINK_ORDER:-1}" != 0 ]; then
+        build_ordered "$target"
+    else
+        cross_log "building ferry $version for $target (profile $profile)"
+        zigbuild "$target" --locked --profile "$profile" -p ferry
+    fi
     bin="$target_dir/$target/$profile/ferry"
     [ -x "$bin" ] || { echo "dist.sh: $bin was not built" >&2; exit 1; }
     if [ "$target" = x86_64-unknown-linux-musl ] && [ "$(uname -m)" = x86_64 ]; then

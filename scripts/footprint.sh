@@ -9,7 +9,7 @@
 # SIZE bytes for bravo (each waits in alpha's store), and after CALLS calls to bravo that wait
 # for bravo (`ferry call --detach`). Resident figures are /proc/PID/status: VmRSS (all resident
 # pages), RssAnon (heap and stacks: what the node itself allocated), RssFile (pages of the binary
-# and other mapped files), VmHWM (the peak). Environment: FOOTPRINT_BUNDLES (1000),
+# and other mapped files), VmHWM (the peak), all in MiB. Environment: FOOTPRINT_BUNDLES (1000),
 # FOOTPRINT_SIZE (1024), FOOTPRINT_CALLS (100), FOOTPRINT_SETTLE (seconds before each reading,
 # 5).
 set -euo pipefail
@@ -33,7 +33,7 @@ export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
 # shellcheck source=scripts/nodes.sh
 . "$(dirname "$0")/nodes.sh"
 kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+mb() { awk -v k="$1" 'BEGIN { printf "%.2f", k / 1024 }'; }
 
 # Starts node $2 (a binary $1) on loopback; sets the globals pid and api.
 start_node() {
@@ -52,7 +52,7 @@ start_node() {
 reading() {
     local label=$1 pid=$2
     sleep "$settle"
-    printf '  %-34s VmRSS %6s MB  RssAnon %6s MB  RssFile %6s MB  VmHWM %6s MB  threads %s\n' \
+    printf '  %-34s VmRSS %6s MiB  RssAnon %6s  RssFile %6s  VmHWM %6s  threads %s\n' \
         "$label" "$(mb "$(kib "$pid" VmRSS)")" "$(mb "$(kib "$pid" RssAnon)")" \
         "$(mb "$(kib "$pid" RssFile)")" "$(mb "$(kib "$pid" VmHWM)")" "$(kib "$pid" Threads)"
 }

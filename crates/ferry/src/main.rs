@@ -109,12 +109,44 @@ enum Command {
     Manpage(completions_cmd::ManpageArgs),
 }
 
+/// `ferry node` alone: what a node's process parses. A node runs for months and keeps the code
+/// it ran resident, so it does not build the argument definitions of every other command (the
+/// clap code that builds [`Cli`] is some 140 KiB; docs/performance.md, "Footprint"). Its help,
+/// usage and errors are those of `ferry node` in [`Cli`]: a test compares the two.
+#[derive(Parser)]
+#[command(name = "ferry", version, about, long_about = None)]
+struct NodeCli {
+    #[command(subcommand)]
+    command: NodeOnly,
+}
+
+#[derive(Subcommand)]
+enum NodeOnly {
+    /// Run a node: the daemon (TCPCLv4, UDP, discovery, persistent store, local API).
+    Node(node_cmd::NodeArgs),
+}
+
 fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "node") {
+        let NodeCli {
+            command: NodeOnly::Node(args),
+        } = NodeCli::parse();
+        return match node_cmd::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => exit::report(&e, false),
+        };
+    }
+    run_command()
+}
+
+/// Every command (`ferry node` too, when it is not the first argument). Never inlined into
+/// `main`, so that a node does not keep this dispatch's code resident either.
+#[inline(never)]
+fn run_command() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    let json = json_asked();
     let result = match cli.command {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
@@ -141,7 +173,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => exit::report(&e, json),
+        Err(e) => exit::report(&e, json_asked()),
     }
 }
 
@@ -180,4 +212,33 @@ fn usage_error(e: clap::Error) -> ExitCode {
     let line = exit::json_error(exit::Status::Usage, None, &message, None) + "\n";
     let _ = output::write_stdout(&line);
     ExitCode::from(exit::Status::Usage.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::{Cli, NodeCli};
+
+    /// The help `ferry node --help` prints, in the parser given.
+    fn node_help(mut cli: clap::Command) -> String {
+        cli.build();
+        let node = cli.find_subcommand_mut("node").expect("a node subcommand");
+        format!("{}\n{}", node.render_long_help(), node.render_usage())
+    }
+
+    #[test]
+    fn the_node_parser_is_ferry_node() {
+        NodeCli::command().debug_assert();
+        assert_eq!(node_help(NodeCli::command()), node_help(Cli::command()));
+        let only = NodeCli::try_parse_from(["ferry", "node", "--peer", "127.0.0.1:4556", "-vv"]);
+        let full = Cli::try_parse_from(["ferry", "node", "--peer", "127.0.0.1:4556", "-vv"]);
+        assert!(only.is_ok() && full.is_ok());
+        let wrong = ["ferry", "node", "--no-such-flag"];
+        let (Err(only), Err(full)) = (NodeCli::try_parse_from(wrong), Cli::try_parse_from(wrong))
+        else {
+            panic!("an unknown flag was taken");
+        };
+        assert_eq!(only.to_string(), full.to_string());
+    }
 }

@@ -611,10 +611,14 @@ impl DiskStore {
         // written and the second half given back, so the reserve only returns where as much
         // again stays free beside it: removing inline bundles frees database pages but no disk
         // space (the WAL keeps its size until a checkpoint), and a reserve refilled right after
-        // such a removal would take the very space the next commit needs.
+        // such a removal would take the very space the next commit needs. The zeros are
+        // allocated, not a constant: a 256 KiB constant sat in the binary's read-only data, and
+        // once written from at start stayed resident in every node (docs/performance.md,
+        // "Footprint"); an allocation this large is returned to the system when dropped.
+        let zeros = vec![0u8; RESERVE_BYTES];
         let written = File::create(&self.reserve).and_then(|mut file| {
-            file.write_all(&[0u8; RESERVE_BYTES])?;
-            file.write_all(&[0u8; RESERVE_BYTES])?;
+            file.write_all(&zeros)?;
+            file.write_all(&zeros)?;
             file.set_len(RESERVE_BYTES as u64)
         });
         match written {
