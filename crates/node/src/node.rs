@@ -755,12 +755,18 @@ impl Node {
             let Some(l) = self.links.get(&link) else {
                 continue;
             };
-            // A neighbour heard by Ferry's beacons is a Ferry node, answer or not.
-            if l.summary_due.is_some_and(|t| t <= now)
-                && !l.beacon_liveness
-                && let Some(peer) = l.peer.clone()
-            {
-                self.treat_as_foreign(now, link, &peer);
+            if l.summary_due.is_some_and(|t| t <= now) {
+                match l.peer.clone() {
+                    // A neighbour heard by Ferry's beacons is a Ferry node, answer or not.
+                    Some(peer) if !l.beacon_liveness => self.treat_as_foreign(now, link, &peer),
+                    // Nothing to decide (or no one to decide it for): the time is over, and
+                    // must not stay due, or the node would be woken at it forever.
+                    _ => {
+                        if let Some(l) = self.links.get_mut(&link) {
+                            l.summary_due = None;
+                        }
+                    }
+                }
             }
         }
         // Another implementation met long ago gets one more try at the next session.

@@ -1664,3 +1664,53 @@ fn a_neighbour_that_never_sends_a_summary_is_a_router_of_another_kind() {
     node.handle_timeout(t(400_000 + 10_000));
     assert!(drain_link(node, link).0 >= 1, "summaries again");
 }
+
+#[test]
+fn a_neighbour_heard_by_beacons_stays_a_ferry_node_and_its_grace_ends() {
+    // Node 1's beacons reach node 0; nothing else does (its summaries are lost). Heard by
+    // Ferry's beacons, it is never taken for another implementation, and the end of its grace
+    // is not left due (the node would be woken at it forever: the fuzz replay of `sim_rpc` hung).
+    let t = |ms: u64| DtnTime::from_millis(T0 + ms);
+    let new = |id: Eid| {
+        Node::new(
+            NodeConfig::new(id),
+            Box::new(MemoryStore::new(1 << 20)),
+            t(0),
+        )
+    };
+    let (mut a, mut b) = (new(node_id(0)), new(node_id(1)));
+    for (node, link) in [(&mut a, LinkId(1)), (&mut b, LinkId(0))] {
+        node.handle_link(
+            t(0),
+            LinkChange::Up {
+                link,
+                peer: None,
+                mtu: None,
+                bandwidth_bps: 0,
+                contact: None,
+            },
+        );
+    }
+    let grace = NodeConfig::new(node_id(0)).summary_grace;
+    let end = grace.as_millis() as u64 + 1_000;
+    let mut at = 0;
+    while at <= end {
+        b.handle_timeout(t(at));
+        while let Some(tx) = b.poll_transmit() {
+            if let Frame::Beacon(beacon) = tx.frame {
+                a.handle_beacon(t(at), LinkId(1), beacon);
+            }
+        }
+        a.handle_timeout(t(at));
+        while a.poll_transmit().is_some() {}
+        at += 500;
+    }
+    assert_eq!(a.reachable(&node_id(1)), Some(1), "still a neighbour");
+    assert!(!a.is_foreign(&node_id(1)));
+    let next = a.poll_timeout().expect("beacons are due");
+    assert!(
+        next > t(end),
+        "woken at {next:?}, before now ({:?})",
+        t(end)
+    );
+}
