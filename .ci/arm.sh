@@ -42,22 +42,12 @@ if LC_ALL=C readelf -l "$arm_bin" 2>/dev/null | grep -q INTERP; then
     exit 1
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-# Each node's API token copy lands here, where the client commands look for it.
-export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
+# shellcheck source=scripts/nodes.sh
+. scripts/nodes.sh
+nodes_workspace
 
 arm() { qemu-aarch64-static "$arm_bin" "$@"; }
 x86() { "$x86_bin" "$@"; }
-
-# shellcheck source=scripts/nodes.sh
-. scripts/nodes.sh
 
 # A node whose configuration serves `echo` (examples/echo.sh, run natively by either node).
 # Ports are the kernel's choice; the address line the node prints tells them.

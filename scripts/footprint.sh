@@ -20,18 +20,10 @@ size=${FOOTPRINT_SIZE:-1024}
 calls=${FOOTPRINT_CALLS:-100}
 settle=${FOOTPRINT_SETTLE:-5}
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
-
 # shellcheck source=scripts/nodes.sh
 . "$(dirname "$0")/nodes.sh"
+nodes_workspace
+
 kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 mb() { awk -v k="$1" 'BEGIN { printf "%.2f", k / 1024 }'; }
 

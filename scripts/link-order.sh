@@ -28,17 +28,9 @@ command -v valgrind >/dev/null || { echo "link-order.sh: needs valgrind" >&2; ex
     { echo "link-order.sh: $bin has no symbols (stripped?)" >&2; exit 1; }
 bin=$(realpath "$bin")
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
 # shellcheck source=scripts/nodes.sh
 . "$(dirname "$0")/nodes.sh"
+nodes_workspace
 
 # Starts node $1 on loopback, the command before its arguments being the rest up to `--`; sets
 # pid and api.

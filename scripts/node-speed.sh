@@ -24,17 +24,9 @@ mb=${FERRY_SPEED_MB:-64}
 pings=${FERRY_SPEED_PINGS:-200}
 calls=${FERRY_SPEED_CALLS:-50}
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
 # shellcheck source=scripts/nodes.sh
 . "$(dirname "$0")/nodes.sh"
+nodes_workspace
 
 now_ms() { date +%s%3N; }
 # CPU milliseconds (user + system) of the processes given.

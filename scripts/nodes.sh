@@ -1,7 +1,24 @@
 # shellcheck shell=bash
 # Shared by the scripts that start `ferry node`s and wait on them (.ci/arm.sh, .ci/package.sh,
-# scripts/footprint.sh): bounded waits, and failing with the nodes' logs. Sourced, not run; the
-# caller keeps its nodes' logs as "$work"/*.log.
+# scripts/footprint.sh, node-speed.sh, link-order.sh): their scratch directory, bounded waits,
+# and failing with the nodes' logs. Sourced, not run; the caller keeps its nodes' logs as
+# "$work"/*.log.
+
+# Makes the scratch directory "$work" for the nodes the caller starts (their process ids go in
+# the array pids); on exit they are stopped and it is removed. Their API token copies land in it
+# (XDG_RUNTIME_DIR), and no configuration file of the user's leaks in (XDG_CONFIG_HOME).
+nodes_workspace() {
+    work=$(mktemp -d)
+    pids=()
+    trap nodes_cleanup EXIT
+    export XDG_RUNTIME_DIR="$work" XDG_CONFIG_HOME="$work"
+}
+
+nodes_cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
 
 # Waits up to $1 seconds until the command after it succeeds; 1 if it never did.
 wait_for() {
