@@ -1622,6 +1622,9 @@ fn make_private_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long opening a store waits for a lock held by someone else before saying so.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Takes the store directory's lock (see "Single writer"), or says another process has it.
 fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
@@ -1631,7 +1634,20 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(|e| io_err(format!("opening {}", path.display()), e))?;
-    match file.try_lock() {
+    // A lock held for a moment is not another owner: a process this one forks (the daemon runs
+    // procedures; a test runs `mount`) shares the lock's open file until it execs and the file
+    // closes on exec. A store closed and opened again in that window would be refused (seen
+    // in `tests/disk_full.rs`). A real owner holds it for its whole life.
+    let give_up = std::time::Instant::now() + LOCK_PATIENCE;
+    let locked = loop {
+        match file.try_lock() {
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => break other,
+        }
+    };
+    match locked {
         Ok(()) => Ok(file),
         Err(fs::TryLockError::WouldBlock) => Err(StoreError::Database {
             context: format!("opening the store in {}", dir.display()),
