@@ -27,19 +27,6 @@ nodes_workspace
 kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 mb() { awk -v k="$1" 'BEGIN { printf "%.2f", k / 1024 }'; }
 
-# Starts node $2 (a binary $1) on loopback; sets the globals pid and api.
-start_node() {
-    local bin=$1 name=$2
-    shift 2
-    mkdir -p "$work/$name"
-    printf 'node_id = "dtn://%s/"\ndata_dir = "%s"\n' "$name" "$work/$name" >"$work/$name.toml"
-    "$bin" node --config "$work/$name.toml" --no-discovery --udp "" --tcpcl 127.0.0.1:0 \
-        --api 127.0.0.1:0 "$@" 2>"$work/$name.log" &
-    pid=$!
-    pids+=("$pid")
-    wait_for 30 grep -q "running: tcpcl" "$work/$name.log" || fail "$name did not start"
-    api=$(sed -n 's|.*, api http://\([0-9.:]*\)\..*|\1|p' "$work/$name.log")
-}
 
 reading() {
     local label=$1 pid=$2
@@ -57,10 +44,9 @@ for bin in "$@"; do
     echo "$bin: $(stat -c %s "$bin") bytes ($(mb $(($(stat -c %s "$bin") / 1024))) MB)," \
         "$("$bin" --version)"
 
-    start_node "$bin" bravo
+    nodes_start bravo "$bin" --
     bravo_pid=$pid
-    bravo_tcpcl=$(sed -n 's/.* running: tcpcl \([0-9.:]*\), api.*/\1/p' "$work/bravo.log")
-    start_node "$bin" alpha --peer "$bravo_tcpcl"
+    nodes_start alpha "$bin" -- --peer "$tcpcl"
     alpha_pid=$pid
     alpha_api=$api
     peered() { "$bin" peers --api "$alpha_api" --json | grep -q 'dtn://bravo/'; }

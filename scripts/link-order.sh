@@ -32,28 +32,13 @@ bin=$(realpath "$bin")
 . "$(dirname "$0")/nodes.sh"
 nodes_workspace
 
-# Starts node $1 on loopback, the command before its arguments being the rest up to `--`; sets
-# pid and api.
-start_node() {
-    local name=$1
-    shift
-    local run=()
-    while [ "$1" != -- ]; do run+=("$1"); shift; done
-    shift
-    mkdir -p "$work/$name"
-    printf 'node_id = "dtn://%s/"\ndata_dir = "%s"\n' "$name" "$work/$name" >"$work/$name.toml"
-    (cd "$work" && exec "${run[@]}" node --config "$work/$name.toml" --no-discovery --udp "" \
-        --tcpcl 127.0.0.1:0 --api 127.0.0.1:0 "$@" 2>"$work/$name.log") &
-    pid=$!
-    pids+=("$pid")
-    wait_for 300 grep -q "running: tcpcl" "$work/$name.log" || fail "$name did not start"
-    api=$(sed -n 's|.*, api http://\([0-9.:]*\)\..*|\1|p' "$work/$name.log")
-}
+# Under callgrind a node starts slowly.
+node_start_limit=300
 
-start_node bravo "$bin" --
+nodes_start bravo "$bin" --
 bravo_pid=$pid
-bravo_tcpcl=$(sed -n 's/.* running: tcpcl \([0-9.:]*\), api.*/\1/p' "$work/bravo.log")
-start_node alpha valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.out" \
+bravo_tcpcl=$tcpcl
+nodes_start alpha valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/cg.out" \
     "$bin" -- --peer "$bravo_tcpcl"
 alpha_pid=$pid
 alpha_api=$api

@@ -27,6 +27,8 @@ calls=${FERRY_SPEED_CALLS:-50}
 # shellcheck source=scripts/nodes.sh
 . "$(dirname "$0")/nodes.sh"
 nodes_workspace
+# The procedure the calls call: /bin/echo, as a process per call.
+node_config_extra=$(printf '[[rpc.procedure]]\nname = "echo"\nparams = ["text"]\nexec = "/bin/echo"\n')
 
 now_ms() { date +%s%3N; }
 # CPU milliseconds (user + system) of the processes given.
@@ -38,23 +40,6 @@ cpu_ms() {
     echo $((t * 1000 / $(getconf CLK_TCK)))
 }
 
-# Starts node $2 (binary $1) on loopback; sets pid, api and tcpcl.
-start_node() {
-    local bin=$1 name=$2
-    shift 2
-    mkdir -p "$work/$name"
-    printf 'node_id = "dtn://%s/"\ndata_dir = "%s"\n' "$name" "$work/$name" >"$work/$name.toml"
-    # The procedure the calls call: /bin/echo, as a process per call.
-    printf '[[rpc.procedure]]\nname = "echo"\nparams = ["text"]\nexec = "/bin/echo"\n' \
-        >>"$work/$name.toml"
-    "$bin" node --config "$work/$name.toml" --no-discovery --udp "" --tcpcl 127.0.0.1:0 \
-        --api 127.0.0.1:0 "$@" 2>"$work/$name.log" &
-    pid=$!
-    pids+=("$pid")
-    wait_for 30 grep -q "running: tcpcl" "$work/$name.log" || fail "$name did not start"
-    api=$(sed -n 's|.*, api http://\([0-9.:]*\)\..*|\1|p' "$work/$name.log")
-    tcpcl=$(sed -n 's/.* running: tcpcl \([0-9.:]*\), api.*/\1/p' "$work/$name.log")
-}
 
 head -c $((mb << 20)) /dev/urandom >"$work/bulk"
 echo "node-speed.sh on $(uname -m), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ): $rounds rounds;" \
@@ -65,9 +50,9 @@ results=$work/results
 for round in $(seq "$rounds"); do
     for bin in "$@"; do
         rm -rf "${work:?}"/alpha* "${work:?}"/bravo*
-        start_node "$bin" bravo
+        nodes_start bravo "$bin" --
         bravo_pid=$pid bravo_api=$api
-        start_node "$bin" alpha --peer "$tcpcl"
+        nodes_start alpha "$bin" -- --peer "$tcpcl"
         alpha_pid=$pid alpha_api=$api
         peered() { "$bin" peers --api "$alpha_api" --json | grep -q 'dtn://bravo/'; }
         wait_for 30 peered || fail "alpha never saw bravo"

@@ -20,6 +20,36 @@ nodes_cleanup() {
     rm -rf "$work"
 }
 
+# Starts a node named $1 on loopback, run by the words up to `--` (the binary, or a wrapper such
+# as valgrind and the binary) with the node arguments after it, in "$work" (configuration
+# "$work/$1.toml", ending with "$node_config_extra" if set; data "$work/$1"; log "$work/$1.log").
+# Waits up to "$node_start_limit" seconds (30) for it; sets pid, api and tcpcl.
+nodes_start() {
+    local name=$1
+    shift
+    local run=()
+    while [ "$1" != -- ]; do
+        run+=("$1")
+        shift
+    done
+    shift
+    # The node runs in "$work": a relative path to the binary would not lead there.
+    if [[ ${run[0]} == */* ]]; then run[0]=$(realpath "${run[0]}"); fi
+    mkdir -p "$work/$name"
+    printf 'node_id = "dtn://%s/"\ndata_dir = "%s"\n%s' "$name" "$work/$name" \
+        "${node_config_extra:-}" >"$work/$name.toml"
+    (cd "$work" && exec "${run[@]}" node --config "$work/$name.toml" --no-discovery --udp "" \
+        --tcpcl 127.0.0.1:0 --api 127.0.0.1:0 "$@" 2>"$work/$name.log") &
+    pid=$!
+    pids+=("$pid")
+    wait_for "${node_start_limit:-30}" grep -q "running: tcpcl" "$work/$name.log" ||
+        fail "$name did not start"
+    # shellcheck disable=SC2034 # for the caller
+    api=$(sed -n 's|.*, api http://\([0-9.:]*\)\..*|\1|p' "$work/$name.log")
+    # shellcheck disable=SC2034 # for the caller
+    tcpcl=$(sed -n 's/.* running: tcpcl \([0-9.:]*\), api.*/\1/p' "$work/$name.log")
+}
+
 # Waits up to $1 seconds until the command after it succeeds; 1 if it never did.
 wait_for() {
     local limit=$1
