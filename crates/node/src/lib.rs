@@ -38,12 +38,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cgr;
 mod classes;
 mod expiring;
 mod held;
 mod links;
 pub mod mesh;
 mod node;
+pub mod plan;
 mod strategy;
 pub mod stream;
 
