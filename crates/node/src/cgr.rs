@@ -188,7 +188,10 @@ mod tests {
     #[test]
     fn a_contact_ending_as_the_bundle_arrives_is_missed() {
         let g = graph("nodes 3\n0 up 0 1\n10 down 0 1\n10 up 1 2\n20 down 1 2\n");
-        assert_eq!(g.route(&id("n0"), &id("n2"), at(0)).unwrap().arrives, at(10));
+        assert_eq!(
+            g.route(&id("n0"), &id("n2"), at(0)).unwrap().arrives,
+            at(10)
+        );
         assert_eq!(g.route(&id("n0"), &id("n2"), at(10)), None);
     }
 

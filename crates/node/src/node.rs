@@ -395,7 +395,10 @@ impl Node {
             rng: config.seed | 1,
             stats: NodeStats::default(),
             routes: BTreeMap::new(),
-            plan_change: config.contact_graph.as_ref().and_then(|g| g.next_change(now)),
+            plan_change: config
+                .contact_graph
+                .as_ref()
+                .and_then(|g| g.next_change(now)),
             config,
         };
         node.reindex();

@@ -200,9 +200,9 @@ impl FromStr for ContactPlan {
                 }
                 ["node", i, eid] => {
                     let i = node(i, &plan)?;
-                    let id: Eid = eid
-                        .parse()
-                        .map_err(|e| err(format!("node {i}: {eid:?} is not an endpoint id: {e}")))?;
+                    let id: Eid = eid.parse().map_err(|e| {
+                        err(format!("node {i}: {eid:?} is not an endpoint id: {e}"))
+                    })?;
                     if id.node_id() != id || id == Eid::Null {
                         return Err(err(format!(
                             "node {i}: {eid:?} is not a node id (dtn://NAME/ or ipn:N.0)"
@@ -223,7 +223,9 @@ impl FromStr for ContactPlan {
                         ))
                     })?;
                     plan.epoch = Some(dtn_time_of(t).ok_or_else(|| {
-                        err(format!("epoch {when:?} is before 2000-01-01, the DTN epoch"))
+                        err(format!(
+                            "epoch {when:?} is before 2000-01-01, the DTN epoch"
+                        ))
                     })?);
                 }
                 [t, dir @ ("up" | "down"), a, b] => {
@@ -271,9 +273,25 @@ impl FromStr for ContactPlan {
                     let mut t = from;
                     while t < until {
                         let (lo, hi) = (a.min(b), a.max(b));
-                        push(&mut plan, LinkEvent { at: t, up: true, a: lo, b: hi })?;
+                        push(
+                            &mut plan,
+                            LinkEvent {
+                                at: t,
+                                up: true,
+                                a: lo,
+                                b: hi,
+                            },
+                        )?;
                         let down = t.saturating_add(up_ms);
-                        push(&mut plan, LinkEvent { at: down, up: false, a: lo, b: hi })?;
+                        push(
+                            &mut plan,
+                            LinkEvent {
+                                at: down,
+                                up: false,
+                                a: lo,
+                                b: hi,
+                            },
+                        )?;
                         t = down.saturating_add(down_ms);
                     }
                 }
@@ -399,9 +417,10 @@ mod tests {
 
     #[test]
     fn contacts_pair_ups_with_downs() {
-        let plan: ContactPlan = "nodes 3\n0 up 0 1\n0 up 1 0\n10 down 0 1\n15 down 0 1\n20 up 1 2\n"
-            .parse()
-            .unwrap();
+        let plan: ContactPlan =
+            "nodes 3\n0 up 0 1\n0 up 1 0\n10 down 0 1\n15 down 0 1\n20 up 1 2\n"
+                .parse()
+                .unwrap();
         let origin = DtnTime::from_millis(1_000);
         let contacts = plan.contacts(origin, |i| plan.node_id(i));
         assert_eq!(contacts.len(), 2);

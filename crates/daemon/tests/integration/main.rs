@@ -19,5 +19,6 @@ mod api;
 mod exec;
 mod loopback;
 mod metrics;
+mod plan;
 mod rpc;
 mod tls;
