@@ -1523,6 +1523,7 @@ impl Daemon {
         match event {
             Event::StatusReport { from, report } => self.record_report(&from, &report),
             Event::NeighbourUp { node, .. } => tracing::debug!("neighbour {node} up"),
+            Event::SpeaksFerry { node } => tracing::debug!("neighbour {node} speaks Ferry"),
             Event::NeighbourDown { node } => tracing::debug!("neighbour {node} down"),
             Event::Reachable { node, hops } => tracing::debug!("{node} reachable in {hops} hops"),
             Event::Unreachable { node } => tracing::debug!("{node} unreachable"),

@@ -204,6 +204,12 @@ pub enum Event {
         /// The link.
         link: LinkId,
     },
+    /// A neighbour showed that it speaks Ferry (its control traffic, or Ferry's beacons): what
+    /// only a Ferry node answers (the RPC engine's hello) may go to it now.
+    SpeaksFerry {
+        /// The neighbour's node id.
+        node: Eid,
+    },
     /// A neighbour is gone (link down or beacons stopped).
     NeighbourDown {
         /// The neighbour's node id.

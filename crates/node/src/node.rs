@@ -1081,6 +1081,10 @@ impl Node {
             node: peer.clone(),
             link,
         });
+        if self.links.get(&link).is_some_and(|l| l.beacon_liveness) {
+            self.events
+                .push_back(Event::SpeaksFerry { node: peer.clone() });
+        }
         if self.foreign.contains_key(&peer) {
             // Another implementation, met before: no control traffic, and what the strategy
             // gives a neighbour goes at once.
@@ -1473,10 +1477,19 @@ impl Node {
             && let Some(l) = self.links.get_mut(&link)
         {
             l.summary_due = None;
+            let first = !l.speaks_ferry;
             l.speaks_ferry = true;
             if l.foreign {
                 l.foreign = false;
                 l.next_summary = Some(now);
+            }
+            // The mesh database was held back until now (see `send_control`).
+            if first {
+                for lsa in self.mesh.database() {
+                    self.send_control(now, peer, link, Control::LinkState(lsa));
+                }
+                self.events
+                    .push_back(Event::SpeaksFerry { node: peer.clone() });
             }
         }
     }
@@ -2016,8 +2029,18 @@ impl Node {
         let Ok(destination) = control_endpoint(peer) else {
             return; // not a dtn node id: it does not speak Ferry's control protocol
         };
-        if self.links.get(&link).is_some_and(|l| l.foreign) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        if l.foreign {
             return; // another implementation: it would only store the bundle until it expires
+        }
+        // Until the neighbour shows it speaks Ferry (its own control traffic, or Ferry's
+        // beacons), only the summary goes, as the question: the mesh database follows its
+        // answer (`heard_control_from`), and another implementation gets one bundle, not the
+        // database too.
+        if !(l.speaks_ferry || l.beacon_liveness || matches!(control, Control::Summary(_))) {
+            return;
         }
         let primary = PrimaryBlock::new(
             destination,
