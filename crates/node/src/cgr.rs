@@ -104,25 +104,50 @@ impl ContactGraph {
         if src == dst {
             return None;
         }
+        self.search(src, now, Some(dst)).swap_remove(dst)
+    }
+
+    /// The earliest-arrival route from `from` to every node the plan lets it reach, by node id
+    /// (one search for all of them: what `ferry routes` shows).
+    pub fn routes_from(&self, from: &Eid, now: DtnTime) -> Vec<(Eid, Route)> {
+        let Some(&src) = self.index.get(from) else {
+            return Vec::new();
+        };
+        let mut routes: Vec<(Eid, Route)> = self
+            .search(src, now, None)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((self.nodes[i].clone(), r?)))
+            .collect();
+        routes.sort_by(|a, b| a.0.cmp(&b.0));
+        routes
+    }
+
+    /// Dijkstra over the time-varying graph from `src` at `now`: each node's route, or `None`
+    /// where there is no journey (and for `src` itself). Stops once `stop` is settled.
+    fn search(&self, src: usize, now: DtnTime, stop: Option<usize>) -> Vec<Option<Route>> {
         let n = self.nodes.len();
         // Per node: earliest arrival, hops, and the first hop with its departure.
         let mut best: Vec<Option<(DtnTime, u32)>> = vec![None; n];
         let mut first: Vec<Option<(usize, DtnTime)>> = vec![None; n];
+        let mut routes: Vec<Option<Route>> = vec![None; n];
         let mut queue = BinaryHeap::new();
         best[src] = Some((now, 0));
         queue.push(Reverse((now, 0u32, src)));
         while let Some(Reverse((t, hops, u))) = queue.pop() {
-            if best[u] != Some((t, hops)) {
+            if best[u] != Some((t, hops)) || routes[u].is_some() {
                 continue; // a stale entry: u was reached earlier since
             }
-            if u == dst {
-                let (next, departs) = first[u]?;
-                return Some(Route {
+            if let Some((next, departs)) = first[u] {
+                routes[u] = Some(Route {
                     next_hop: self.nodes[next].clone(),
                     departs,
                     arrives: t,
                     hops,
                 });
+            }
+            if Some(u) == stop {
+                break;
             }
             for &(v, start, end) in &self.adjacent[u] {
                 let at = t.max(start);
@@ -137,7 +162,7 @@ impl ContactGraph {
                 }
             }
         }
-        None
+        routes
     }
 }
 
@@ -175,6 +200,13 @@ mod tests {
         assert_eq!(g.route(&id("n0"), &id("n3"), at(200)), None);
         assert_eq!(g.route(&id("n0"), &id("n9"), at(0)), None);
         assert_eq!(g.route(&id("n0"), &id("n0"), at(0)), None);
+        // All at once: the same routes.
+        let all = g.routes_from(&id("n0"), at(0));
+        let names: Vec<String> = all.iter().map(|(d, _)| d.to_string()).collect();
+        assert_eq!(names, ["dtn://n1/", "dtn://n2/", "dtn://n3/"]);
+        for (dest, r) in &all {
+            assert_eq!(Some(r), g.route(&id("n0"), dest, at(0)).as_ref());
+        }
     }
 
     #[test]

@@ -821,6 +821,15 @@ impl Node {
         self.pump(now);
     }
 
+    /// The routes the contact plan gives this node now, by destination (empty without a plan).
+    pub fn planned_routes(&self, now: DtnTime) -> Vec<(Eid, Route)> {
+        self.config
+            .contact_graph
+            .as_ref()
+            .map(|g| g.routes_from(&self.me, now))
+            .unwrap_or_default()
+    }
+
     /// Replaces the contact plan the node routes by ([`NodeConfig::contact_graph`]); `None`
     /// routes by the strategy alone again. Routes computed from the old plan are forgotten.
     pub fn set_contact_graph(&mut self, now: DtnTime, graph: Option<Arc<ContactGraph>>) {

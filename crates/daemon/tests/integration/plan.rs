@@ -79,6 +79,29 @@ async fn a_bundle_follows_the_plan_to_one_neighbour_and_is_released_there() {
         assert!(Instant::now() < deadline, "alpha has no sessions with both");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // `ferry routes`: delta and bravo over the mesh, charlie by the plan, through bravo, whose
+    // contact with charlie starts in ten minutes.
+    let routes = alpha.control.ask(Request::Routes).await.unwrap();
+    let charlie = routes
+        .iter()
+        .find(|r| r.destination == "dtn://charlie/")
+        .unwrap_or_else(|| panic!("no route to charlie: {routes:?}"));
+    assert_eq!(
+        (charlie.via.as_str(), charlie.next_hop.as_str()),
+        ("plan", "dtn://bravo/")
+    );
+    assert_eq!(charlie.hops, 2);
+    let (departs, arrives) = (charlie.departs_ms.unwrap(), charlie.arrives_ms.unwrap());
+    assert!(
+        arrives >= departs + 590_000 && arrives <= departs + 600_000,
+        "{charlie:?}"
+    );
+    assert!(
+        routes
+            .iter()
+            .any(|r| r.destination == "dtn://delta/" && r.via == "mesh"),
+        "{routes:?}"
+    );
     let req = SendRequest {
         payload: Some("the plan says bravo".into()),
         lifetime: Some("1h".into()),
