@@ -244,6 +244,10 @@ pub(crate) struct Daemon {
     links: BTreeMap<LinkId, Link>,
     flights: BTreeMap<u64, Flight>,
     statics: Vec<StaticPeer>,
+    /// The next start of one of this node's planned contacts (`contact_plan`): static peers
+    /// without a session are dialled then, not when their backoff (up to 10 s) runs out, so a
+    /// short contact is not spent waiting.
+    next_planned_start: Option<DtnTime>,
     discovered: BTreeMap<Eid, Discovered>,
     /// Addresses a connection attempt is under way to.
     connecting: BTreeMap<SocketAddr, Origin>,
@@ -352,6 +356,11 @@ impl Daemon {
         (rpc, engine): (RpcShell, rpc::Rpc),
         tls: Option<Arc<TlsContext>>,
     ) -> Result<Self, store::StoreError> {
+        let next_planned_start = node
+            .config()
+            .contact_graph
+            .as_ref()
+            .and_then(|g| g.next_start_of(node.id(), clock.now()));
         let now = Instant::now();
         let statics = config
             .peers
@@ -420,6 +429,7 @@ impl Daemon {
             links: BTreeMap::new(),
             flights: BTreeMap::new(),
             statics,
+            next_planned_start,
             discovered: BTreeMap::new(),
             connecting: BTreeMap::new(),
             deliveries,
@@ -683,6 +693,13 @@ impl Daemon {
             );
         }
         let instant = Instant::now();
+        if self.next_planned_start.is_some_and(|t| t <= now) {
+            for s in &mut self.statics {
+                s.retry_at = instant;
+                s.backoff = FIRST_BACKOFF;
+            }
+            self.next_planned_start = self.planned_start_after(now);
+        }
         for i in 0..self.statics.len() {
             let s = &self.statics[i];
             if s.link.is_none() && s.retry_at <= instant && !self.connecting.contains_key(&s.addr) {
@@ -695,6 +712,15 @@ impl Daemon {
             self.next_beacon = instant + self.config.discovery.period;
             self.forget_silent_nodes(instant);
         }
+    }
+
+    /// The next start of one of this node's planned contacts after `now`.
+    fn planned_start_after(&self, now: DtnTime) -> Option<DtnTime> {
+        let node = self.host.node();
+        node.config()
+            .contact_graph
+            .as_ref()
+            .and_then(|g| g.next_start_of(node.id(), now))
     }
 
     fn announce(&mut self) {

@@ -89,6 +89,16 @@ impl ContactGraph {
         self.contacts == 0
     }
 
+    /// The first instant after `after` at which a contact of `node` starts, if any.
+    pub fn next_start_of(&self, node: &Eid, after: DtnTime) -> Option<DtnTime> {
+        let &i = self.index.get(node)?;
+        self.adjacent[i]
+            .iter()
+            .map(|&(_, start, _)| start)
+            .filter(|&start| start > after)
+            .min()
+    }
+
     /// The first instant after `now` at which a contact starts or ends (routes computed at `now`
     /// hold until then), if any.
     pub fn next_change(&self, now: DtnTime) -> Option<DtnTime> {
@@ -200,6 +210,9 @@ mod tests {
         assert_eq!(g.route(&id("n0"), &id("n3"), at(200)), None);
         assert_eq!(g.route(&id("n0"), &id("n9"), at(0)), None);
         assert_eq!(g.route(&id("n0"), &id("n0"), at(0)), None);
+        assert_eq!(g.next_start_of(&id("n0"), at(0)), Some(at(10)));
+        assert_eq!(g.next_start_of(&id("n3"), at(20)), Some(at(100)));
+        assert_eq!(g.next_start_of(&id("n3"), at(100)), None);
         // All at once: the same routes.
         let all = g.routes_from(&id("n0"), at(0));
         let names: Vec<String> = all.iter().map(|(d, _)| d.to_string()).collect();

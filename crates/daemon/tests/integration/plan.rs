@@ -191,3 +191,37 @@ async fn a_bundle_follows_the_plan_to_one_neighbour_and_is_released_there() {
         node.shut_down().await;
     }
 }
+
+/// A static peer that was down is dialled when a planned contact starts, not when its backoff
+/// runs out: alpha tries bravo at 0, 1, 3 and 7 s (the backoff doubling to 8 s), bravo comes up
+/// at 7.5 s and the plan's contact starts at 9 s; without the plan the next try would be at 15 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_contact_start_dials_a_static_peer_at_once() {
+    let dirs = [TempDir::new("plan-test"), TempDir::new("plan-test")];
+    let ports = [free_port(), free_port()];
+    let bravo_at: SocketAddr = format!("127.0.0.1:{}", ports[1]).parse().unwrap();
+    let plan = "nodes 2\nnode 0 dtn://alpha/\nnode 1 dtn://bravo/\n9 up 0 1\n";
+    let started = Instant::now();
+    let alpha = daemon::start(config("alpha", &dirs[0], ports[0], &[bravo_at], Some(plan)))
+        .await
+        .unwrap();
+    tokio::time::sleep_until((started + Duration::from_millis(7_500)).into()).await;
+    assert_eq!(peers(&alpha).await, 0, "bravo is not up yet");
+    let bravo = daemon::start(config("bravo", &dirs[1], ports[1], &[], None))
+        .await
+        .unwrap();
+    while peers(&alpha).await < 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(12),
+            "no session by 12 s: the contact's start at 9 s did not dial bravo"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(8_500),
+        "dialled before the contact started ({:?}): the backoff was not what this test expects",
+        started.elapsed()
+    );
+    alpha.shut_down().await;
+    bravo.shut_down().await;
+}
