@@ -43,7 +43,7 @@ impl fmt::Debug for Key {
 /// Wraps `key` (a multiple of 8 bytes, at least 16) under the key-encryption key `kek` (16 or
 /// 32 bytes).
 pub fn wrap_key(kek: &Key, key: &Key) -> Result<Vec<u8>, SecurityError> {
-    if key.len() < 16 || key.len() % 8 != 0 {
+    if key.len() < 16 || !key.len().is_multiple_of(8) {
         return Err(SecurityError::BadKey {
             what: "key wrap (the wrapped key)",
             len: key.len(),
@@ -72,7 +72,7 @@ pub fn wrap_key(kek: &Key, key: &Key) -> Result<Vec<u8>, SecurityError> {
 
 /// Unwraps `wrapped` under `kek`; `block` names the security block in the error.
 pub fn unwrap_key(kek: &Key, wrapped: &[u8], block: u64) -> Result<Key, SecurityError> {
-    if wrapped.len() < 24 || wrapped.len() % 8 != 0 {
+    if wrapped.len() < 24 || !wrapped.len().is_multiple_of(8) {
         return Err(SecurityError::Unwrap { block });
     }
     let mut out = Zeroizing::new(vec![0u8; wrapped.len() - 8]);

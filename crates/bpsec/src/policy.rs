@@ -93,13 +93,17 @@ pub struct VerifyRule {
     pub required: bool,
 }
 
-/// Decrypt BCBs whose security source matches, at the bundle's destination, with this key.
+/// Decrypt BCBs whose security source matches, at the bundle's destination, with this key;
+/// with `required`, a bundle whose source matches must arrive with its payload encrypted (a
+/// BCB can be stripped on the way, and what is left is the ciphertext).
 #[derive(Debug, Clone)]
 pub struct DecryptRule {
-    /// Security sources this rule covers.
+    /// Security sources (for `required`: bundle sources) this rule covers.
     pub sources: Pattern,
     /// The AES key (or the key-encryption key, for blocks that carry a wrapped key).
     pub key: Key,
+    /// Whether bundles from these sources must be encrypted.
+    pub required: bool,
 }
 
 /// A node's BPSec policy. The default is empty: nothing signed or encrypted, nothing verified,
@@ -183,6 +187,9 @@ pub enum Refused {
     /// The source must sign its bundles and this one's payload has no BIB that verified.
     #[error("no verified integrity block on the payload from a source that must sign")]
     MissingIntegrity,
+    /// The source must encrypt its bundles and this one's payload was not encrypted.
+    #[error("payload not encrypted by a source that must encrypt")]
+    MissingConfidentiality,
 }
 
 impl Policy {
@@ -246,7 +253,8 @@ impl Policy {
     /// delivered. At the destination (`me` is its node), BCBs are decrypted and removed (this
     /// node is their security acceptor); everywhere, BIBs whose security source a verify rule
     /// names are verified (a relay is a security verifier) unless encrypted; at the destination,
-    /// a bundle from a source that must sign needs a verified BIB on its payload. Blocks no
+    /// a bundle from a source that must sign needs a verified BIB on its payload, and one from a
+    /// source that must encrypt a payload it decrypted. Blocks no
     /// rule names are left as they are, for the node that can check them.
     ///
     /// A fragment is left alone: its payload is a part of what the blocks cover. The node
@@ -257,6 +265,7 @@ impl Policy {
             return Ok(done);
         }
         let at_destination = bundle.primary.destination.node_id() == *me;
+        let mut payload_decrypted = false;
         if at_destination {
             let bcbs: Vec<u64> = numbers_of(bundle, BLOCK_BCB);
             for number in bcbs {
@@ -268,7 +277,9 @@ impl Policy {
                     .ok_or(Refused::Confidentiality(SecurityError::NoKey {
                         block: number,
                     }))?;
-                bcb::decrypt(bundle, number, &rule.key).map_err(Refused::Confidentiality)?;
+                let d =
+                    bcb::decrypt(bundle, number, &rule.key).map_err(Refused::Confidentiality)?;
+                payload_decrypted |= d.targets.contains(&PAYLOAD_BLOCK_NUMBER);
                 done.decrypted += 1;
             }
         }
@@ -297,6 +308,15 @@ impl Policy {
                 .any(|r| r.required && r.sources.matches(&bundle.primary.source))
         {
             return Err(Refused::MissingIntegrity);
+        }
+        if at_destination
+            && !payload_decrypted
+            && self
+                .decrypt
+                .iter()
+                .any(|r| r.required && r.sources.matches(&bundle.primary.source))
+        {
+            return Err(Refused::MissingConfidentiality);
         }
         Ok(done)
     }
