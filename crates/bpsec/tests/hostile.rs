@@ -82,7 +82,7 @@ fn policy_at(key: &Key, required: bool) -> Policy {
 /// delivered.
 fn accepted(wire: Vec<u8>, policy: &Policy) -> Option<Bytes> {
     let mut b = Bundle::decode(Bytes::from(wire)).ok()?;
-    policy.receive(&mut b, &eid("dtn://b/")).ok()?;
+    policy.receive(&mut b, &eid("dtn://b/"), true).ok()?;
     Some(b.payload.data)
 }
 
@@ -301,7 +301,7 @@ fn policy_signs_and_encrypts_for_matching_destinations_only() {
     // A relay with no keys carries both blocks untouched.
     let mut relayed = Bundle::decode(wire.clone()).unwrap();
     let r = Policy::default()
-        .receive(&mut relayed, &eid("dtn://r/"))
+        .receive(&mut relayed, &eid("dtn://r/"), true)
         .unwrap();
     assert_eq!((r.verified, r.decrypted), (0, 0));
     assert_eq!(relayed.encode().to_bytes(), wire);
@@ -321,7 +321,7 @@ fn policy_signs_and_encrypts_for_matching_destinations_only() {
         ..Policy::default()
     };
     let mut got = Bundle::decode(wire.clone()).unwrap();
-    let r = receiver.receive(&mut got, &eid("dtn://b/")).unwrap();
+    let r = receiver.receive(&mut got, &eid("dtn://b/"), true).unwrap();
     assert_eq!((r.verified, r.decrypted), (1, 1));
     assert_eq!(&got.payload.data[..], b"hello b");
 
@@ -332,13 +332,13 @@ fn policy_signs_and_encrypts_for_matching_destinations_only() {
         ..receiver.clone()
     };
     assert!(matches!(
-        no_aes.receive(&mut got, &eid("dtn://b/")),
+        no_aes.receive(&mut got, &eid("dtn://b/"), true),
         Err(Refused::Confidentiality(SecurityError::NoKey { .. }))
     ));
     let mut unsigned = plain(b"forged");
     unsigned.primary.source = eid("dtn://a/app");
     assert_eq!(
-        receiver.receive(&mut unsigned, &eid("dtn://b/")),
+        receiver.receive(&mut unsigned, &eid("dtn://b/"), true),
         Err(Refused::MissingIntegrity)
     );
 

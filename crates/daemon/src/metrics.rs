@@ -376,6 +376,8 @@ fn drop_reason(reason: DropReason) -> &'static str {
         DropReason::StoreError => "store_error",
         DropReason::Purged => "purged",
         DropReason::BlockUnsupported => "block_unsupported",
+        DropReason::SecurityFailed => "security_failed",
+        DropReason::SecurityMissing => "security_missing",
     }
 }
 
