@@ -726,6 +726,42 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             n.primary_crc_added,
         ),
         counter(
+            "bpsec_bib_verified_total",
+            "BPSec integrity blocks (BIBs) verified on receipt with a configured key.",
+            n.bib_verified,
+        ),
+        counter(
+            "bpsec_bcb_decrypted_total",
+            "BPSec confidentiality blocks (BCBs) decrypted at this node, their destination.",
+            n.bcb_decrypted,
+        ),
+        counter(
+            "bpsec_bib_failed_total",
+            "Bundles dropped because a BIB did not verify or a security block was malformed.",
+            n.bib_failed,
+        ),
+        counter(
+            "bpsec_bcb_failed_total",
+            "Bundles for this node dropped because a BCB could not be decrypted.",
+            n.bcb_failed,
+        ),
+        counter(
+            "bpsec_missing_total",
+            "Bundles dropped because their source must sign or encrypt ([[bpsec.verify]] or \
+             [[bpsec.decrypt]] required) and did not.",
+            n.security_missing,
+        ),
+        counter(
+            "bpsec_bib_added_total",
+            "BIBs this node added to bundles it sent ([[bpsec.sign]]).",
+            n.bib_added,
+        ),
+        counter(
+            "bpsec_bcb_added_total",
+            "BCBs this node added to bundles it sent ([[bpsec.encrypt]]).",
+            n.bcb_added,
+        ),
+        counter(
             "summary_purge_keys_ignored_total",
             "Keys of delivered bundles in a neighbour's summary beyond the most read from one \
              summary.",
