@@ -725,7 +725,7 @@ fn bpsec_policy(file: BpsecFile, base: Option<&Path>) -> Result<bpsec::Policy, C
 /// A key as hex digits (either case; spaces and a `0x` prefix are not accepted).
 fn parse_key_hex(text: &str) -> Result<Vec<u8>, String> {
     let text = text.trim();
-    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("is not an even number of hex digits".into());
     }
     Ok((0..text.len())
