@@ -89,8 +89,8 @@ pub struct EncryptSpec<'a> {
     pub wrap_under: Option<&'a Key>,
 }
 
-/// Encrypts `targets` of `bundle` in place and returns the BCB that describes it, for the
-/// caller to insert. RFC 9172 §3.9's rules are checked first and nothing changes if one fails:
+/// Encrypts `targets` of `bundle` in place (their CRCs removed, RFC 9172 §3.9) and returns the
+/// BCB that describes it, for the caller to insert. RFC 9172 §3.9's rules are checked first and nothing changes if one fails:
 /// no target is the primary block, a BCB or a block every node must read; none is encrypted
 /// already; a target protected by a BIB is encrypted only with that BIB.
 pub fn encrypt(
@@ -152,6 +152,8 @@ pub fn encrypt(
     parameters.push((PARAM_SCOPE, cbor::uint_item(spec.scope)));
     for (t, c) in ciphertexts {
         target::set_data(bundle, t, c);
+        // RFC 9172 §3.9: a BCB's targets carry no CRC (the tag guards them).
+        target::clear_crc(bundle, t);
     }
     let asb = AbstractSecurityBlock {
         targets: targets.to_vec(),

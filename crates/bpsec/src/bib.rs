@@ -78,9 +78,10 @@ pub struct SignSpec<'a> {
 }
 
 /// Makes a BIB over `targets` of `bundle` (RFC 9172 §3.8's rules checked: each target exists,
-/// is no security block, has no BIB yet and is not encrypted). The caller inserts it.
+/// is no security block, has no BIB yet and is not encrypted) and removes the targets' CRCs,
+/// as §3.8 asks (the MAC covers what they did). The caller inserts the BIB.
 pub fn sign(
-    bundle: &Bundle,
+    bundle: &mut Bundle,
     targets: &[u64],
     spec: &SignSpec<'_>,
 ) -> Result<ExtensionBlock, SecurityError> {
@@ -101,6 +102,11 @@ pub fn sign(
         return Err(SecurityError::BadTarget { block, target: 0 });
     }
     let security_header = (BLOCK_BIB, block, spec.flags.0);
+    for &t in targets {
+        if t != 0 {
+            target::clear_crc(bundle, t);
+        }
+    }
     let mut results = Vec::with_capacity(targets.len());
     for &t in targets {
         let mac = compute(bundle, t, spec.scope, security_header, spec.sha, spec.key)

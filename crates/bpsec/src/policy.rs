@@ -208,7 +208,7 @@ impl Policy {
         if let Some(rule) = self.sign.iter().find(|r| r.destinations.matches(&dest)) {
             let number = bundle.next_block_number();
             let block = bib::sign(
-                bundle,
+                &mut *bundle,
                 &[PAYLOAD_BLOCK_NUMBER],
                 &SignSpec {
                     block_number: number,

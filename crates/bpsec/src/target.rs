@@ -68,6 +68,16 @@ pub(crate) fn set_data(bundle: &mut Bundle, number: u64, new: Bytes) {
     }
 }
 
+/// Removes the CRC of target `number` (not the primary block's): RFC 9172 §3.8 and §3.9 ask
+/// it of every BIB and BCB target, whose integrity the MAC or the tag then guards.
+pub(crate) fn clear_crc(bundle: &mut Bundle, number: u64) {
+    if number == wire::PAYLOAD_BLOCK_NUMBER {
+        bundle.payload.crc_type = wire::CrcType::None;
+    } else if let Some(b) = bundle.extensions.iter_mut().find(|b| b.number == number) {
+        b.crc_type = wire::CrcType::None;
+    }
+}
+
 /// Whether block `number` may be a BCB's target: the payload, a BIB, or a block `wire` keeps as
 /// bytes. Not the primary block (RFC 9172 §3.9), not a BCB, and not the blocks `wire` parses
 /// (previous node, bundle age, hop count: every node on the way must read them, and ciphertext

@@ -57,7 +57,7 @@ fn encrypt_spec<'a>(source: &'a Eid, key: &'a Key, number: u64) -> EncryptSpec<'
 fn signed(payload: &[u8], key: &Key) -> Bundle {
     let mut b = plain(payload);
     let src = eid("dtn://a/");
-    let block = bib::sign(&b, &[0, 1], &sign_spec(&src, key, 2)).unwrap();
+    let block = bib::sign(&mut b, &[0, 1], &sign_spec(&src, key, 2)).unwrap();
     b.extensions.insert(0, block);
     b
 }
@@ -243,14 +243,17 @@ fn hostile_counts_are_refused_before_allocation() {
 fn rfc_9172_target_rules_are_enforced() {
     let key = Key::new(&[4; 32]);
     let src = eid("dtn://a/");
-    let b = signed(b"p", &key);
+    let mut b = signed(b"p", &key);
+    // RFC 9172 §3.8: a BIB's targets other than the primary block lose their CRC.
+    assert_eq!(b.payload.crc_type, wire::CrcType::None);
+    assert_eq!(b.primary.crc_type, wire::CrcType::Crc32c);
     // A second BIB on a target that has one; a BIB on a BIB.
     assert!(matches!(
-        bib::sign(&b, &[1], &sign_spec(&src, &key, 3)),
+        bib::sign(&mut b, &[1], &sign_spec(&src, &key, 3)),
         Err(SecurityError::Conflict { target: 1, .. })
     ));
     assert!(matches!(
-        bib::sign(&b, &[2], &sign_spec(&src, &key, 3)),
+        bib::sign(&mut b, &[2], &sign_spec(&src, &key, 3)),
         Err(SecurityError::BadTarget { target: 2, .. })
     ));
     // A BCB on the primary block, and on the payload without its BIB.
@@ -448,7 +451,7 @@ proptest! {
         let kek = Key::new(&[0x33; 16]);
         let src = eid("dtn://a/");
         let mut b = plain(&payload);
-        let bib_block = bib::sign(&b, &[1], &SignSpec { sha, scope, ..sign_spec(&src, &hmac_key, 5) }).unwrap();
+        let bib_block = bib::sign(&mut b, &[1], &SignSpec { sha, scope, ..sign_spec(&src, &hmac_key, 5) }).unwrap();
         b.extensions.insert(0, bib_block);
         let spec = EncryptSpec {
             iv,

@@ -132,7 +132,7 @@ fn a1_simple_integrity() {
     let mut b = bundle(ORIGINAL);
     let source = ipn(2, 1);
     let block = bib::sign(
-        &b,
+        &mut b,
         &[1],
         &SignSpec {
             block_number: 2,
@@ -233,7 +233,7 @@ fn a3_security_blocks_from_multiple_sources() {
     b.extensions.insert(0, bcb_block);
     let waypoint = ipn(3, 0);
     let bib_block = bib::sign(
-        &b,
+        &mut b,
         &[0, 2],
         &SignSpec {
             block_number: 3,
@@ -282,7 +282,7 @@ fn a4_security_blocks_with_full_scope() {
     let mut b = bundle(ORIGINAL);
     let src = ipn(2, 1);
     let bib_block = bib::sign(
-        &b,
+        &mut b,
         &[1],
         &SignSpec {
             block_number: 3,
