@@ -3,6 +3,7 @@
 //! integrity. Keys are chosen by endpoint patterns: on send by the bundle's destination, on
 //! receipt by the security block's source (RFC 9173 leaves key selection to local policy).
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use wire::{BlockFlags, Bundle, Eid, ExtensionData, PAYLOAD_BLOCK_NUMBER};
@@ -11,7 +12,6 @@ use crate::bcb::{self, EncryptSpec, IV_LEN};
 use crate::bib::{self, ShaVariant, SignSpec};
 use crate::error::SecurityError;
 use crate::key::Key;
-use crate::target;
 use crate::{BLOCK_BCB, BLOCK_BIB};
 
 /// Which endpoints a rule applies to: `*` (all), an endpoint id (`dtn://b/inbox`, `ipn:2.1`),
@@ -275,8 +275,18 @@ impl Policy {
         let mut payload_decrypted = false;
         if at_destination {
             let bcbs: Vec<u64> = numbers_of(bundle, BLOCK_BCB);
+            // RFC 9172 §3.2: a block is the target of one BCB at most.
+            let mut covered = BTreeSet::new();
             for number in bcbs {
                 let asb = read_asb(bundle, number).map_err(Refused::Confidentiality)?;
+                for &t in &asb.targets {
+                    if !covered.insert(t) {
+                        return Err(Refused::Confidentiality(SecurityError::Conflict {
+                            block: number,
+                            target: t,
+                        }));
+                    }
+                }
                 let rule = self
                     .decrypt
                     .iter()
@@ -297,11 +307,33 @@ impl Policy {
         } else {
             numbers_of(bundle, BLOCK_BIB)
         };
+        // What remaining BCBs encrypt, read once (not per BIB: a stranger's bundle may carry
+        // hundreds of security blocks).
+        let encrypted: BTreeSet<u64> = if bibs.is_empty() {
+            BTreeSet::new()
+        } else {
+            numbers_of(bundle, BLOCK_BCB)
+                .into_iter()
+                .filter_map(|n| read_asb(bundle, n).ok())
+                .flat_map(|asb| asb.targets)
+                .collect()
+        };
+        // RFC 9172 §3.2: a block is the target of one BIB at most. Refusing a second one also
+        // keeps a stranger from making this node hash a large payload once per BIB.
+        let mut covered = BTreeSet::new();
         for number in bibs {
-            if target::encrypted_by_bcb(bundle, number) {
+            if encrypted.contains(&number) {
                 continue;
             }
             let asb = read_asb(bundle, number).map_err(Refused::Integrity)?;
+            for &t in &asb.targets {
+                if !covered.insert(t) {
+                    return Err(Refused::Integrity(SecurityError::Conflict {
+                        block: number,
+                        target: t,
+                    }));
+                }
+            }
             let Some(rule) = self.verify.iter().find(|r| r.sources.matches(&asb.source)) else {
                 continue;
             };

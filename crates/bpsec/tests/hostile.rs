@@ -468,3 +468,32 @@ proptest! {
         bib::verify(&got, 5, &hmac_key).unwrap();
     }
 }
+
+#[test]
+fn a_second_security_block_on_the_same_target_is_refused_on_receipt() {
+    let key = Key::new(&[6; 32]);
+    // A stranger copies a BIB under other numbers: each copy would cost an HMAC of the payload.
+    let mut b = signed(&[1; 4096], &key);
+    for n in 10..20 {
+        let mut copy = b.extensions[0].clone();
+        copy.number = n;
+        b.extensions.push(copy);
+    }
+    let policy = policy_at(&key, false);
+    assert!(matches!(
+        policy.receive(&mut b, &eid("dtn://r/"), true),
+        Err(Refused::Integrity(SecurityError::Conflict { .. }))
+    ));
+    // Two BCBs over the payload, at the destination.
+    let mut e = plain(b"twice");
+    let src = eid("dtn://a/");
+    let block = bcb::encrypt(&mut e, &[1], &encrypt_spec(&src, &key, 2)).unwrap();
+    let mut copy = block.clone();
+    copy.number = 3;
+    e.extensions.push(block);
+    e.extensions.push(copy);
+    assert!(matches!(
+        policy.receive(&mut e, &eid("dtn://b/"), true),
+        Err(Refused::Confidentiality(SecurityError::Conflict { .. }))
+    ));
+}
