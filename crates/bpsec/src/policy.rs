@@ -194,13 +194,14 @@ pub enum Refused {
 
 impl Policy {
     /// Applies the send rules to a bundle this node made, before it is stored or sent: a BIB
-    /// over the payload if a sign rule matches the destination, then a BCB over the payload and
-    /// that BIB if an encrypt rule does. `iv` gives the BCB's IV.
+    /// over the payload if a sign rule matches the destination, then, if `encrypt`, a BCB over
+    /// the payload and that BIB if an encrypt rule does. `iv` gives the BCB's IV.
     pub fn protect(
         &self,
         bundle: &mut Bundle,
         me: &Eid,
         iv: &mut IvSource,
+        encrypt: bool,
     ) -> Result<Protected, SecurityError> {
         let dest = bundle.primary.destination.clone();
         let mut done = Protected::default();
@@ -224,7 +225,10 @@ impl Policy {
             bib_number = Some(number);
             done.signed = true;
         }
-        if let Some(rule) = self.encrypt.iter().find(|r| r.destinations.matches(&dest)) {
+        let rule = encrypt
+            .then(|| self.encrypt.iter().find(|r| r.destinations.matches(&dest)))
+            .flatten();
+        if let Some(rule) = rule {
             let number = bundle.next_block_number();
             let mut targets = Vec::with_capacity(2);
             targets.extend(bib_number);

@@ -58,7 +58,7 @@ fn protected(payload: &[u8], sequence: u64, ivs: &mut IvSource) -> Vec<u8> {
     );
     let mut b = Bundle::new(primary, Bytes::copy_from_slice(payload));
     let me: Eid = "ipn:1.0".parse().unwrap();
-    let done = policy.protect(&mut b, &me, ivs).unwrap();
+    let done = policy.protect(&mut b, &me, ivs, true).unwrap();
     assert!(done.signed && done.encrypted);
     b.encode().to_bytes().to_vec()
 }

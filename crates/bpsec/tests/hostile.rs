@@ -297,7 +297,7 @@ fn policy_signs_and_encrypts_for_matching_destinations_only() {
     let me = eid("dtn://a/");
     let mut ivs = IvSource::new([1; 8]);
     let mut b = plain(b"hello b");
-    let done = sender.protect(&mut b, &me, &mut ivs).unwrap();
+    let done = sender.protect(&mut b, &me, &mut ivs, true).unwrap();
     assert!(done.signed && done.encrypted);
     let wire = b.encode().to_bytes();
 
@@ -349,11 +349,11 @@ fn policy_signs_and_encrypts_for_matching_destinations_only() {
     let mut other = plain(b"x");
     other.primary.destination = eid("dtn://c/inbox");
     assert_eq!(
-        sender.protect(&mut other, &me, &mut ivs).unwrap(),
+        sender.protect(&mut other, &me, &mut ivs, true).unwrap(),
         Default::default()
     );
     let mut second = plain(b"hello b");
-    sender.protect(&mut second, &me, &mut ivs).unwrap();
+    sender.protect(&mut second, &me, &mut ivs, true).unwrap();
     assert_ne!(
         second.payload.data, b.payload.data,
         "a new IV, another ciphertext"

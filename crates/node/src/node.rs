@@ -1388,6 +1388,12 @@ impl Node {
     }
 
     fn deliver(&mut self, now: DtnTime, bundle: &Bundle) {
+        // A payload still under a BCB is ciphertext, never an application's data. At its
+        // destination a BCB was decrypted or the bundle refused before this; a broadcast bundle
+        // is carried on to everyone still encrypted, and not delivered here.
+        if bundle.extension(bpsec::BLOCK_BCB).is_some() {
+            return;
+        }
         self.stats.delivered += 1;
         self.events.push_back(Event::Delivered(Delivery {
             id: BundleId {
@@ -1592,7 +1598,13 @@ impl Node {
 
     /// Applies the BPSec policy to a bundle this node originates (see [`NodeConfig::bpsec`]).
     fn protect(&mut self, bundle: &mut Bundle) -> Result<(), SendError> {
-        let done = self.config.bpsec.protect(bundle, &self.me, &mut self.ivs)?;
+        // A broadcast bundle is delivered by every node it reaches, which cannot all be the BCB's
+        // acceptor: it is signed, never encrypted.
+        let encrypt = !is_broadcast(&bundle.primary.destination);
+        let done = self
+            .config
+            .bpsec
+            .protect(bundle, &self.me, &mut self.ivs, encrypt)?;
         self.stats.bib_added += u64::from(done.signed);
         self.stats.bcb_added += u64::from(done.encrypted);
         Ok(())

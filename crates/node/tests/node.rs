@@ -1903,3 +1903,38 @@ fn a_key_of_the_wrong_length_refuses_the_send() {
     assert!(matches!(err, node::SendError::Security(_)), "{err}");
     assert_eq!(net.nodes[0].held_bundles().count(), 0);
 }
+
+#[test]
+fn broadcast_bundles_are_signed_and_verified_but_never_encrypted() {
+    let (hmac, aes) = (key(1, 32), key(2, 32));
+    let mut net = Net::new(2, |c| {
+        c.bpsec.sign.push(bpsec::SignRule {
+            destinations: pattern("*"),
+            key: hmac.clone(),
+            sha: bpsec::bib::ShaVariant::Sha384,
+            scope: bpsec::SCOPE_ALL,
+        });
+        c.bpsec.encrypt.push(bpsec::EncryptRule {
+            destinations: pattern("*"),
+            key: aes.clone(),
+            scope: bpsec::SCOPE_ALL,
+        });
+        c.bpsec.verify.push(bpsec::VerifyRule {
+            sources: pattern("*"),
+            key: hmac.clone(),
+            required: true,
+        });
+    });
+    net.link(0, 1, None);
+    // Every node it reaches delivers a broadcast bundle: none could be a BCB's one acceptor.
+    net.send(
+        0,
+        Outgoing::new(app(0), eid("dtn://~all/~news"), payload(40)),
+    );
+    net.settle();
+    assert_eq!(net.nodes[0].stats().bib_added, 1);
+    assert_eq!(net.nodes[0].stats().bcb_added, 0);
+    assert_eq!(net.deliveries(1).len(), 1);
+    assert_eq!(net.deliveries(1)[0].payload, payload(40));
+    assert_eq!(net.nodes[1].stats().bib_verified, 1);
+}
