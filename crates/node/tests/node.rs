@@ -1938,3 +1938,19 @@ fn broadcast_bundles_are_signed_and_verified_but_never_encrypted() {
     assert_eq!(net.deliveries(1)[0].payload, payload(40));
     assert_eq!(net.nodes[1].stats().bib_verified, 1);
 }
+
+#[test]
+fn a_protected_bundle_cut_into_pieces_is_checked_once_whole_at_its_destination() {
+    let (hmac, aes) = (key(1, 32), key(2, 32));
+    // Node 0 signs and encrypts for node 2 (`secured`); node 2 requires both.
+    let mut net = Net::new(3, |c| secured(c, &hmac, &aes));
+    let data = payload(10_000);
+    net.send(0, Outgoing::new(app(0), app(2), data.clone()));
+    net.link(0, 2, Some(1_500));
+    assert!(net.nodes[0].stats().fragments_sent >= 7);
+    let got = net.deliveries(2);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, data);
+    let s = net.nodes[2].stats();
+    assert_eq!((s.bcb_decrypted, s.bib_verified, s.dropped), (1, 1, 0));
+}
