@@ -15,7 +15,7 @@ const DTN_EPOCH_UNIX_S: u64 = 946_684_800;
 
 /// The fields that are instants: `created_ms`, … (spans such as `run_ms` and `offset_ms` are
 /// not, and keep no twin).
-const INSTANTS: [&str; 8] = [
+const INSTANTS: [&str; 10] = [
     "created_ms",
     "deadline_ms",
     "at_ms",
@@ -24,6 +24,8 @@ const INSTANTS: [&str; 8] = [
     "since_ms",
     "first_seen_ms",
     "last_seen_ms",
+    "departs_ms",
+    "arrives_ms",
 ];
 
 /// An instant, milliseconds since the DTN epoch, in RFC 3339 UTC with milliseconds; `None` for 0

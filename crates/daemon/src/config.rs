@@ -44,6 +44,8 @@ pub struct Config {
     /// How long a new neighbour has to send Ferry's summary vector before it is taken for
     /// another implementation (`node::NodeConfig::summary_grace`).
     pub summary_grace: Duration,
+    /// A contact plan file to route by (`node::plan` format), as an absolute path.
+    pub contact_plan: Option<PathBuf>,
     /// TCPCL listen addresses.
     pub tcpcl_listen: Vec<SocketAddr>,
     /// TCPCL keepalive interval offered.
@@ -162,6 +164,7 @@ struct File {
     store_quota: Option<String>,
     strategy: Option<String>,
     summary_grace: Option<String>,
+    contact_plan: Option<PathBuf>,
     #[serde(default)]
     tcpcl: TcpclFile,
     #[serde(default)]
@@ -546,6 +549,7 @@ impl Config {
                 .parse()
                 .map_err(|e| ConfigError(format!("strategy: {e}")))?,
             summary_grace,
+            contact_plan: file.contact_plan.map(|p| resolve(base, &p)),
             tcpcl_listen,
             keepalive,
             ignore_peer_transfer_mru: file.tcpcl.ignore_peer_transfer_mru.unwrap_or(false),

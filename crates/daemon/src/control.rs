@@ -557,6 +557,21 @@ pub struct RouteInfo {
     pub next_hop: String,
     /// Hops.
     pub hops: u32,
+    /// Where the route comes from: `mesh` (a path up now) or `plan` (the contact plan's
+    /// earliest journey, for a node the mesh does not reach now).
+    #[serde(default = "mesh")]
+    pub via: String,
+    /// A planned route: when the contact with the next hop starts, milliseconds since the DTN
+    /// epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub departs_ms: Option<u64>,
+    /// A planned route: when a bundle sent now can arrive at the earliest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrives_ms: Option<u64>,
+}
+
+fn mesh() -> String {
+    "mesh".into()
 }
 
 /// One stored bundle (`GET /v1/bundles`).

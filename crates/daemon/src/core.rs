@@ -1553,6 +1553,7 @@ impl Daemon {
         match event {
             Event::StatusReport { from, report } => self.record_report(&from, &report),
             Event::NeighbourUp { node, .. } => tracing::debug!("neighbour {node} up"),
+            Event::SpeaksFerry { node } => tracing::debug!("neighbour {node} speaks Ferry"),
             Event::NeighbourDown { node } => tracing::debug!("neighbour {node} down"),
             Event::Reachable { node, hops } => tracing::debug!("{node} reachable in {hops} hops"),
             Event::Unreachable { node } => tracing::debug!("{node} unreachable"),
@@ -1606,17 +1607,35 @@ impl Daemon {
                 let _ = reply.send(self.peers());
             }
             Request::Routes(reply) => {
-                let routes = self
-                    .host
-                    .node()
+                let node = self.host.node();
+                let mut routes: Vec<RouteInfo> = node
                     .routes()
                     .into_iter()
                     .map(|r| RouteInfo {
                         destination: r.destination.to_string(),
                         next_hop: r.next_hop.to_string(),
                         hops: r.hops,
+                        via: "mesh".into(),
+                        departs_ms: None,
+                        arrives_ms: None,
                     })
                     .collect();
+                // Nodes the mesh reaches now go that way; the plan says how the others will be.
+                let reached: std::collections::BTreeSet<String> =
+                    routes.iter().map(|r| r.destination.clone()).collect();
+                for (destination, r) in node.planned_routes(self.now()) {
+                    let destination = destination.to_string();
+                    if !reached.contains(&destination) {
+                        routes.push(RouteInfo {
+                            destination,
+                            next_hop: r.next_hop.to_string(),
+                            hops: r.hops,
+                            via: "plan".into(),
+                            departs_ms: Some(r.departs.as_millis()),
+                            arrives_ms: Some(r.arrives.as_millis()),
+                        });
+                    }
+                }
                 let _ = reply.send(routes);
             }
             Request::Bundles(reply) => {

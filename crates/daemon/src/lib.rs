@@ -28,6 +28,7 @@ pub mod api_guard;
 pub mod api_time;
 pub mod calls;
 pub mod config;
+pub mod contact_plan;
 pub mod control;
 pub mod core;
 pub mod discovery;
@@ -267,6 +268,13 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         what: "the BPSec IV field",
         error,
     })?;
+    if let Some(path) = &config.contact_plan {
+        node_config.contact_graph = Some(contact_plan::load(
+            path,
+            &config.node_id.node_id(),
+            clock.now(),
+        )?);
+    }
     let mut node = Node::new(
         node_config,
         Box::new(store) as Box<dyn Store + Send>,

@@ -762,6 +762,12 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             n.bcb_added,
         ),
         counter(
+            "planned_handoffs_total",
+            "Bundles handed to the next hop of their route in the contact plan and released \
+             here once it held them whole.",
+            n.planned_handoffs,
+        ),
+        counter(
             "summary_purge_keys_ignored_total",
             "Keys of delivered bundles in a neighbour's summary beyond the most read from one \
              summary.",

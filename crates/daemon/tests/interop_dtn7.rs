@@ -314,6 +314,18 @@ async fn a_bundle_stored_while_dtnd_was_down_goes_to_it_when_it_comes_back() {
         before,
         "Ferry kept sending its control bundles (summaries every 10 s) to dtnd"
     );
+    // And at the first contact only the summary went, as the question: no mesh database, no
+    // RPC hello (they wait for an answer another implementation never gives).
+    let log = dtnd.debug_log();
+    let first_contact = control(&log) - usize::from(log.contains(&expected));
+    assert!(
+        !log.contains("Received new bundle: dtn://ferry/~rpc-"),
+        "an RPC hello reached dtnd; its log:\n{log}"
+    );
+    assert!(
+        first_contact <= 1,
+        "{first_contact} control bundles reached dtnd at the first contact; its log:\n{log}"
+    );
 
     ferry.shut_down().await;
     drop(dtnd);

@@ -54,7 +54,7 @@ pub(crate) fn run(info: Info, args: ApiArgs) -> Result<()> {
     let text = match info {
         Info::Status => status_text(&parse(value)?),
         Info::Peers => peers_table(&parse::<Vec<PeerInfo>>(value)?),
-        Info::Routes => routes_table(&parse::<Vec<RouteInfo>>(value)?),
+        Info::Routes => routes_table(&parse::<Vec<RouteInfo>>(value)?, dtn_now_ms()),
         Info::Bundles => bundles_table(&parse::<Vec<BundleInfo>>(value)?, dtn_now_ms()),
     };
     Ok(write_stdout(&text)?)
@@ -187,21 +187,39 @@ fn peer_address(p: &PeerInfo) -> String {
     }
 }
 
-fn routes_table(routes: &[RouteInfo]) -> String {
+fn routes_table(routes: &[RouteInfo], now_ms: u64) -> String {
     if routes.is_empty() {
         return "no routes\n".into();
     }
-    let mut t = Table::new(&[
+    let planned = routes.iter().any(|r| r.via == "plan");
+    let mut columns = vec![
         ("DESTINATION", Align::Left),
         ("NEXT HOP", Align::Left),
         ("HOPS", Align::Right),
-    ]);
+    ];
+    if planned {
+        columns.extend([
+            ("VIA", Align::Left),
+            ("DEPARTS", Align::Right),
+            ("ARRIVES", Align::Right),
+        ]);
+    }
+    let mut t = Table::new(&columns);
+    let when = |ms: Option<u64>| match ms {
+        None => String::new(),
+        Some(ms) if ms <= now_ms => "now".into(),
+        Some(ms) => format!("in {}", fmt_secs((ms - now_ms).div_ceil(1000))),
+    };
     for r in routes {
-        t.row(vec![
+        let mut row = vec![
             r.destination.clone(),
             r.next_hop.clone(),
             r.hops.to_string(),
-        ]);
+        ];
+        if planned {
+            row.extend([r.via.clone(), when(r.departs_ms), when(r.arrives_ms)]);
+        }
+        t.row(row);
     }
     t.render()
 }
@@ -349,14 +367,32 @@ mod tests {
 
     #[test]
     fn routes_and_bundles_as_tables() {
-        let routes = vec![RouteInfo {
+        let mut routes = vec![RouteInfo {
             destination: "dtn://c/".into(),
             next_hop: "dtn://b/".into(),
             hops: 2,
+            via: "mesh".into(),
+            departs_ms: None,
+            arrives_ms: None,
         }];
         assert_eq!(
-            routes_table(&routes),
+            routes_table(&routes, 0),
             "DESTINATION  NEXT HOP  HOPS\ndtn://c/     dtn://b/     2\n"
+        );
+        // Planned routes add when the journey starts and ends.
+        routes.push(RouteInfo {
+            destination: "dtn://far/".into(),
+            next_hop: "dtn://mule/".into(),
+            hops: 3,
+            via: "plan".into(),
+            departs_ms: Some(1_000),
+            arrives_ms: Some(601_000),
+        });
+        assert_eq!(
+            routes_table(&routes, 1_000),
+            "DESTINATION  NEXT HOP     HOPS  VIA   DEPARTS    ARRIVES\n\
+             dtn://c/     dtn://b/        2  mesh\n\
+             dtn://far/   dtn://mule/     3  plan      now  in 10m 0s\n"
         );
         let bundles = vec![
             BundleInfo {

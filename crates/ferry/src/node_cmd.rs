@@ -54,6 +54,10 @@ pub(crate) struct NodeArgs {
     /// Routing strategy: epidemic, spray-and-wait[:COPIES] or direct.
     #[arg(long)]
     strategy: Option<String>,
+    /// Route by this contact plan (known future contacts; format in docs/configuration.md):
+    /// bundles for the nodes it names go along their earliest planned journey.
+    #[arg(long, value_name = "FILE")]
+    contact_plan: Option<PathBuf>,
     /// More log output: -v for connections and sessions, -vv for every decision.
     #[arg(long, short, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -208,6 +212,9 @@ fn build_config(args: &NodeArgs) -> Result<Config> {
     if let Some(s) = &args.strategy {
         config.strategy = s.parse().map_err(anyhow::Error::msg)?;
     }
+    if let Some(plan) = &args.contact_plan {
+        config.contact_plan = Some(std::path::absolute(plan).unwrap_or_else(|_| plan.clone()));
+    }
     Ok(config)
 }
 
@@ -237,6 +244,13 @@ mod tests {
     fn flags_override_the_file() {
         assert!(!config_of(&[]).ignore_peer_transfer_mru);
         assert!(config_of(&["--ignore-peer-transfer-mru"]).ignore_peer_transfer_mru);
+        let plan = config_of(&["--contact-plan", "plans/x.plan"])
+            .contact_plan
+            .unwrap();
+        assert!(
+            plan.is_absolute() && plan.ends_with("plans/x.plan"),
+            "{plan:?}"
+        );
         assert_eq!(
             config_of(&["--keepalive", "7s"]).keepalive,
             std::time::Duration::from_secs(7)

@@ -46,6 +46,11 @@ pub(crate) struct SimArgs {
     /// Routing: epidemic, spray-and-wait[:COPIES] (default 8 copies) or direct.
     #[arg(long, default_value = "epidemic")]
     strategy: String,
+    /// Every node knows the topology's whole schedule of link changes in advance (for
+    /// `--topology plan`, the plan file) and routes by it (contact graph routing, as `ferry node
+    /// --contact-plan` does); the strategy handles what the schedule cannot.
+    #[arg(long)]
+    route_by_plan: bool,
     /// Bundles to send between random pairs of nodes.
     #[arg(long, default_value_t = 30)]
     bundles: usize,
@@ -147,6 +152,9 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         bail!("--bandwidth must be positive");
     }
     if let Some(experiment) = args.rpc {
+        if args.route_by_plan {
+            bail!("--route-by-plan applies to bundle workloads, not to the --rpc experiments");
+        }
         return run_rpc(experiment, &args, strategy);
     }
     let bandwidth = args.bandwidth.unwrap_or(10_000_000);
@@ -181,7 +189,12 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         bail!("a simulation needs at least 2 nodes");
     }
     println!(
-        "scenario: {topology}, {strategy}, {} × {} bundles ({}), {} simulated, links {} bit/s, {} ms, loss {}",
+        "scenario: {topology}, {strategy}{}, {} × {} bundles ({}), {} simulated, links {} bit/s, {} ms, loss {}",
+        if args.route_by_plan {
+            " routing by the plan"
+        } else {
+            ""
+        },
         args.bundles,
         human_bytes(size),
         match args.class {
@@ -234,6 +247,7 @@ pub(crate) fn run(args: SimArgs) -> Result<()> {
         scenario.beacon_period_ms = (args.beacon.as_millis() as u64).max(1);
         scenario.max_bundle_piece = args.piece;
         scenario.stop_when_delivered = args.stop_when_delivered;
+        scenario.route_by_plan = args.route_by_plan;
         let started = Instant::now();
         let report = Sim::new(scenario).run()?;
         let wall = started.elapsed().as_secs_f64().max(1e-9);

@@ -38,12 +38,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cgr;
 mod classes;
 mod expiring;
 mod held;
 mod links;
 pub mod mesh;
 mod node;
+pub mod plan;
 mod strategy;
 pub mod stream;
 
@@ -211,6 +213,12 @@ pub enum Event {
         node: Eid,
         /// The link.
         link: LinkId,
+    },
+    /// A neighbour showed that it speaks Ferry (its control traffic, or Ferry's beacons): what
+    /// only a Ferry node answers (the RPC engine's hello) may go to it now.
+    SpeaksFerry {
+        /// The neighbour's node id.
+        node: Eid,
     },
     /// A neighbour is gone (link down or beacons stopped).
     NeighbourDown {

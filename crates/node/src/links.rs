@@ -17,6 +17,9 @@ pub(crate) struct InFlight {
     pub bytes: u64,
     /// Spray-and-wait copies handed over with it.
     pub give: Option<u64>,
+    /// The peer is the next hop of the bundle's planned route: the node releases its copy once
+    /// the peer holds it whole.
+    pub release: bool,
 }
 
 #[derive(Debug)]

@@ -2,6 +2,7 @@
 //! forwarding classes and the store together.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::expiring::ExpiringMap;
@@ -18,6 +19,7 @@ use wire::{
 
 use bpsec::BLOCK_BIB as BLOCK_INTEGRITY_BLOCK;
 
+use crate::cgr::{ContactGraph, Route};
 use crate::classes::{
     self, Class, copies_of, count_hop, ensure_hop_limit, is_broadcast, set_class, set_copies,
     set_previous_node,
@@ -140,6 +142,12 @@ pub struct NodeConfig {
     /// default: nothing added or checked, and a BCB for this node refused, since it cannot be
     /// decrypted here). Its `iv_fixed` must be drawn at random at every start.
     pub bpsec: bpsec::Policy,
+    /// Known future contacts (a contact plan): a bundle for a node the plan names goes only to
+    /// the next hop of its earliest-arrival route ([`crate::cgr`]), and this node releases its
+    /// copy once that neighbour holds all of it (forwarding, not replication). Bundles for nodes
+    /// the plan does not name, or that no planned journey brings there before they expire, are
+    /// left to the strategy; a live mesh path is preferred to the plan.
+    pub contact_graph: Option<Arc<ContactGraph>>,
 }
 
 impl NodeConfig {
@@ -169,6 +177,7 @@ impl NodeConfig {
             mesh: MeshConfig::default(),
             stream: StreamConfig::default(),
             bpsec: bpsec::Policy::default(),
+            contact_graph: None,
         }
     }
 }
@@ -231,6 +240,9 @@ pub struct NodeStats {
     pub bib_added: u64,
     /// BCBs this node added to bundles it sent.
     pub bcb_added: u64,
+    /// Bundles handed to the next hop of their planned route ([`NodeConfig::contact_graph`])
+    /// and released here once it held them whole.
+    pub planned_handoffs: u64,
 }
 
 /// Store-carry-forward traffic on one link (see [`NodeConfig::link_window_bytes`]).
@@ -362,6 +374,20 @@ pub struct Node {
     stats: NodeStats,
     /// The IVs of the BCBs this node makes (`bpsec::IvSource`: never one twice in a run).
     ivs: bpsec::IvSource,
+    /// Planned routes by destination, each valid from when it was computed until the plan's
+    /// next change (at most one per node the plan names).
+    routes: BTreeMap<Eid, PlannedRoute>,
+    /// The plan's next contact start or end: held bundles are offered again then, because the
+    /// route of each may now go through a neighbour that is already here.
+    plan_change: Option<DtnTime>,
+}
+
+/// A route from the contact plan, cached (see `Node::planned_next_hop`).
+#[derive(Debug, Clone)]
+struct PlannedRoute {
+    from: DtnTime,
+    until: DtnTime,
+    route: Option<Route>,
 }
 
 impl Node {
@@ -394,6 +420,11 @@ impl Node {
             rng: config.seed | 1,
             stats: NodeStats::default(),
             ivs: bpsec::IvSource::new(config.bpsec.iv_fixed),
+            routes: BTreeMap::new(),
+            plan_change: config
+                .contact_graph
+                .as_ref()
+                .and_then(|g| g.next_change(now)),
             config,
         };
         node.reindex();
@@ -621,6 +652,7 @@ impl Node {
         consider(self.seen.next_expiry());
         consider(self.mesh.poll_timeout());
         consider(self.streams.poll_timeout());
+        consider(self.plan_change);
         next
     }
 
@@ -809,7 +841,84 @@ impl Node {
         while self.seen.pop_expired(now).is_some() {}
         self.mesh.handle_timeout(now);
         self.streams.handle_timeout(now);
+        if self.plan_change.is_some_and(|t| t <= now) {
+            self.plan_changed(now);
+        }
         self.pump(now);
+    }
+
+    /// The routes the contact plan gives this node now, by destination (empty without a plan).
+    pub fn planned_routes(&self, now: DtnTime) -> Vec<(Eid, Route)> {
+        self.config
+            .contact_graph
+            .as_ref()
+            .map(|g| g.routes_from(&self.me, now))
+            .unwrap_or_default()
+    }
+
+    /// Replaces the contact plan the node routes by ([`NodeConfig::contact_graph`]); `None`
+    /// routes by the strategy alone again. Routes computed from the old plan are forgotten.
+    pub fn set_contact_graph(&mut self, now: DtnTime, graph: Option<Arc<ContactGraph>>) {
+        self.plan_change = graph.as_ref().and_then(|g| g.next_change(now));
+        self.config.contact_graph = graph;
+        self.routes.clear();
+    }
+
+    /// A planned contact started or ended: routes may now go through a neighbour that is here
+    /// already, so held bundles are offered again to every neighbour whose holdings are known.
+    fn plan_changed(&mut self, now: DtnTime) {
+        self.plan_change = self
+            .config
+            .contact_graph
+            .as_ref()
+            .and_then(|g| g.next_change(now));
+        let neighbours: Vec<(Eid, LinkId)> = self
+            .neighbours
+            .iter()
+            .filter(|(peer, _)| self.known.contains_key(*peer))
+            .map(|(peer, link)| (peer.clone(), *link))
+            .collect();
+        if neighbours.is_empty() {
+            return;
+        }
+        let ids: Vec<BundleId> = self.held.ids().cloned().collect();
+        for (peer, link) in neighbours {
+            for id in &ids {
+                self.offer(now, id, &peer, link, None);
+            }
+        }
+    }
+
+    /// Whether this node routes bundles for `dest` by its contact plan: the plan has contacts
+    /// of both.
+    fn plan_knows(&self, dest: &Eid) -> bool {
+        self.config
+            .contact_graph
+            .as_ref()
+            .is_some_and(|g| g.knows(dest) && g.knows(&self.me))
+    }
+
+    /// The next hop of the planned route to `dest`, if the plan has one that arrives by
+    /// `expiry`.
+    fn planned_next_hop(&mut self, now: DtnTime, dest: &Eid, expiry: DtnTime) -> Option<Eid> {
+        let graph = self.config.contact_graph.as_ref()?;
+        let route = match self.routes.get(dest) {
+            Some(cached) if cached.from <= now && now < cached.until => cached.route.clone(),
+            _ => {
+                let route = graph.route(&self.me, dest, now);
+                let until = graph.next_change(now).unwrap_or(DtnTime::MAX);
+                self.routes.insert(
+                    dest.clone(),
+                    PlannedRoute {
+                        from: now,
+                        until,
+                        route: route.clone(),
+                    },
+                );
+                route
+            }
+        };
+        route.filter(|r| r.arrives <= expiry).map(|r| r.next_hop)
     }
 
     // ----- commands -----
@@ -1011,6 +1120,10 @@ impl Node {
             node: peer.clone(),
             link,
         });
+        if self.links.get(&link).is_some_and(|l| l.beacon_liveness) {
+            self.events
+                .push_back(Event::SpeaksFerry { node: peer.clone() });
+        }
         if self.foreign.contains_key(&peer) {
             // Another implementation, met before: no control traffic, and what the strategy
             // gives a neighbour goes at once.
@@ -1416,10 +1529,19 @@ impl Node {
             && let Some(l) = self.links.get_mut(&link)
         {
             l.summary_due = None;
+            let first = !l.speaks_ferry;
             l.speaks_ferry = true;
             if l.foreign {
                 l.foreign = false;
                 l.next_summary = Some(now);
+            }
+            // The mesh database was held back until now (see `send_control`).
+            if first {
+                for lsa in self.mesh.database() {
+                    self.send_control(now, peer, link, Control::LinkState(lsa));
+                }
+                self.events
+                    .push_back(Event::SpeaksFerry { node: peer.clone() });
             }
         }
     }
@@ -1782,11 +1904,32 @@ impl Node {
         let Some(held) = self.held.get(id) else {
             return Offered::Done;
         };
-        let Some(l) = self.links.get(&link) else {
+        let (dest_node, expiry, broadcast, copies) = (
+            held.dest_node.clone(),
+            held.expiry,
+            held.broadcast,
+            held.copies,
+        );
+        let toward = !broadcast && self.toward_destination(&dest_node, peer);
+        // For a node the plan names, a bundle goes to one neighbour: the next hop of a live mesh
+        // path if there is one, else of the planned route (unless the peer is the destination).
+        let hop = if broadcast || dest_node == *peer || !self.plan_knows(&dest_node) {
+            None
+        } else {
+            match self.mesh.next_hop(&dest_node) {
+                Some(hop) => Some(hop.clone()),
+                None => self.planned_next_hop(now, &dest_node, expiry),
+            }
+        };
+        let release = hop.as_ref() == Some(peer);
+        let decision = match hop {
+            Some(_) if release => Decision::Replicate,
+            Some(_) => Decision::Skip,
+            None => self.strategy.decide(copies, toward),
+        };
+        let (Some(held), Some(l)) = (self.held.get(id), self.links.get(&link)) else {
             return Offered::Done;
         };
-        let toward = !held.broadcast && self.toward_destination(&held.dest_node, peer);
-        let decision = self.strategy.decide(held.copies, toward);
         let give = match decision {
             Decision::Skip => return Offered::Done,
             Decision::Replicate => held.copies.map(|_| 1).filter(|_| toward),
@@ -1879,6 +2022,7 @@ impl Node {
                 end: offset + piece_len,
                 bytes,
                 give,
+                release,
             };
             offset += piece_len;
             self.transmit_bundle(link, piece, false, Some((piece_id, flight)));
@@ -1930,6 +2074,12 @@ impl Node {
                 StatusReason::NoInformation,
                 expiry,
             );
+        }
+        // The next hop of the bundle's planned route has it: it goes on from there, not from here.
+        if flight.release && dest_node != *peer && self.unindex(&flight.held).is_some() {
+            let _ = self.store.remove(&flight.held);
+            self.stats.planned_handoffs += 1;
+            return;
         }
         // The destination node has it: our copy has done its job, and every other copy can go
         // too (the purge set spreads with our summary vectors).
@@ -1992,8 +2142,18 @@ impl Node {
         let Ok(destination) = control_endpoint(peer) else {
             return; // not a dtn node id: it does not speak Ferry's control protocol
         };
-        if self.links.get(&link).is_some_and(|l| l.foreign) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        if l.foreign {
             return; // another implementation: it would only store the bundle until it expires
+        }
+        // Until the neighbour shows it speaks Ferry (its own control traffic, or Ferry's
+        // beacons), only the summary goes, as the question: the mesh database follows its
+        // answer (`heard_control_from`), and another implementation gets one bundle, not the
+        // database too.
+        if !(l.speaks_ferry || l.beacon_liveness || matches!(control, Control::Summary(_))) {
+            return;
         }
         let primary = PrimaryBlock::new(
             destination,

@@ -1954,3 +1954,44 @@ fn a_protected_bundle_cut_into_pieces_is_checked_once_whole_at_its_destination()
     let s = net.nodes[2].stats();
     assert_eq!((s.bcb_decrypted, s.bib_verified, s.dropped), (1, 1, 0));
 }
+
+/// A node routing by a contact plan waits for the planned next hop instead of handing a bundle to
+/// the neighbour it has; when the plan's journey through node 2 is over (its contacts end, and in
+/// this test it never came: the link to 2 did not come up), the route goes through neighbour 1,
+/// which has been here all along, and the bundle goes to it at once. Once 1 holds it whole,
+/// node 0 no longer keeps it.
+#[test]
+fn a_planned_route_is_followed_and_changes_when_the_plan_does() {
+    use node::cgr::ContactGraph;
+    use node::plan::Contact;
+    let at = |s: u64| DtnTime::from_millis(T0 + s * 1_000);
+    let contact = |a: usize, b: usize, start: u64, end: u64| Contact {
+        a: node_id(a),
+        b: node_id(b),
+        start: at(start),
+        end: at(end),
+    };
+    let graph = std::sync::Arc::new(ContactGraph::new([
+        contact(0, 1, 0, 1_000),
+        contact(0, 2, 10, 15),
+        contact(2, 3, 20, 30),
+        contact(1, 3, 100, 200),
+    ]));
+    let mut net = Net::new(4, |c| c.contact_graph = Some(graph.clone()));
+    net.link(0, 1, None);
+    net.advance_to(T0 + 1_000); // summaries exchanged
+    let id = net.send(0, Outgoing::new(app(0), app(3), payload(2_000)));
+    // The earliest journey is 0 → 2 at 10 s → 3 at 20 s: neighbour 1 gets nothing.
+    net.advance_to(T0 + 14_000);
+    assert!(net.nodes[1].held_bundles().all(|(b, _)| *b != id));
+    assert!(net.nodes[0].held_bundles().any(|(b, _)| *b == id));
+    // At 15 s the contact with 2 is over: 1 (on its way to 3 at 100 s) is the next hop now.
+    net.advance_to(T0 + 15_000);
+    assert!(net.nodes[1].held_bundles().any(|(b, _)| *b == id));
+    assert!(net.nodes[0].held_bundles().all(|(b, _)| *b != id));
+    assert_eq!(net.nodes[0].stats().planned_handoffs, 1);
+    // Node 1 keeps it for its contact with 3 and sends it nowhere else: node 0 is not on the way.
+    net.advance_to(T0 + 60_000);
+    assert!(net.nodes[1].held_bundles().any(|(b, _)| *b == id));
+    assert!(net.nodes[0].held_bundles().all(|(b, _)| *b != id));
+}

@@ -1140,8 +1140,10 @@ impl Rpc {
             // A node this one can reach now: if its key is unknown, introduce ourselves, and
             // its answering hello teaches us its key, so calls to it can be encrypted. The
             // event is the shell's too.
-            // Not to another implementation (no RPC engine answers there).
-            Event::NeighbourUp { node: n, .. } | Event::Reachable { node: n, .. } => {
+            // Not to another implementation (no RPC engine answers there): a neighbour gets its
+            // hello once it showed it speaks Ferry, a node further away once the mesh reaches it
+            // (over links both ends advertised, so through Ferry nodes).
+            Event::SpeaksFerry { node: n } | Event::Reachable { node: n, hops: 2.. } => {
                 if self.key_of(&n.node_id()).is_none() && !node.is_foreign(&n.node_id()) {
                     self.introduce(now, node, &n.node_id());
                 }

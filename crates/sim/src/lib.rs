@@ -179,6 +179,9 @@ pub struct Scenario {
     /// sync did not cover. Without it every change is durable at once (and a crash loses
     /// nothing written).
     pub disk: Option<DiskModel>,
+    /// Every node knows the whole schedule of link changes in advance and routes by it
+    /// (contact graph routing, `node::cgr`): what a contact plan gives a node in the field.
+    pub route_by_plan: bool,
 }
 
 impl Scenario {
@@ -198,6 +201,7 @@ impl Scenario {
             stop_when_delivered: false,
             contact_hints: true,
             disk: None,
+            route_by_plan: false,
         }
     }
 }
@@ -633,6 +637,15 @@ impl<A: App> Sim<A> {
         for &e in &schedule {
             if e.a < count && e.b < count && e.a != e.b {
                 sim.schedule(SIM_EPOCH + Duration::from_millis(e.at), Ev::Link(e));
+            }
+        }
+        if sim.scenario.route_by_plan {
+            let contacts = node::plan::contacts_of(&schedule, SIM_EPOCH, node_id);
+            let graph = std::sync::Arc::new(node::cgr::ContactGraph::new(contacts));
+            for n in &mut sim.nodes {
+                n.host
+                    .node_mut()
+                    .set_contact_graph(SIM_EPOCH, Some(graph.clone()));
             }
         }
         sim.link_events = schedule;

@@ -1,23 +1,11 @@
 //! Topologies as schedules of link changes: the paper's Hub, Chained and Islands networks, and
-//! contact plans read from a file.
+//! contact plans read from a file (their format is `node::plan`'s, which nodes route by).
 
 use std::fmt;
-use std::str::FromStr;
+
+pub use node::plan::{ContactPlan, LinkEvent, PlanError};
 
 use crate::rng::Rng;
-
-/// A link coming up or going down at a time (milliseconds from the start of the run).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LinkEvent {
-    /// When: milliseconds from the start of the run (not a DTN time).
-    pub at: u64,
-    /// Up or down.
-    pub up: bool,
-    /// One end (node index).
-    pub a: usize,
-    /// The other end.
-    pub b: usize,
-}
 
 /// A network shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,142 +219,6 @@ fn islands_schedule(
     }
 }
 
-/// An explicit contact plan: which links are up when.
-///
-/// Text format, one directive per line, `#` starts a comment:
-///
-/// ```text
-/// nodes 3
-/// # time(s) up|down a b
-/// 0   up   0 1
-/// 20  down 0 1
-/// 60  up   0 1
-/// repeat 0 1 up 20 down 40 until 600          # periodic: up 20 s, down 40 s, from 0 s
-/// repeat 1 2 up 20 down 40 until 600 from 30  # the same, starting at 30 s
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContactPlan {
-    /// Node count.
-    pub nodes: usize,
-    /// Link changes.
-    pub events: Vec<LinkEvent>,
-}
-
-/// A contact plan that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("contact plan line {line}: {message}")]
-pub struct PlanError {
-    /// 1-based line number.
-    pub line: usize,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl FromStr for ContactPlan {
-    type Err = PlanError;
-
-    fn from_str(text: &str) -> Result<Self, PlanError> {
-        let mut plan = ContactPlan::default();
-        for (index, raw) in text.lines().enumerate() {
-            let line = index + 1;
-            let err = |message: String| PlanError { line, message };
-            let content = raw.split('#').next().unwrap_or("").trim();
-            if content.is_empty() {
-                continue;
-            }
-            let words: Vec<&str> = content.split_whitespace().collect();
-            let num = |w: &str, what: &str| -> Result<u64, PlanError> {
-                w.parse::<u64>()
-                    .map_err(|_| err(format!("{what} must be a non-negative integer, got {w:?}")))
-            };
-            let node = |w: &str, plan: &ContactPlan| -> Result<usize, PlanError> {
-                let n = num(w, "node")? as usize;
-                if n >= plan.nodes {
-                    return Err(err(format!(
-                        "node {n} out of range (the plan declares {} nodes)",
-                        plan.nodes
-                    )));
-                }
-                Ok(n)
-            };
-            match words.as_slice() {
-                ["nodes", n] => plan.nodes = num(n, "node count")? as usize,
-                [t, dir @ ("up" | "down"), a, b] => {
-                    let (a, b) = (node(a, &plan)?, node(b, &plan)?);
-                    if a == b {
-                        return Err(err("a link needs two different nodes".into()));
-                    }
-                    plan.events.push(LinkEvent {
-                        at: num(t, "time")? * 1_000,
-                        up: *dir == "up",
-                        a: a.min(b),
-                        b: a.max(b),
-                    });
-                }
-                [
-                    "repeat",
-                    a,
-                    b,
-                    "up",
-                    up_s,
-                    "down",
-                    down_s,
-                    "until",
-                    until_s,
-                    rest @ ..,
-                ] => {
-                    let from = match rest {
-                        [] => 0,
-                        ["from", f] => num(f, "start time")? * 1_000,
-                        _ => return Err(err(format!("unexpected {rest:?} after the end time"))),
-                    };
-                    let (a, b) = (node(a, &plan)?, node(b, &plan)?);
-                    if a == b {
-                        return Err(err("a link needs two different nodes".into()));
-                    }
-                    let (up_ms, down_ms) = (
-                        num(up_s, "up time")? * 1_000,
-                        num(down_s, "down time")? * 1_000,
-                    );
-                    let until = num(until_s, "end time")? * 1_000;
-                    if up_ms == 0 || down_ms == 0 {
-                        return Err(err("up and down times must be positive".into()));
-                    }
-                    let mut t = from;
-                    while t < until {
-                        plan.events.push(LinkEvent {
-                            at: t,
-                            up: true,
-                            a: a.min(b),
-                            b: a.max(b),
-                        });
-                        plan.events.push(LinkEvent {
-                            at: t + up_ms,
-                            up: false,
-                            a: a.min(b),
-                            b: a.max(b),
-                        });
-                        t += up_ms + down_ms;
-                    }
-                }
-                _ => {
-                    return Err(err(format!(
-                        "expected `nodes N`, `T up|down A B` or `repeat A B up S down S until S [from S]`, got {content:?}"
-                    )));
-                }
-            }
-        }
-        if plan.nodes == 0 {
-            return Err(PlanError {
-                line: 0,
-                message: "the plan declares no nodes (`nodes N`)".into(),
-            });
-        }
-        plan.events.sort();
-        Ok(plan)
-    }
-}
-
 impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -420,41 +272,5 @@ mod tests {
         let roots: std::collections::BTreeSet<usize> =
             (0..64).map(|x| find(&mut parent, x)).collect();
         assert_eq!(roots.len(), 4);
-    }
-
-    #[test]
-    fn contact_plans_parse_and_report_errors_by_line() {
-        let plan: ContactPlan =
-            "nodes 3\n0 up 0 1 # first\n\n20 down 1 0\nrepeat 1 2 up 20 down 40 until 120\nrepeat 0 2 up 10 down 10 until 30 from 5\n"
-                .parse()
-                .unwrap();
-        assert_eq!(plan.nodes, 3);
-        assert_eq!(plan.events.len(), 2 + 4 + 4);
-        assert!(plan.events.contains(&LinkEvent {
-            at: 25_000,
-            up: true,
-            a: 0,
-            b: 2
-        }));
-        assert_eq!(
-            plan.events[1],
-            LinkEvent {
-                at: 0,
-                up: true,
-                a: 1,
-                b: 2
-            }
-        );
-        let err = "nodes 2\n0 up 0 5\n".parse::<ContactPlan>().unwrap_err();
-        assert_eq!(err.line, 2);
-        assert!(err.message.contains("out of range"), "{err}");
-        assert!("0 up 0 1\n".parse::<ContactPlan>().is_err());
-        assert_eq!(
-            "nodes 2\n0 sideways 0 1"
-                .parse::<ContactPlan>()
-                .unwrap_err()
-                .line,
-            2
-        );
     }
 }

@@ -195,11 +195,16 @@ class Peer:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A real-time (mesh) route to a node reachable now."""
+    """A route: over the mesh to a node reachable now (``via == "mesh"``), or the contact plan's
+    earliest journey to a node the mesh does not reach now (``via == "plan"``, with when it
+    departs and arrives, DTN milliseconds)."""
 
     destination: str
     next_hop: str
     hops: int
+    via: str = "mesh"
+    departs_ms: int | None = None
+    arrives_ms: int | None = None
 
     @classmethod
     def from_json(cls, value: Any) -> Route:
@@ -208,6 +213,9 @@ class Route:
             destination=_get(d, "destination", str, "Route"),
             next_hop=_get(d, "next_hop", str, "Route"),
             hops=_get(d, "hops", int, "Route"),
+            via=_get(d, "via", str, "Route"),
+            departs_ms=_opt(d, "departs_ms", int, "Route"),
+            arrives_ms=_opt(d, "arrives_ms", int, "Route"),
         )
 
 

@@ -1557,7 +1557,10 @@ fn a_key_a_server_presented_is_shown_and_once_accepted_its_reply_is_taken() {
             .map(|l| l["text"].as_str().unwrap().to_owned())
             .filter(|t| t.contains("was signed by key"))
             .collect();
-        if metric_value(&a, "ferry_rpc_key_mismatch_total") >= 2 {
+        // Two mismatches at least (the ack and the result), of which the call shows one line.
+        // A hello of bravo's that crossed the key's replacement is a mismatch too, but no
+        // reply: so the line is waited for as well.
+        if metric_value(&a, "ferry_rpc_key_mismatch_total") >= 2 && !lines.is_empty() {
             assert_eq!(lines.len(), 1, "one line however many copies: {call}");
             assert_eq!(call["state"], "waiting", "{call}");
             break lines[0].clone();

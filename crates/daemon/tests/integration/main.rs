@@ -20,5 +20,6 @@ mod bpsec;
 mod exec;
 mod loopback;
 mod metrics;
+mod plan;
 mod rpc;
 mod tls;
