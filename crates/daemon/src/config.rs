@@ -83,6 +83,9 @@ pub struct Config {
     pub seed: u64,
     /// RPC serving: predicates' inputs and the procedures (`[rpc]`; none by default).
     pub rpc: RpcConfig,
+    /// BPSec (`[bpsec]`): keys and what is signed, encrypted, verified and decrypted with them
+    /// (empty by default). The IVs' fixed field is drawn at start, not configured.
+    pub bpsec: bpsec::Policy,
 }
 
 /// The bounds on TCPCL sessions (`[tcpcl]`): any device in radio range may open them.
@@ -174,6 +177,49 @@ struct File {
     api: ApiFile,
     #[serde(default)]
     rpc: RpcFile,
+    #[serde(default)]
+    bpsec: BpsecFile,
+}
+
+/// `[bpsec]`: named keys and the rules that use them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BpsecFile {
+    #[serde(default)]
+    key: Vec<BpsecKeyFile>,
+    #[serde(default)]
+    sign: Vec<BpsecSendFile>,
+    #[serde(default)]
+    encrypt: Vec<BpsecSendFile>,
+    #[serde(default)]
+    verify: Vec<BpsecReceiveFile>,
+    #[serde(default)]
+    decrypt: Vec<BpsecReceiveFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BpsecKeyFile {
+    name: String,
+    hex: Option<String>,
+    file: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BpsecSendFile {
+    destinations: String,
+    key: String,
+    sha: Option<u64>,
+    scope: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BpsecReceiveFile {
+    sources: String,
+    key: String,
+    required: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -555,8 +601,170 @@ impl Config {
             api_allow_remote: file.api.allow_remote.unwrap_or(false),
             seed: 0,
             rpc: rpc_config(file.rpc, base)?,
+            bpsec: bpsec_policy(file.bpsec, base)?,
         })
     }
+}
+
+/// Longer than any key file: what is read before giving up.
+const MAX_KEY_FILE_LEN: u64 = 4096;
+
+/// `[bpsec]` checked: every key read (from the file or the hex given), every rule's key known
+/// and of a length its context takes, every pattern valid.
+fn bpsec_policy(file: BpsecFile, base: Option<&Path>) -> Result<bpsec::Policy, ConfigError> {
+    let mut keys = std::collections::BTreeMap::new();
+    for k in file.key {
+        let at = format!("bpsec.key {:?}", k.name);
+        let bytes = match (k.hex, k.file) {
+            (Some(hex), None) => {
+                parse_key_hex(&hex).map_err(|e| ConfigError(format!("{at}: hex {e}")))?
+            }
+            (None, Some(path)) => {
+                let path = match base {
+                    Some(dir) if path.is_relative() => dir.join(path),
+                    _ => path,
+                };
+                read_key_file(&path).map_err(|e| ConfigError(format!("{at}: {e}")))?
+            }
+            _ => {
+                return Err(ConfigError(format!(
+                    "{at}: give the key as either hex = \"…\" or file = \"…\" (one of them)"
+                )));
+            }
+        };
+        if bytes.is_empty() {
+            return Err(ConfigError(format!("{at}: the key is empty")));
+        }
+        if keys
+            .insert(k.name.clone(), bpsec::Key::new(&bytes))
+            .is_some()
+        {
+            return Err(ConfigError(format!("{at}: a second key of that name")));
+        }
+    }
+    let key = |section: &str, name: &str, aes: bool| -> Result<bpsec::Key, ConfigError> {
+        let k = keys.get(name).ok_or_else(|| {
+            ConfigError(format!("bpsec.{section}: no [[bpsec.key]] named {name:?}"))
+        })?;
+        if aes && !matches!(k.len(), 16 | 32) {
+            return Err(ConfigError(format!(
+                "bpsec.{section}: key {name:?} has {} bytes; AES-GCM takes 16 (AES-128) or 32 \
+                 (AES-256)",
+                k.len()
+            )));
+        }
+        Ok(k.clone())
+    };
+    let pattern = |section: &str, text: &str| {
+        bpsec::Pattern::parse(text).map_err(|e| ConfigError(format!("bpsec.{section}: {e}")))
+    };
+    let scope = |section: &str, names: Option<Vec<String>>| -> Result<u64, ConfigError> {
+        let Some(names) = names else {
+            return Ok(bpsec::SCOPE_ALL);
+        };
+        let mut flags = 0;
+        for n in names {
+            flags |= match n.as_str() {
+                "primary" => bpsec::SCOPE_PRIMARY,
+                "target-header" => bpsec::SCOPE_TARGET_HEADER,
+                "security-header" => bpsec::SCOPE_SECURITY_HEADER,
+                other => {
+                    return Err(ConfigError(format!(
+                        "bpsec.{section}.scope: {other:?} is not \"primary\", \"target-header\" \
+                         or \"security-header\""
+                    )));
+                }
+            };
+        }
+        Ok(flags)
+    };
+    let mut policy = bpsec::Policy::default();
+    for r in file.sign {
+        let sha = match r.sha.unwrap_or(384) {
+            256 => bpsec::bib::ShaVariant::Sha256,
+            384 => bpsec::bib::ShaVariant::Sha384,
+            512 => bpsec::bib::ShaVariant::Sha512,
+            other => {
+                return Err(ConfigError(format!(
+                    "bpsec.sign.sha: {other} is not 256, 384 or 512"
+                )));
+            }
+        };
+        policy.sign.push(bpsec::SignRule {
+            destinations: pattern("sign", &r.destinations)?,
+            key: key("sign", &r.key, false)?,
+            sha,
+            scope: scope("sign", r.scope)?,
+        });
+    }
+    for r in file.encrypt {
+        if r.sha.is_some() {
+            return Err(ConfigError(
+                "bpsec.encrypt: sha is for [[bpsec.sign]] (AES-GCM's variant follows from the key's length)".into(),
+            ));
+        }
+        policy.encrypt.push(bpsec::EncryptRule {
+            destinations: pattern("encrypt", &r.destinations)?,
+            key: key("encrypt", &r.key, true)?,
+            scope: scope("encrypt", r.scope)?,
+        });
+    }
+    for r in file.verify {
+        policy.verify.push(bpsec::VerifyRule {
+            sources: pattern("verify", &r.sources)?,
+            key: key("verify", &r.key, false)?,
+            required: r.required.unwrap_or(false),
+        });
+    }
+    for r in file.decrypt {
+        policy.decrypt.push(bpsec::DecryptRule {
+            sources: pattern("decrypt", &r.sources)?,
+            key: key("decrypt", &r.key, true)?,
+            required: r.required.unwrap_or(false),
+        });
+    }
+    Ok(policy)
+}
+
+/// A key as hex digits (either case; spaces and a `0x` prefix are not accepted).
+fn parse_key_hex(text: &str) -> Result<Vec<u8>, String> {
+    let text = text.trim();
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("is not an even number of hex digits".into());
+    }
+    Ok((0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap_or(0))
+        .collect())
+}
+
+/// Reads a key file: its hex digits on one line. Like the identity file, it must be readable by
+/// its owner only (mode 0600 or stricter): one that group or others may read is refused, not
+/// repaired, since the key may already be known.
+fn read_key_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{shown} holds a secret key but group or others may access it (mode {mode:04o}); \
+             make it private with `chmod 600 {shown}` (and, if others may have read it, make a \
+             new key)"
+        ));
+    }
+    let mut text = seal::Zeroizing::new(String::new());
+    file.take(MAX_KEY_FILE_LEN)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    parse_key_hex(&text).map_err(|e| format!("{shown} {e}"))
 }
 
 fn session_limits(file: &TcpclFile) -> Result<SessionLimits, ConfigError> {
@@ -1009,6 +1217,20 @@ mod tests {
         assert_eq!((key[0], key[31]), (0x3b, 0x29));
         assert_eq!(echo.require.as_deref(), Some("has(gps)"));
         assert_eq!(echo.description.as_deref(), Some("says it back"));
+        let b = &c.bpsec;
+        assert_eq!(
+            (
+                b.sign.len(),
+                b.encrypt.len(),
+                b.verify.len(),
+                b.decrypt.len()
+            ),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(b.sign[0].destinations.as_str(), "dtn://bravo/*");
+        assert_eq!(b.sign[0].scope, bpsec::SCOPE_ALL);
+        assert_eq!(b.encrypt[0].key.len(), 32);
+        assert!(b.verify[0].required);
     }
 
     #[test]
@@ -1257,5 +1479,97 @@ mod tests {
         assert!(parse_size("MB").is_err());
         let said = parse_size("1XB").unwrap_err().to_string();
         assert!(said.starts_with("\"1XB\" is not a size like 1MB"), "{said}");
+    }
+
+    #[test]
+    fn bpsec_keys_and_rules_parse_and_every_mistake_is_named() {
+        let hmac = "1a".repeat(32);
+        let aes = "71".repeat(16);
+        let text = format!(
+            "[[bpsec.key]]\nname = \"h\"\nhex = \"{hmac}\"\n\
+             [[bpsec.key]]\nname = \"a\"\nhex = \"{aes}\"\n\
+             [[bpsec.sign]]\ndestinations = \"dtn://b/*\"\nkey = \"h\"\nsha = 512\nscope = [\"primary\"]\n\
+             [[bpsec.encrypt]]\ndestinations = \"dtn://b/*\"\nkey = \"a\"\n\
+             [[bpsec.verify]]\nsources = \"dtn://a/*\"\nkey = \"h\"\nrequired = true\n\
+             [[bpsec.decrypt]]\nsources = \"*\"\nkey = \"a\"\n"
+        );
+        let c = Config::from_toml(&text, "x").unwrap();
+        let p = &c.bpsec;
+        assert_eq!(p.sign.len(), 1);
+        assert_eq!(p.sign[0].sha, bpsec::bib::ShaVariant::Sha512);
+        assert_eq!(p.sign[0].scope, bpsec::SCOPE_PRIMARY);
+        assert_eq!(p.sign[0].key.as_bytes(), &[0x1a; 32]);
+        assert_eq!(p.encrypt[0].scope, bpsec::SCOPE_ALL);
+        assert_eq!(p.encrypt[0].key.len(), 16);
+        assert!(p.verify[0].required && !p.decrypt[0].required);
+        assert!(
+            !format!("{c:?}").contains(&"1a".repeat(4)),
+            "keys never printed"
+        );
+        assert!(Config::defaults("x").bpsec.sign.is_empty());
+
+        let err = |t: &str| Config::from_toml(t, "x").unwrap_err().to_string();
+        let key = format!("[[bpsec.key]]\nname = \"h\"\nhex = \"{hmac}\"\n");
+        assert!(err("[bpsec]\nkeys = 1").contains("unknown field"));
+        assert!(
+            err(&format!(
+                "{key}[[bpsec.sign]]\ndestinations = \"*\"\nkey = \"h\"\ncolour = 1"
+            ))
+            .contains("unknown field")
+        );
+        assert!(
+            err(&format!(
+                "{key}[[bpsec.sign]]\ndestinations = \"*\"\nkey = \"nope\""
+            ))
+            .contains("no [[bpsec.key]] named \"nope\"")
+        );
+        assert!(
+            err(&format!(
+                "[[bpsec.key]]\nname = \"h\"\nhex = \"{}\"\n[[bpsec.encrypt]]\ndestinations = \"*\"\nkey = \"h\"",
+                "ab".repeat(20)
+            ))
+            .contains("AES-GCM takes 16")
+        );
+        assert!(
+            err(&format!(
+                "{key}[[bpsec.sign]]\ndestinations = \"*\"\nkey = \"h\"\nsha = 1"
+            ))
+            .contains("not 256, 384 or 512")
+        );
+        assert!(
+            err(&format!(
+                "{key}[[bpsec.sign]]\ndestinations = \"a*b\"\nkey = \"h\""
+            ))
+            .contains("endpoint pattern")
+        );
+        assert!(
+            err(&format!(
+                "{key}[[bpsec.sign]]\ndestinations = \"*\"\nkey = \"h\"\nscope = [\"all\"]"
+            ))
+            .contains("bpsec.sign.scope")
+        );
+        assert!(err("[[bpsec.key]]\nname = \"k\"\nhex = \"abc\"").contains("hex digits"));
+        assert!(err("[[bpsec.key]]\nname = \"k\"").contains("either hex"));
+        assert!(err(&format!("{key}{key}")).contains("a second key"));
+    }
+
+    #[test]
+    fn a_bpsec_key_file_must_be_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("ferry-bpsec-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("k.key");
+        std::fs::write(&path, format!("{}\n", "AB".repeat(32))).unwrap();
+        let text = "[[bpsec.key]]\nname = \"k\"\nfile = \"k.key\"\n";
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Config::from_toml_in(text, "x", Some(&dir))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let text = format!("{text}[[bpsec.verify]]\nsources = \"*\"\nkey = \"k\"\n");
+        let c = Config::from_toml_in(&text, "x", Some(&dir)).unwrap();
+        assert_eq!(c.bpsec.verify[0].key.as_bytes(), &[0xab; 32]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -672,6 +672,36 @@ impl Daemon {
                 ),
             );
         }
+        if stats.bib_failed > 0 {
+            self.metrics.counters.refusals.log_once(
+                "bpsec_bib_failed",
+                format_args!(
+                    "a bundle was dropped because a BPSec integrity block did not verify with the \
+                     [[bpsec.verify]] key for its source (altered on the way, or another key), or a \
+                     security block was malformed (ferry_bpsec_bib_failed_total)"
+                ),
+            );
+        }
+        if stats.bcb_failed > 0 {
+            self.metrics.counters.refusals.log_once(
+                "bpsec_bcb_failed",
+                format_args!(
+                    "a bundle for this node was dropped because its BPSec confidentiality block \
+                     could not be decrypted: no [[bpsec.decrypt]] rule for its source, another \
+                     key, or altered (ferry_bpsec_bcb_failed_total)"
+                ),
+            );
+        }
+        if stats.security_missing > 0 {
+            self.metrics.counters.refusals.log_once(
+                "bpsec_missing",
+                format_args!(
+                    "a bundle was dropped because its source must sign or encrypt \
+                     ([[bpsec.verify]] or [[bpsec.decrypt]] required = true) and did not \
+                     (ferry_bpsec_missing_total)"
+                ),
+            );
+        }
         if stats.primary_crc_added > 0 {
             self.metrics.counters.refusals.log_once(
                 "primary_crc_added",

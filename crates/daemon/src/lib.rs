@@ -261,6 +261,13 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     node_config.seed = config.seed;
     node_config.strategy = config.strategy;
     node_config.summary_grace = config.summary_grace;
+    node_config.bpsec = config.bpsec.clone();
+    // The fixed field of this run's AES-GCM IVs (bpsec::IvSource): new at every start, since
+    // the invocation counter starts again at zero.
+    getrandom::getrandom(&mut node_config.bpsec.iv_fixed).map_err(|error| StartError::Random {
+        what: "the BPSec IV field",
+        error,
+    })?;
     if let Some(path) = &config.contact_plan {
         node_config.contact_graph = Some(contact_plan::load(
             path,

@@ -376,6 +376,8 @@ fn drop_reason(reason: DropReason) -> &'static str {
         DropReason::StoreError => "store_error",
         DropReason::Purged => "purged",
         DropReason::BlockUnsupported => "block_unsupported",
+        DropReason::SecurityFailed => "security_failed",
+        DropReason::SecurityMissing => "security_missing",
     }
 }
 
@@ -722,6 +724,42 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             "Bundles received whose primary block had neither a CRC nor a BIB (RFC 9171 §4.3.1), \
              given a CRC-32C as they were accepted so that what this node forwards is valid.",
             n.primary_crc_added,
+        ),
+        counter(
+            "bpsec_bib_verified_total",
+            "BPSec integrity blocks (BIBs) verified on receipt with a configured key.",
+            n.bib_verified,
+        ),
+        counter(
+            "bpsec_bcb_decrypted_total",
+            "BPSec confidentiality blocks (BCBs) decrypted at this node, their destination.",
+            n.bcb_decrypted,
+        ),
+        counter(
+            "bpsec_bib_failed_total",
+            "Bundles dropped because a BIB did not verify or a security block was malformed.",
+            n.bib_failed,
+        ),
+        counter(
+            "bpsec_bcb_failed_total",
+            "Bundles for this node dropped because a BCB could not be decrypted.",
+            n.bcb_failed,
+        ),
+        counter(
+            "bpsec_missing_total",
+            "Bundles dropped because their source must sign or encrypt ([[bpsec.verify]] or \
+             [[bpsec.decrypt]] required) and did not.",
+            n.security_missing,
+        ),
+        counter(
+            "bpsec_bib_added_total",
+            "BIBs this node added to bundles it sent ([[bpsec.sign]]).",
+            n.bib_added,
+        ),
+        counter(
+            "bpsec_bcb_added_total",
+            "BCBs this node added to bundles it sent ([[bpsec.encrypt]]).",
+            n.bcb_added,
         ),
         counter(
             "planned_handoffs_total",

@@ -466,3 +466,89 @@ async fn ferry_and_dtnd_exchange_text_and_a_mebibyte_both_ways() {
     drop(dtnd);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// BPSec through a router of another kind: Ferry `fa` signs and encrypts a bundle for Ferry
+/// `fb` (`[bpsec]` TOML), dtnd carries it between them, and `fb` verifies, decrypts and
+/// delivers it: dtnd 0.21 processes no BPSec but forwards blocks 11 and 12 as it got them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_and_encrypted_bundle_relayed_by_dtnd_still_opens_at_ferry() {
+    let Some(bin) = dtn7_or_skip() else {
+        return;
+    };
+    let (dir, fa_port, dtnd_port) = workspace("bpsec");
+    let fb_port = free_port();
+    std::fs::create_dir_all(dir.join("fb")).unwrap();
+    let keys = "[[bpsec.key]]\nname = \"mac\"\nhex = \"5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a\"\n\
+                [[bpsec.key]]\nname = \"aes\"\nhex = \"c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3\"\n";
+    let sender = format!(
+        "{keys}[[bpsec.sign]]\ndestinations = \"dtn://fb/*\"\nkey = \"mac\"\n\
+         [[bpsec.encrypt]]\ndestinations = \"dtn://fb/*\"\nkey = \"aes\"\n"
+    );
+    let receiver = format!(
+        "{keys}[[bpsec.verify]]\nsources = \"dtn://fa/*\"\nkey = \"mac\"\nrequired = true\n\
+         [[bpsec.decrypt]]\nsources = \"dtn://fa/*\"\nkey = \"aes\"\nrequired = true\n"
+    );
+    // Both Ferry nodes dial dtnd and know nothing of each other; dtnd (epidemic) hands each
+    // session every bundle, and Ferry, hearing no summary from dtnd, takes it for a router.
+    let node = |name: &str, port: u16, bpsec: &str| {
+        let mut c = loopback_config(name, &dir.join(name), port);
+        c.ignore_peer_transfer_mru = true;
+        c.summary_grace = Duration::from_secs(2);
+        c.peers = vec![std::net::SocketAddr::from(([127, 0, 0, 1], dtnd_port))];
+        c.bpsec = Config::from_toml(bpsec, name).unwrap().bpsec;
+        c
+    };
+    std::fs::create_dir_all(dir.join("fa")).unwrap();
+    let fa = daemon::start(node("fa", fa_port, &sender)).await.unwrap();
+    let fb = daemon::start(node("fb", fb_port, &receiver)).await.unwrap();
+    let dtnd = Dtnd::start_with_peer(&bin, &dir.join("dtnd"), dtnd_port, None);
+    wait_for_session(&fa, &dtnd).await;
+    wait_for_session(&fb, &dtnd).await;
+    let req = SendRequest {
+        payload: Some("sealed for fb".into()),
+        lifetime: Some("10m".into()),
+        ..SendRequest::to("dtn://fb/inbox")
+    };
+    let sent = fa
+        .control
+        .ask(|reply| Request::Send(req, reply))
+        .await
+        .unwrap()
+        .unwrap();
+    let got = fb
+        .control
+        .wait_for("inbox", 1, None, true, Duration::from_secs(40))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.len(),
+        1,
+        "{} did not reach fb; dtnd's log:\n{}",
+        sent.id,
+        dtnd.debug_log()
+    );
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(got[0].payload_base64.as_deref().unwrap())
+        .unwrap();
+    assert_eq!(payload, b"sealed for fb");
+    assert!(
+        dtnd.debug_log()
+            .contains(&format!("Received new bundle: {}", sent.id)),
+        "the bundle went through dtnd"
+    );
+    let metrics = fb.control.ask(Request::Metrics).await.unwrap();
+    let counter = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(counter("ferry_bpsec_bcb_decrypted_total") >= 1);
+    assert!(counter("ferry_bpsec_bib_verified_total") >= 1);
+    assert_eq!(counter("ferry_bpsec_bib_failed_total"), 0);
+
+    fa.shut_down().await;
+    fb.shut_down().await;
+    drop(dtnd);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -144,14 +144,17 @@ pub(crate) fn count_hop(bundle: &mut Bundle) -> bool {
 /// every other type). Previous node, bundle age and hop count are parsed by `wire` and never reach
 /// this question; Ferry's class (193) and spray copies (194) blocks are read and maintained here.
 ///
-/// Bundle Protocol Security blocks (RFC 9172: BIB, type 11; BCB, type 12) are deliberately *not*
-/// processed: Ferry verifies and decrypts nothing of BPSec, so claiming to process them would
-/// deliver a BCB's ciphertext or a BIB's unverified target as if a security acceptor had checked
-/// them. They are unsupported blocks like any other: their own flags decide, so a security
-/// source that needs them honoured asks for deletion, and one that does not (flags clear) has
-/// them carried on byte for byte to a node that can verify them.
+/// Bundle Protocol Security blocks (RFC 9172: BIB, type 11; BCB, type 12) are processed: the
+/// node reads them and acts as its `bpsec::Policy` says (`Node::check_security`): a BIB whose
+/// security source it holds a key for is verified, a BCB at the bundle's destination is
+/// decrypted or the bundle refused, and what it holds no key for is carried on byte for byte, as
+/// a relay does (RFC 9172 §5.1), to a node that can check it. So their "delete / discard if
+/// unprocessable" flags never apply here: they are for nodes that do not implement BPSec.
 pub(crate) fn processes_block(block_type: u64) -> bool {
-    matches!(block_type, BLOCK_FERRY_CLASS | BLOCK_FERRY_COPIES)
+    matches!(
+        block_type,
+        BLOCK_FERRY_CLASS | BLOCK_FERRY_COPIES | bpsec::BLOCK_BIB | bpsec::BLOCK_BCB
+    )
 }
 
 /// Whether the endpoint is the broadcast endpoint.

@@ -175,6 +175,12 @@ pub enum DropReason {
     /// An extension block the node cannot process asked for the bundle's deletion
     /// (RFC 9171 §5.6 step 4).
     BlockUnsupported,
+    /// A BPSec operation failed (RFC 9172): a BIB this node holds the key for did not verify,
+    /// a BCB for this node could not be decrypted, or a security block is malformed.
+    SecurityFailed,
+    /// A BPSec operation the policy requires is missing: a source that must sign or encrypt
+    /// sent a bundle without it.
+    SecurityMissing,
 }
 
 impl DropReason {
@@ -190,6 +196,10 @@ impl DropReason {
             }
             DropReason::Purged => StatusReason::NoInformation,
             DropReason::BlockUnsupported => StatusReason::BlockUnsupported,
+            // The reason codes RFC 9172 §11.2 adds: 15 "Failed security operation", 12
+            // "Missing security operation".
+            DropReason::SecurityFailed => StatusReason::Other(15),
+            DropReason::SecurityMissing => StatusReason::Other(12),
         }
     }
 }

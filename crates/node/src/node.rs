@@ -17,8 +17,7 @@ use wire::{
     StatusReport, Summary, bundle_key,
 };
 
-/// The block type of a Block Integrity Block (RFC 9172 §3.7).
-const BLOCK_INTEGRITY_BLOCK: u64 = 11;
+use bpsec::BLOCK_BIB as BLOCK_INTEGRITY_BLOCK;
 
 use crate::cgr::{ContactGraph, Route};
 use crate::classes::{
@@ -138,6 +137,11 @@ pub struct NodeConfig {
     pub mesh: MeshConfig,
     /// Stream parameters.
     pub stream: StreamConfig,
+    /// Bundle Protocol Security (RFC 9172): what the node signs and encrypts as it sends, what
+    /// it verifies and decrypts as it receives, with which keys (`bpsec::Policy`; empty by
+    /// default: nothing added or checked, and a BCB for this node refused, since it cannot be
+    /// decrypted here). Its `iv_fixed` must be drawn at random at every start.
+    pub bpsec: bpsec::Policy,
     /// Known future contacts (a contact plan): a bundle for a node the plan names goes only to
     /// the next hop of its earliest-arrival route ([`crate::cgr`]), and this node releases its
     /// copy once that neighbour holds all of it (forwarding, not replication). Bundles for nodes
@@ -172,6 +176,7 @@ impl NodeConfig {
             cla_endpoints: Vec::new(),
             mesh: MeshConfig::default(),
             stream: StreamConfig::default(),
+            bpsec: bpsec::Policy::default(),
             contact_graph: None,
         }
     }
@@ -221,6 +226,20 @@ pub struct NodeStats {
     /// Bundles received whose primary block had neither a CRC nor a BIB (RFC 9171 §4.3.1
     /// forbids that), given a CRC-32C as they were accepted.
     pub primary_crc_added: u64,
+    /// BIBs verified on receipt (their security source had a key in the policy).
+    pub bib_verified: u64,
+    /// BCBs decrypted (and removed) at this node, the destination.
+    pub bcb_decrypted: u64,
+    /// Bundles dropped because a BIB did not verify or a security block was malformed.
+    pub bib_failed: u64,
+    /// Bundles for this node dropped because a BCB could not be decrypted.
+    pub bcb_failed: u64,
+    /// Bundles dropped because their source must sign (or encrypt) and did not.
+    pub security_missing: u64,
+    /// BIBs this node added to bundles it sent.
+    pub bib_added: u64,
+    /// BCBs this node added to bundles it sent.
+    pub bcb_added: u64,
     /// Bundles handed to the next hop of their planned route ([`NodeConfig::contact_graph`])
     /// and released here once it held them whole.
     pub planned_handoffs: u64,
@@ -292,6 +311,10 @@ pub enum SendError {
     /// A stream command failed.
     #[error(transparent)]
     Stream(#[from] StreamError),
+    /// The BPSec policy could not be applied (a key of the wrong length for its context, or
+    /// the AES-GCM IVs of this run used up); nothing was sent.
+    #[error("BPSec: {0}")]
+    Security(#[from] bpsec::SecurityError),
 }
 
 /// Buffers for the stream traffic of a round, kept with their room between rounds: grown from
@@ -349,6 +372,8 @@ pub struct Node {
     beacon_sequence: u64,
     rng: u64,
     stats: NodeStats,
+    /// The IVs of the BCBs this node makes (`bpsec::IvSource`: never one twice in a run).
+    ivs: bpsec::IvSource,
     /// Planned routes by destination, each valid from when it was computed until the plan's
     /// next change (at most one per node the plan names).
     routes: BTreeMap<Eid, PlannedRoute>,
@@ -394,6 +419,7 @@ impl Node {
             beacon_sequence: 0,
             rng: config.seed | 1,
             stats: NodeStats::default(),
+            ivs: bpsec::IvSource::new(config.bpsec.iv_fixed),
             routes: BTreeMap::new(),
             plan_change: config
                 .contact_graph
@@ -927,6 +953,9 @@ impl Node {
         let id = bundle.id();
         if out.class.is_real_time() {
             ensure_hop_limit(&mut bundle, self.config.datagram_hop_limit);
+            if dest_node != self.me {
+                self.protect(&mut bundle)?;
+            }
             self.mark_seen(
                 now,
                 bundle_key(&id),
@@ -941,6 +970,7 @@ impl Node {
             if dest_node == self.me && !broadcast {
                 self.deliver(now, &bundle);
             } else {
+                self.protect(&mut bundle)?;
                 self.store_bundle(now, bundle, Retention::Originated, out.priority, None)?;
             }
         }
@@ -1216,6 +1246,9 @@ impl Node {
             self.drop_received(now, &bundle, DropReason::BlockUnsupported);
             return;
         }
+        if !self.check_security(now, &mut bundle) {
+            return;
+        }
         let id = bundle.id();
         let key = bundle_key(&id);
         let expiry = expiry_of(&bundle, now);
@@ -1443,12 +1476,16 @@ impl Node {
                 });
             }
             Ok(r) if r.is_complete() => match r.finish() {
-                Ok(whole) => {
+                Ok(mut whole) => {
                     self.add_purge(adu, expiry.max(now + self.config.purge_retention));
                     let pieces: Vec<BundleId> = self.held.pieces_of(adu).cloned().collect();
                     for piece in pieces {
                         self.unindex(&piece);
                         let _ = self.store.remove(&piece);
+                    }
+                    // The pieces were carried unchecked: the security blocks cover the whole.
+                    if !self.check_security(now, &mut whole) {
+                        return;
                     }
                     self.deliver(now, &whole);
                     self.report(now, &whole, Report::Delivered, StatusReason::NoInformation);
@@ -1464,6 +1501,12 @@ impl Node {
     }
 
     fn deliver(&mut self, now: DtnTime, bundle: &Bundle) {
+        // A payload still under a BCB is ciphertext, never an application's data. At its
+        // destination a BCB was decrypted or the bundle refused before this; a broadcast bundle
+        // is carried on to everyone still encrypted, and not delivered here.
+        if bundle.extension(bpsec::BLOCK_BCB).is_some() {
+            return;
+        }
         self.stats.delivered += 1;
         self.events.push_back(Event::Delivered(Delivery {
             id: BundleId {
@@ -1672,6 +1715,67 @@ impl Node {
                 reason.status_reason(),
                 held.expiry,
             );
+        }
+    }
+
+    /// Applies the BPSec policy to a bundle this node originates (see [`NodeConfig::bpsec`]).
+    fn protect(&mut self, bundle: &mut Bundle) -> Result<(), SendError> {
+        // A broadcast bundle is delivered by every node it reaches, which cannot all be the BCB's
+        // acceptor: it is signed, never encrypted.
+        let encrypt = !is_broadcast(&bundle.primary.destination);
+        let done = self
+            .config
+            .bpsec
+            .protect(bundle, &self.me, &mut self.ivs, encrypt)?;
+        self.stats.bib_added += u64::from(done.signed);
+        self.stats.bcb_added += u64::from(done.encrypted);
+        Ok(())
+    }
+
+    /// RFC 9172 on receipt, before the bundle is stored, forwarded or delivered: BCBs for this
+    /// node decrypted, BIBs with a known key verified, required operations present (see
+    /// `bpsec::Policy::receive`). A refused bundle is dropped, reported if it asks for deletion
+    /// reports, and counted; false then.
+    fn check_security(&mut self, now: DtnTime, bundle: &mut Bundle) -> bool {
+        // Ferry's control traffic and status reports are made by nodes, not applications, and
+        // carry no BPSec blocks: the policy's requirements are for application bundles.
+        let control = matches!(
+            &bundle.primary.destination,
+            Eid::Dtn(d) if d.demux() == CONTROL_DEMUX
+        );
+        let enforce = !control && !bundle.primary.is_admin_record();
+        match self.config.bpsec.receive(bundle, &self.me, enforce) {
+            Ok(done) => {
+                self.stats.bib_verified += u64::from(done.verified);
+                self.stats.bcb_decrypted += u64::from(done.decrypted);
+                true
+            }
+            Err(refused) => {
+                let reason = match refused {
+                    bpsec::Refused::Integrity(_) => {
+                        self.stats.bib_failed += 1;
+                        DropReason::SecurityFailed
+                    }
+                    bpsec::Refused::Confidentiality(_) => {
+                        self.stats.bcb_failed += 1;
+                        DropReason::SecurityFailed
+                    }
+                    bpsec::Refused::MissingIntegrity | bpsec::Refused::MissingConfidentiality => {
+                        self.stats.security_missing += 1;
+                        DropReason::SecurityMissing
+                    }
+                };
+                // At its destination a refused bundle is done with, as a delivered one is: the
+                // purge set tells the neighbours so (their summaries), or they would offer it again
+                // at every contact until it expires.
+                let whole = bundle.primary.fragment.is_none();
+                if whole && bundle.primary.destination.node_id() == self.me {
+                    let until = expiry_of(bundle, now).max(now + self.config.purge_retention);
+                    self.add_purge(adu_key(&bundle.id()), until);
+                }
+                self.drop_received(now, bundle, reason);
+                false
+            }
         }
     }
 

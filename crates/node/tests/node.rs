@@ -1310,8 +1310,8 @@ fn an_unprocessable_block_flagged_discard_is_removed_and_an_unflagged_one_forwar
     net.link(0, 1, None);
     net.link(1, 2, None);
     net.hold_transfers = true;
-    // 200 asks to be discarded; 201 and a BPSec BCB (12, which Ferry does not process) ask for
-    // nothing and must reach the next node untouched.
+    // 200 asks to be discarded; 201 and a BPSec BCB (12, for node 2: node 1 relays it, holding
+    // no key) ask for nothing and must reach the next node untouched.
     let mut bundle = bundle_with_blocks(
         net.now,
         app(2),
@@ -1355,8 +1355,10 @@ fn an_unprocessable_block_flagged_discard_is_removed_and_an_unflagged_one_forwar
     while !net.pending.is_empty() {
         net.complete_next();
     }
-    assert_eq!(net.deliveries(2).len(), 1);
-    assert_eq!(net.deliveries(2)[0].payload, payload(500));
+    // At its destination the BCB (not an abstract security block, and no key anyway) cannot be
+    // decrypted: the bundle is dropped, not delivered as if its payload were plaintext.
+    assert_eq!(net.deliveries(2).len(), 0);
+    assert_eq!(net.nodes[2].stats().bcb_failed, 1);
 }
 
 /// A summary vector from `from` to node `to` naming `purged` as delivered, made by hand, as a
@@ -1713,6 +1715,244 @@ fn a_neighbour_heard_by_beacons_stays_a_ferry_node_and_its_grace_ends() {
         "woken at {next:?}, before now ({:?})",
         t(end)
     );
+}
+
+// ----- BPSec (RFC 9172, RFC 9173) -----
+
+fn key(byte: u8, len: usize) -> bpsec::Key {
+    bpsec::Key::new(&vec![byte; len])
+}
+
+fn pattern(s: &str) -> bpsec::Pattern {
+    bpsec::Pattern::parse(s).unwrap()
+}
+
+/// Node 0 signs and encrypts what it sends to node 2; node 2 verifies and decrypts.
+fn secured(c: &mut NodeConfig, hmac: &bpsec::Key, aes: &bpsec::Key) {
+    if c.node_id == node_id(0) {
+        c.bpsec.sign.push(bpsec::SignRule {
+            destinations: pattern("dtn://n2/*"),
+            key: hmac.clone(),
+            sha: bpsec::bib::ShaVariant::Sha256,
+            scope: bpsec::SCOPE_ALL,
+        });
+        c.bpsec.encrypt.push(bpsec::EncryptRule {
+            destinations: pattern("dtn://n2/*"),
+            key: aes.clone(),
+            scope: bpsec::SCOPE_ALL,
+        });
+        c.bpsec.iv_fixed = [0xa5; 8];
+    }
+    if c.node_id == node_id(2) {
+        c.bpsec.verify.push(bpsec::VerifyRule {
+            sources: pattern("dtn://n0/*"),
+            key: hmac.clone(),
+            required: true,
+        });
+        c.bpsec.decrypt.push(bpsec::DecryptRule {
+            sources: pattern("dtn://n0/*"),
+            key: aes.clone(),
+            required: true,
+        });
+    }
+}
+
+#[test]
+fn a_signed_and_encrypted_bundle_crosses_a_relay_untouched_and_is_opened_at_its_destination() {
+    let (hmac, aes) = (key(1, 32), key(2, 32));
+    let mut net = Net::new(3, |c| secured(c, &hmac, &aes));
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    net.hold_transfers = true;
+    net.send(0, Outgoing::new(app(0), app(2), payload(700)));
+    net.settle();
+    assert_eq!(net.nodes[0].stats().bib_added, 1);
+    assert_eq!(net.nodes[0].stats().bcb_added, 1);
+    let (_, _, on_the_wire) = net.pending.front().cloned().unwrap();
+    assert_ne!(
+        on_the_wire.payload.data,
+        payload(700),
+        "the payload leaves encrypted"
+    );
+    let blocks: Vec<u64> = on_the_wire
+        .extensions
+        .iter()
+        .map(|b| b.data.block_type())
+        .collect();
+    assert!(blocks.contains(&11) && blocks.contains(&12), "{blocks:?}");
+    net.complete_next();
+    // The relay holds no key: the bundle goes on with its security blocks as they were.
+    let (from, to, relayed) = net.pending.front().cloned().unwrap();
+    assert_eq!((from, to), (1, 2));
+    let relayed_12 = relayed.extension(12).cloned();
+    assert_eq!(relayed_12, on_the_wire.extension(12).cloned());
+    assert_eq!(relayed.payload.data, on_the_wire.payload.data);
+    net.complete_next();
+    assert_eq!(net.deliveries(2).len(), 1);
+    assert_eq!(net.deliveries(2)[0].payload, payload(700));
+    let s = net.nodes[2].stats();
+    assert_eq!((s.bcb_decrypted, s.bib_verified), (1, 1));
+}
+
+#[test]
+fn a_tampered_or_wrongly_keyed_bundle_is_dropped_reported_and_counted() {
+    let (hmac, aes) = (key(1, 32), key(2, 32));
+    // Node 1 verifies what node 0 signs (a relay with the key: a security verifier).
+    let mut net = Net::new(3, |c| {
+        secured(c, &hmac, &aes);
+        if c.node_id == node_id(1) {
+            c.bpsec.verify.push(bpsec::VerifyRule {
+                sources: pattern("dtn://n0/*"),
+                key: hmac.clone(),
+                required: false,
+            });
+        }
+        if c.node_id == node_id(0) {
+            // Signed only, so the relay can read the BIB.
+            c.bpsec.encrypt.clear();
+        }
+    });
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    net.hold_transfers = true;
+    let mut out = Outgoing::new(app(0), app(2), payload(300));
+    out.flags = BundleFlags(BundleFlags::REPORT_DELETION);
+    let id = net.send(0, out);
+    net.settle();
+    let (_, _, mut bundle) = net.pending.pop_front().unwrap();
+    let mut altered = bundle.payload.data.to_vec();
+    altered[10] ^= 1;
+    bundle.payload.data = Bytes::from(altered);
+    net.nodes[1].handle_bundle(DtnTime::from_millis(net.now), LinkId(0), bundle);
+    net.settle();
+    assert!(net.events[1].contains(&Event::Dropped {
+        id: id.clone(),
+        reason: DropReason::SecurityFailed
+    }));
+    assert_eq!(net.nodes[1].stats().bib_failed, 1);
+    assert!(
+        net.pending.iter().all(|(_, _, b)| b.id() != id),
+        "not forwarded"
+    );
+    while !net.pending.is_empty() {
+        net.complete_next();
+    }
+    let reports = status_reports(&net, 0);
+    let deleted: Vec<_> = reports.iter().filter(|r| r.deleted.is_some()).collect();
+    assert_eq!(deleted.len(), 1, "{reports:?}");
+    assert_eq!(deleted[0].reason, StatusReason::Other(15));
+
+    // Node 2 requires a signature and a BCB from node 0: the unencrypted bundle is refused.
+    let id2 = net.send(0, Outgoing::new(app(0), app(2), payload(301)));
+    net.settle();
+    while !net.pending.is_empty() {
+        net.complete_next();
+    }
+    assert!(net.events[2].contains(&Event::Dropped {
+        id: id2,
+        reason: DropReason::SecurityMissing
+    }));
+    assert_eq!(net.nodes[2].stats().security_missing, 1);
+    assert_eq!(net.deliveries(2).len(), 0);
+}
+
+#[test]
+fn a_bcb_the_destination_cannot_decrypt_drops_the_bundle() {
+    let (hmac, aes) = (key(1, 32), key(2, 16));
+    let wrong = key(3, 16);
+    let mut net = Net::new(3, |c| {
+        secured(c, &hmac, &aes);
+        if c.node_id == node_id(2) {
+            c.bpsec.decrypt[0].key = wrong.clone();
+        }
+    });
+    net.link(0, 2, None);
+    net.send(0, Outgoing::new(app(0), app(2), payload(64)));
+    net.settle();
+    assert_eq!(net.deliveries(2).len(), 0);
+    assert_eq!(net.nodes[2].stats().bcb_failed, 1);
+    // Refused once: the purge set keeps node 0 from offering it again.
+    net.advance_to(net.now + 60_000);
+    let drops: Vec<_> = net.events[2]
+        .iter()
+        .filter(|e| matches!(e, Event::Dropped { .. }))
+        .collect();
+    assert_eq!(net.nodes[2].stats().dropped, 1, "{drops:?}");
+    assert_eq!(
+        net.nodes[0].held_bundles().count(),
+        0,
+        "node 0 learnt it is gone"
+    );
+}
+
+#[test]
+fn a_key_of_the_wrong_length_refuses_the_send() {
+    let mut net = Net::new(2, |c| {
+        c.bpsec.encrypt.push(bpsec::EncryptRule {
+            destinations: pattern("*"),
+            key: key(1, 20),
+            scope: bpsec::SCOPE_ALL,
+        });
+    });
+    let err = net.nodes[0]
+        .send(
+            DtnTime::from_millis(net.now),
+            Outgoing::new(app(0), app(1), payload(10)),
+        )
+        .unwrap_err();
+    assert!(matches!(err, node::SendError::Security(_)), "{err}");
+    assert_eq!(net.nodes[0].held_bundles().count(), 0);
+}
+
+#[test]
+fn broadcast_bundles_are_signed_and_verified_but_never_encrypted() {
+    let (hmac, aes) = (key(1, 32), key(2, 32));
+    let mut net = Net::new(2, |c| {
+        c.bpsec.sign.push(bpsec::SignRule {
+            destinations: pattern("*"),
+            key: hmac.clone(),
+            sha: bpsec::bib::ShaVariant::Sha384,
+            scope: bpsec::SCOPE_ALL,
+        });
+        c.bpsec.encrypt.push(bpsec::EncryptRule {
+            destinations: pattern("*"),
+            key: aes.clone(),
+            scope: bpsec::SCOPE_ALL,
+        });
+        c.bpsec.verify.push(bpsec::VerifyRule {
+            sources: pattern("*"),
+            key: hmac.clone(),
+            required: true,
+        });
+    });
+    net.link(0, 1, None);
+    // Every node it reaches delivers a broadcast bundle: none could be a BCB's one acceptor.
+    net.send(
+        0,
+        Outgoing::new(app(0), eid("dtn://~all/~news"), payload(40)),
+    );
+    net.settle();
+    assert_eq!(net.nodes[0].stats().bib_added, 1);
+    assert_eq!(net.nodes[0].stats().bcb_added, 0);
+    assert_eq!(net.deliveries(1).len(), 1);
+    assert_eq!(net.deliveries(1)[0].payload, payload(40));
+    assert_eq!(net.nodes[1].stats().bib_verified, 1);
+}
+
+#[test]
+fn a_protected_bundle_cut_into_pieces_is_checked_once_whole_at_its_destination() {
+    let (hmac, aes) = (key(1, 32), key(2, 32));
+    // Node 0 signs and encrypts for node 2 (`secured`); node 2 requires both.
+    let mut net = Net::new(3, |c| secured(c, &hmac, &aes));
+    let data = payload(10_000);
+    net.send(0, Outgoing::new(app(0), app(2), data.clone()));
+    net.link(0, 2, Some(1_500));
+    assert!(net.nodes[0].stats().fragments_sent >= 7);
+    let got = net.deliveries(2);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, data);
+    let s = net.nodes[2].stats();
+    assert_eq!((s.bcb_decrypted, s.bib_verified, s.dropped), (1, 1, 0));
 }
 
 /// A node routing by a contact plan waits for the planned next hop instead of handing a bundle to

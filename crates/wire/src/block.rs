@@ -94,6 +94,19 @@ impl ExtensionData {
         }
     }
 
+    /// The block-type-specific data as it goes on the wire (the content of the block's byte
+    /// string): what BPSec signs and encrypts. A slice, not a copy, for blocks kept as received.
+    pub fn content_bytes(&self) -> Bytes {
+        match self {
+            ExtensionData::Unknown { data, .. } => data.clone(),
+            other => {
+                let mut out = Vec::with_capacity(other.content_len());
+                other.encode_content(&mut out);
+                Bytes::from(out)
+            }
+        }
+    }
+
     /// The length of what [`ExtensionData::encode_content`] writes.
     fn content_len(&self) -> usize {
         match self {

@@ -217,6 +217,21 @@ impl Eid {
         Ok(eid)
     }
 
+    /// Decodes the endpoint id that starts `buf` (a CBOR sequence may follow it), for the
+    /// structures of other crates that embed one (BPSec's security source): the id and the
+    /// number of bytes it took.
+    pub fn decode_prefix(buf: &Bytes) -> Result<(Self, usize), DecodeError> {
+        let mut r = Reader::new(buf);
+        let eid = Self::decode(&mut r, buf)?;
+        Ok((eid, r.position()))
+    }
+
+    /// Appends the CBOR encoding (RFC 9171 §4.2.5.1), for structures of other crates that embed
+    /// an endpoint id.
+    pub fn encode_cbor(&self, out: &mut Vec<u8>) {
+        self.encode(out);
+    }
+
     /// Appends the CBOR encoding.
     pub(crate) fn encode(&self, out: &mut impl BufMut) {
         cbor::put_array(out, 2);

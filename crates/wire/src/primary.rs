@@ -226,6 +226,15 @@ impl PrimaryBlock {
             + crc_field_len(self.crc_type)
     }
 
+    /// The block's canonical encoding, CRC included: what BPSec's integrity and authentication
+    /// cover (RFC 9172 §3.7). Decoding is strict (deterministic CBOR, CRCs checked), so for a
+    /// received block these are the bytes that arrived.
+    pub fn to_cbor(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode(&mut out);
+        out
+    }
+
     /// Appends the encoded block, CRC included.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();

@@ -16,6 +16,7 @@
 mod common;
 
 mod api;
+mod bpsec;
 mod exec;
 mod loopback;
 mod metrics;
