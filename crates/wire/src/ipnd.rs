@@ -297,8 +297,7 @@ fn decode_services(r: &mut Reader<'_>, buf: &Bytes) -> Result<BTreeMap<u8, Vec<u
     let mut services = BTreeMap::new();
     for _ in 0..count {
         let tag_at = r.position();
-        let tag =
-            u8::try_from(r.uint()?).map_err(|_| invalid(tag_at, "service tag above 255"))?;
+        let tag = u8::try_from(r.uint()?).map_err(|_| invalid(tag_at, "service tag above 255"))?;
         let value = decode_service_value(r, buf)?;
         if services.insert(tag, value).is_some() {
             return Err(invalid(tag_at, "a service tag appears twice"));
@@ -324,9 +323,8 @@ fn decode_service_value(r: &mut Reader<'_>, buf: &Bytes) -> Result<Vec<u8>, Deco
             return Err(invalid(at, "service value over 256 bytes"));
         }
         let byte_at = r.position();
-        value.push(
-            u8::try_from(r.uint()?).map_err(|_| invalid(byte_at, "service byte above 255"))?,
-        );
+        value
+            .push(u8::try_from(r.uint()?).map_err(|_| invalid(byte_at, "service byte above 255"))?);
     }
     Ok(value)
 }
@@ -445,11 +443,20 @@ mod tests {
         assert_eq!(err(&v), K::InvalidBeacon("IPND version other than 7"));
         let mut v = good.to_vec();
         v[2] = 0x06;
-        assert_eq!(err(&v), K::InvalidBeacon("the sender-present flag is not set"));
+        assert_eq!(
+            err(&v),
+            K::InvalidBeacon("the sender-present flag is not set")
+        );
         let mut v = good.to_vec();
         v[2] = 0x03; // no period flag, but a period is there
-        assert_eq!(err(&v), K::InvalidBeacon("flags disagree with the fields present"));
-        assert!(matches!(err(&[0x83, 0x07, 0x01, 0x00]), K::BadArrayLength { .. }));
+        assert_eq!(
+            err(&v),
+            K::InvalidBeacon("flags disagree with the fields present")
+        );
+        assert!(matches!(
+            err(&[0x83, 0x07, 0x01, 0x00]),
+            K::BadArrayLength { .. }
+        ));
         // dtn:none as the sender.
         assert_eq!(
             err(&[0x84, 0x07, 0x01, 0x82, 0x01, 0x00, 0x00]),
@@ -459,12 +466,18 @@ mod tests {
         let v = [
             0x84, 0x07, 0x01, 0x82, 0x02, 0x82, 0x01, 0x00, 0x1b, 0, 0, 0, 1, 0, 0, 0, 0,
         ];
-        assert_eq!(err(&v), K::InvalidBeacon("sequence number wider than 32 bits"));
+        assert_eq!(
+            err(&v),
+            K::InvalidBeacon("sequence number wider than 32 bits")
+        );
         // Port 70000.
         let mut v = good.to_vec();
         let at = v.windows(3).position(|w| w == [0x19, 0x11, 0xcc]).unwrap();
         v.splice(at..at + 3, [0x1a, 0x00, 0x01, 0x11, 0x70]);
-        assert_eq!(err(&v), K::InvalidBeacon("convergence layer port above 65535"));
+        assert_eq!(
+            err(&v),
+            K::InvalidBeacon("convergence layer port above 65535")
+        );
         // A non-shortest integer, as everywhere in this crate.
         let mut v = good.to_vec();
         v.splice(1..2, [0x18, 0x07]);
@@ -488,10 +501,19 @@ mod tests {
         let at_bounds = beacon(MAX_CLAS, MAX_CLA_NAME, MAX_SERVICES, MAX_SERVICE_LEN);
         assert_eq!(IpndBeacon::decode(&at_bounds.encode()).unwrap(), at_bounds);
         for (over, why) in [
-            (beacon(MAX_CLAS + 1, 3, 0, 0), "more than 16 convergence layers"),
-            (beacon(1, MAX_CLA_NAME + 1, 0, 0), "convergence layer name over 64 bytes"),
+            (
+                beacon(MAX_CLAS + 1, 3, 0, 0),
+                "more than 16 convergence layers",
+            ),
+            (
+                beacon(1, MAX_CLA_NAME + 1, 0, 0),
+                "convergence layer name over 64 bytes",
+            ),
             (beacon(1, 3, MAX_SERVICES + 1, 1), "more than 16 services"),
-            (beacon(1, 3, 1, MAX_SERVICE_LEN + 1), "service value over 256 bytes"),
+            (
+                beacon(1, 3, 1, MAX_SERVICE_LEN + 1),
+                "service value over 256 bytes",
+            ),
         ] {
             assert_eq!(err(&over.encode()), K::InvalidBeacon(why), "{why}");
         }
@@ -502,7 +524,10 @@ mod tests {
             err(&with("a2 01 80 01 80")),
             K::InvalidBeacon("a service tag appears twice")
         );
-        assert_eq!(err(&with("a1 19 0100 80")), K::InvalidBeacon("service tag above 255"));
+        assert_eq!(
+            err(&with("a1 19 0100 80")),
+            K::InvalidBeacon("service tag above 255")
+        );
         assert_eq!(
             err(&with("a1 01 81 19 0100")),
             K::InvalidBeacon("service byte above 255")
@@ -511,9 +536,6 @@ mod tests {
             err(&with("bf 01 80 ff")),
             K::InvalidBeacon("indefinite-length services map")
         );
-        assert_eq!(
-            err(&with("80")),
-            K::UnexpectedType { expected: "map" }
-        );
+        assert_eq!(err(&with("80")), K::UnexpectedType { expected: "map" });
     }
 }

@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 
 use bytes::{Bytes, BytesMut};
-use wire::tcpcl::{ContactHeader, FrameLimits, Message};
 use wire::ipnd::IpndBeacon;
+use wire::tcpcl::{ContactHeader, FrameLimits, Message};
 use wire::{AdminRecord, Bundle};
 
 fn seeds(target: &str) -> Vec<(String, Bytes)> {
