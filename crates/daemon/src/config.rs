@@ -984,6 +984,28 @@ mod tests {
     }
 
     #[test]
+    fn beacon_formats_are_chosen_by_name() {
+        let c =
+            Config::from_toml("[discovery]\nformats = [\"dtn7\"]\ndtn7_port = 3004", "x").unwrap();
+        assert_eq!(
+            c.discovery.formats,
+            BeaconFormats {
+                ferry: false,
+                dtn7: true
+            }
+        );
+        assert_eq!(c.discovery.dtn7_port, 3004);
+        let c = Config::from_toml("[discovery]\nformats = [\"ferry\"]", "x").unwrap();
+        assert_eq!(
+            c.discovery.formats,
+            BeaconFormats {
+                ferry: true,
+                dtn7: false
+            }
+        );
+    }
+
+    #[test]
     fn tls_is_off_unless_configured_and_its_keys_are_checked() {
         let c = Config::defaults("x");
         assert!(c.tls.is_none() && c.peer_tls.is_empty());

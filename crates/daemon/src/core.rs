@@ -77,9 +77,11 @@ const MAX_DISCOVERY_DIALS: usize = 8;
 /// one only with `-b`, and sends every 2 s by default; its own peer timeout is 20 s. Forgotten
 /// after [`DISCOVERED_PERIODS`] of these, 30 s.
 const DTN7_UNANNOUNCED_PERIOD: Duration = Duration::from_secs(10);
-/// What Ferry's dtn7-rs beacons carry as their custom text service (tag 63), so that another
-/// Ferry node that hears Ferry's own beacons too can leave them aside (both announce the same
-/// node), and an operator sees in dtnd's peer list which peers are Ferry nodes.
+/// What Ferry's dtn7-rs beacons carry as their custom text service (tag 63) when the node sends
+/// Ferry's beacons too, so that another Ferry node that hears Ferry's beacons leaves them aside
+/// (both announce the same node), and an operator sees in dtnd's peer list which peers are Ferry
+/// nodes. Unmarked, from a node with `formats = ["dtn7"]`, they would be skipped by nodes that
+/// go by Ferry's beacons, which that node never sends.
 const DTN7_FERRY_MARK: &[u8] = b"ferry";
 /// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
@@ -204,8 +206,8 @@ struct StaticPeer {
 }
 
 struct Discovered {
-    /// Whether it sent Ferry's beacons (not only dtn7-rs's): a Ferry node, which dials us by
-    /// itself when its id is the larger.
+    /// Whether it is known as a Ferry node (it sent Ferry's beacons, or dtn7-rs's marked as a
+    /// Ferry node's), which dials us by itself when its id is the larger.
     ferry: bool,
     tcpcl: Option<SocketAddr>,
     udp: Option<SocketAddr>,
