@@ -888,38 +888,44 @@ fn default_node_id(host_name: &str) -> Eid {
 /// `discovery.formats`: both unless said otherwise, so that a node finds `dtnd` (and is found by
 /// it) out of the box; one beacon more per period and interface is the cost.
 fn beacon_formats(names: Option<Vec<String>>) -> Result<BeaconFormats, ConfigError> {
-    let Some(names) = names else {
-        return Ok(BeaconFormats {
+    match names {
+        None => Ok(BeaconFormats {
             ferry: true,
             dtn7: true,
-        });
-    };
-    let mut formats = BeaconFormats {
-        ferry: false,
-        dtn7: false,
-    };
-    for name in &names {
-        let slot = match name.as_str() {
-            "ferry" => &mut formats.ferry,
-            "dtn7" => &mut formats.dtn7,
-            _ => {
-                return Err(ConfigError(format!(
-                    "discovery.formats: unknown beacon format {name:?} (known: \"ferry\", \"dtn7\")"
-                )));
-            }
+        }),
+        Some(names) => BeaconFormats::from_names(&names, "discovery.formats"),
+    }
+}
+
+impl BeaconFormats {
+    /// The formats `names` lists (`"ferry"`, `"dtn7"`), each at most once and at least one;
+    /// `key` names the setting in errors (`discovery.formats`, `--beacon-format`).
+    pub fn from_names(names: &[String], key: &str) -> Result<Self, ConfigError> {
+        let mut formats = BeaconFormats {
+            ferry: false,
+            dtn7: false,
         };
-        if std::mem::replace(slot, true) {
+        for name in names {
+            let slot = match name.as_str() {
+                "ferry" => &mut formats.ferry,
+                "dtn7" => &mut formats.dtn7,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "{key}: unknown beacon format {name:?} (known: \"ferry\", \"dtn7\")"
+                    )));
+                }
+            };
+            if std::mem::replace(slot, true) {
+                return Err(ConfigError(format!("{key}: {name:?} is listed twice")));
+            }
+        }
+        if !formats.ferry && !formats.dtn7 {
             return Err(ConfigError(format!(
-                "discovery.formats: {name:?} is listed twice"
+                "{key} is empty; to send no beacons, set discovery.enabled = false"
             )));
         }
+        Ok(formats)
     }
-    if !formats.ferry && !formats.dtn7 {
-        return Err(ConfigError(
-            "discovery.formats is empty; to send no beacons, set discovery.enabled = false".into(),
-        ));
-    }
-    Ok(formats)
 }
 
 fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
