@@ -2,11 +2,13 @@
 //! namespaces joined by a veth pair, neither told of the other. Ferry hears dtnd's beacons
 //! (224.0.0.26:3003), dials it and hands it a bundle; dtnd hears the beacons Ferry sends in its
 //! format, lists Ferry as a peer with Ferry's TCPCL port, and dials Ferry to deliver a bundle.
+//! And two Ferry nodes, one sending only dtn7-rs's beacons (`--beacon-format dtn7`), find each
+//! other and exchange bundles.
 //!
 //! Needs root, `ip` (iproute2) and `dtnd` (found as `crates/daemon/tests/interop_dtn7.rs`
 //! finds it: `$FERRY_DTN7_BIN`, `~/.cache/ferry-tools/dtn7/bin`, `PATH`). Without them the test
 //! says so and passes, unless `FERRY_REQUIRE_NETNS=1` or `FERRY_REQUIRE_INTEROP=1` (set by CI),
-//! where it fails. Every wait is bounded.
+//! where it fails (the second test needs no `dtnd`). Every wait is bounded.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -243,6 +245,91 @@ fn ferry_and_dtnd_find_each_other_by_beacons_and_exchange_bundles() {
     );
 
     drop((ferry, dtnd));
+    drop(spaces);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Ferry node told to announce itself only in dtn7-rs's format (`--beacon-format dtn7`: its
+/// beacons then carry no Ferry mark, since it sends no Ferry beacon to go by) and one with the
+/// default formats find each other, and a bundle goes each way. Needs root and iproute2 only.
+#[test]
+fn a_ferry_node_that_sends_only_dtn7_beacons_finds_and_is_found_by_a_default_one() {
+    if !common::netns::can_run() {
+        assert!(
+            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
+            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
+        );
+        eprintln!("SKIPPED: needs root and iproute2");
+        return;
+    }
+    let spaces = Namespaces::create("fe", &["a", "b"]);
+    spaces.veth(("a", "fea0", "10.78.2.1/24"), ("b", "feb0", "10.78.2.2/24"));
+    let dir = std::env::temp_dir().join(format!("ferry-netns-mixed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("node.toml");
+    std::fs::write(&config, "[discovery]\nperiod = \"1s\"\n").unwrap();
+    let start = |name: &str, extra: &[&str]| {
+        let mut cmd = spaces.command(name, FERRY);
+        cmd.args([
+            "node",
+            "-v",
+            "--node-id",
+            &format!("dtn://{name}/"),
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.join(name))
+        .args(extra);
+        spawn(cmd, dir.join(format!("{name}.log")))
+    };
+    let a = start("a", &["--beacon-format", "dtn7"]);
+    let b = start("b", &[]);
+    let logs = || format!("a log:\n{}\nb log:\n{}", a.log(), b.log());
+    let (na, nb) = (spaces.ns("a"), spaces.ns("b"));
+    let ferry_in = |ns: &str, args: &[&str]| run_in(ns, Path::new(FERRY), args);
+    for (ns, peer) in [(&na, "dtn://b/"), (&nb, "dtn://a/")] {
+        wait_until(
+            Duration::from_secs(15),
+            &format!("{ns} did not find {peer}"),
+            &logs,
+            &mut || text(&ferry_in(ns, &["peers", "--json"])).contains(peer),
+        );
+    }
+    for (from, to, what) in [(&na, "b", "a to b"), (&nb, "a", "b to a")] {
+        let out = ferry_in(from, &["send", &format!("dtn://{to}/inbox"), what]);
+        assert!(out.status.success(), "ferry send: {}", text(&out));
+    }
+    for (ns, what) in [(&nb, "a to b"), (&na, "b to a")] {
+        let out = ferry_in(ns, &["recv", "inbox", "--count", "1", "--timeout", "15s"]);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(what),
+            "{ns} did not receive {what:?}: {}\n{}",
+            text(&out),
+            logs()
+        );
+    }
+    // A sent no Ferry beacon; B heard A's dtn7-rs beacons (unmarked), A ignored none of B's.
+    let metrics_a = text(&ferry_in(&na, &["metrics"]));
+    let metrics_b = text(&ferry_in(&nb, &["metrics"]));
+    assert_eq!(metric(&metrics_a, "ferry_beacons_sent_total"), 0);
+    assert!(metric(&metrics_a, "ferry_dtn7_beacons_sent_total") >= 1);
+    assert!(metric(&metrics_b, "ferry_dtn7_beacons_heard_total") >= 1);
+    // B dialled A at A's first beacon, so all this may be over before A heard one of B's (marked,
+    // but A goes by dtn7-rs's beacons alone, so they count).
+    wait_until(
+        Duration::from_secs(5),
+        "A heard none of B's dtn7-rs beacons",
+        &logs,
+        &mut || {
+            metric(
+                &text(&ferry_in(&na, &["metrics"])),
+                "ferry_dtn7_beacons_heard_total",
+            ) >= 1
+        },
+    );
+    drop((a, b));
     drop(spaces);
     let _ = std::fs::remove_dir_all(&dir);
 }
