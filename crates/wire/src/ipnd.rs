@@ -116,7 +116,8 @@ impl IpndBeacon {
     }
 
     /// Encodes the beacon as dtnd writes and reads it: definite lengths, shortest integers,
-    /// services as arrays of byte values.
+    /// services as arrays of byte values. What the beacon holds is written as it is: lists or
+    /// strings beyond the bounds make bytes that [`IpndBeacon::decode`] refuses.
     pub fn encode(&self) -> Bytes {
         let mut out = Vec::with_capacity(64);
         let items = 4 + u64::from(self.has_service_block()) + u64::from(self.period_secs.is_some());
