@@ -189,6 +189,12 @@ fn ferry_and_dtnd_find_each_other_by_beacons_and_exchange_bundles() {
                 && std::fs::read(&received).is_ok_and(|b| b == b"found you by your beacon")
         },
     );
+    // Its own beacons, looped back on the veth, are not a peer.
+    let peers = text(&ferry_cmd(&["peers", "--json"]));
+    assert!(
+        !peers.contains("dtn://ferry/"),
+        "Ferry lists itself: {peers}"
+    );
     let metrics = text(&ferry_cmd(&["metrics"]));
     assert!(metric(&metrics, "ferry_dtn7_beacons_heard_total") >= 1);
     assert!(metric(&metrics, "ferry_dtn7_beacons_sent_total") >= 1);
