@@ -20,8 +20,9 @@
 //! A beacon comes from anyone on the link, so decoding is strict and bounded: the flags must
 //! agree with the fields present, every list and string has a bound ([`MAX_CLAS`],
 //! [`MAX_CLA_NAME`], [`MAX_SERVICES`], [`MAX_SERVICE_LEN`]), a service tag appears once, and no
-//! byte may follow the beacon. dtnd itself is more lenient (it takes a beacon whose flags and
-//! fields disagree); it never writes one.
+//! byte may follow the beacon. The reserved flag bits (3 to 7) are ignored, so a later version
+//! that sets them is still heard; they are not kept. dtnd itself is more lenient (it takes a
+//! beacon whose flags and fields disagree); it never writes one.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
