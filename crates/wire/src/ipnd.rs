@@ -449,6 +449,13 @@ mod tests {
             err(&v),
             K::InvalidBeacon("the sender-present flag is not set")
         );
+        // Reserved bits are heard past.
+        let mut v = good.to_vec();
+        v.splice(2..3, [0x18, 0x87]);
+        assert_eq!(
+            IpndBeacon::decode(&Bytes::from(v)).unwrap(),
+            IpndBeacon::decode(&good).unwrap()
+        );
         let mut v = good.to_vec();
         v[2] = 0x03; // no period flag, but a period is there
         assert_eq!(
