@@ -153,6 +153,21 @@ pub struct Discovery {
     pub interfaces: Vec<String>,
     /// Time between beacons.
     pub period: Duration,
+    /// Which beacon formats are sent and listened for (`[discovery] formats`).
+    pub formats: BeaconFormats,
+    /// UDP port of dtn7-rs's beacons (`[discovery] dtn7_port`, 3003 as dtnd's).
+    pub dtn7_port: u16,
+}
+
+/// The beacon formats a node speaks (`[discovery] formats`); each is sent on the same interfaces
+/// and period, and heard on its own port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BeaconFormats {
+    /// Ferry's own beacons (`wire::Beacon`), to [`Discovery::address`]:[`Discovery::port`].
+    pub ferry: bool,
+    /// dtn7-rs's (`wire::ipnd`), to 224.0.0.26:[`Discovery::dtn7_port`], so that `dtnd` and
+    /// Ferry find each other.
+    pub dtn7: bool,
 }
 
 /// The file's shape. Every field is optional.
@@ -261,6 +276,8 @@ struct DiscoveryFile {
     address: Option<String>,
     interfaces: Option<Vec<String>>,
     period: Option<String>,
+    formats: Option<Vec<String>>,
+    dtn7_port: Option<u16>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -489,6 +506,8 @@ impl Config {
             })?,
             interfaces: file.discovery.interfaces.unwrap_or_default(),
             period: duration("discovery.period", file.discovery.period, "2s")?,
+            formats: beacon_formats(file.discovery.formats)?,
+            dtn7_port: file.discovery.dtn7_port.unwrap_or(wire::ipnd::IPND_PORT),
         };
         if discovery.period < Duration::from_millis(100) {
             return Err(ConfigError(
@@ -1078,6 +1097,49 @@ fn default_node_id(host_name: &str) -> Eid {
     Eid::dtn(&name, "").unwrap_or_else(|_| Eid::dtn("ferry", "").expect("valid name"))
 }
 
+/// `discovery.formats`: both unless said otherwise, so that a node finds `dtnd` (and is found by
+/// it) out of the box; one beacon more per period and interface is the cost.
+fn beacon_formats(names: Option<Vec<String>>) -> Result<BeaconFormats, ConfigError> {
+    match names {
+        None => Ok(BeaconFormats {
+            ferry: true,
+            dtn7: true,
+        }),
+        Some(names) => BeaconFormats::from_names(&names, "discovery.formats"),
+    }
+}
+
+impl BeaconFormats {
+    /// The formats `names` lists (`"ferry"`, `"dtn7"`), each at most once and at least one;
+    /// `key` names the setting in errors (`discovery.formats`, `--beacon-format`).
+    pub fn from_names(names: &[String], key: &str) -> Result<Self, ConfigError> {
+        let mut formats = BeaconFormats {
+            ferry: false,
+            dtn7: false,
+        };
+        for name in names {
+            let slot = match name.as_str() {
+                "ferry" => &mut formats.ferry,
+                "dtn7" => &mut formats.dtn7,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "{key}: unknown beacon format {name:?} (known: \"ferry\", \"dtn7\")"
+                    )));
+                }
+            };
+            if std::mem::replace(slot, true) {
+                return Err(ConfigError(format!("{key}: {name:?} is listed twice")));
+            }
+        }
+        if !formats.ferry && !formats.dtn7 {
+            return Err(ConfigError(format!(
+                "{key} is empty; to send no beacons, set discovery.enabled = false"
+            )));
+        }
+        Ok(formats)
+    }
+}
+
 fn duration(key: &str, value: Option<String>, default: &str) -> Result<Duration, ConfigError> {
     let value = value.unwrap_or_else(|| default.to_owned());
     humantime::parse_duration(&value)
@@ -1123,12 +1185,42 @@ mod tests {
         assert!(c.discovery.enabled);
         assert_eq!(c.discovery.port, 4551);
         assert_eq!(c.discovery.period, Duration::from_secs(2));
+        assert_eq!(
+            c.discovery.formats,
+            BeaconFormats {
+                ferry: true,
+                dtn7: true
+            }
+        );
+        assert_eq!(c.discovery.dtn7_port, 3003);
         assert_eq!(c.store_quota, 10_000_000_000);
         assert_eq!(c.strategy, StrategyKind::Epidemic);
         assert_eq!(c.summary_grace, Duration::from_secs(25));
         assert_eq!(c.keepalive, Duration::from_secs(30));
         assert!(c.peers.is_empty());
         assert_eq!(c.session_limits, SessionLimits::default());
+    }
+
+    #[test]
+    fn beacon_formats_are_chosen_by_name() {
+        let c =
+            Config::from_toml("[discovery]\nformats = [\"dtn7\"]\ndtn7_port = 3004", "x").unwrap();
+        assert_eq!(
+            c.discovery.formats,
+            BeaconFormats {
+                ferry: false,
+                dtn7: true
+            }
+        );
+        assert_eq!(c.discovery.dtn7_port, 3004);
+        let c = Config::from_toml("[discovery]\nformats = [\"ferry\"]", "x").unwrap();
+        assert_eq!(
+            c.discovery.formats,
+            BeaconFormats {
+                ferry: true,
+                dtn7: false
+            }
+        );
     }
 
     #[test]
@@ -1417,6 +1509,12 @@ mod tests {
         assert!(err("[tcpcl]\nlisten = [\"localhost\"]").contains("tcpcl.listen"));
         assert!(err("[discovery]\nperiod = \"1ms\"").contains("at least 100ms"));
         assert!(err("[discovery]\naddress = \"eth0\"").contains("discovery.address"));
+        assert!(
+            err("[discovery]\nformats = [\"ipnd\"]").contains("unknown beacon format \"ipnd\"")
+        );
+        assert!(err("[discovery]\nformats = [\"dtn7\", \"dtn7\"]").contains("listed twice"));
+        assert!(err("[discovery]\nformats = []").contains("discovery.enabled = false"));
+        assert!(err("[discovery]\ndtn7_port = 70000").contains("dtn7_port"));
         assert!(err("colour = \"blue\"").contains("unknown field"));
         assert!(err("[[peers]]\naddress = \"host\"").contains("peers.address"));
         assert!(err("[tcpcl]\nreceive_memory = \"0\"").contains("tcpcl.receive_memory"));

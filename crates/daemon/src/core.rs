@@ -38,7 +38,7 @@ use crate::control::{
     ApiError, BundleInfo, Counters, PeerInfo, ReportInfo, Request, RouteInfo, RpcCounters,
     SendReply, SendRequest, Status,
 };
-use crate::discovery::{Announcer, Heard};
+use crate::discovery::{Announcer, Heard, HeardBeacon};
 use crate::facts::Readings;
 use crate::metrics::Metrics;
 use crate::rpc_shell::{Finished, RpcShell};
@@ -73,6 +73,16 @@ const DISCOVERED_PERIODS: u32 = 3;
 /// Most connection attempts to discovered nodes under way at once: a burst of beacons with new
 /// ids makes the node dial a few at a time, not one per id.
 const MAX_DISCOVERY_DIALS: usize = 8;
+/// How often a dtn7-rs node that announces no period is taken to send beacons: dtnd announces
+/// one only with `-b`, and sends every 2 s by default; its own peer timeout is 20 s. Forgotten
+/// after [`DISCOVERED_PERIODS`] of these, 30 s.
+const DTN7_UNANNOUNCED_PERIOD: Duration = Duration::from_secs(10);
+/// What Ferry's dtn7-rs beacons carry as their custom text service (tag 63) when the node sends
+/// Ferry's beacons too, so that another Ferry node that hears Ferry's beacons leaves them aside
+/// (both announce the same node), and an operator sees in dtnd's peer list which peers are Ferry
+/// nodes. Unmarked, from a node with `formats = ["dtn7"]`, they would be skipped by nodes that
+/// go by Ferry's beacons, which that node never sends.
+const DTN7_FERRY_MARK: &[u8] = b"ferry";
 /// Most inputs handled before one pump (and so one store commit).
 const BATCH_INPUTS: usize = 256;
 /// Most inputs handled before the traffic they made leaves (see [`Daemon::run`]). Measured in
@@ -196,6 +206,9 @@ struct StaticPeer {
 }
 
 struct Discovered {
+    /// Whether it is known as a Ferry node (it sent Ferry's beacons, or dtn7-rs's marked as a
+    /// Ferry node's), which dials us by itself when its id is the larger.
+    ferry: bool,
     tcpcl: Option<SocketAddr>,
     udp: Option<SocketAddr>,
     beacons: u32,
@@ -270,6 +283,8 @@ pub(crate) struct Daemon {
     next_link: u64,
     next_tag: u64,
     beacon_sequence: u64,
+    /// dtn7-rs's beacon sequence is 32 bits and wraps, as dtnd's does.
+    dtn7_beacon_sequence: u32,
     next_beacon: Instant,
     metrics: Metrics,
 }
@@ -443,6 +458,7 @@ impl Daemon {
             next_link: 1,
             next_tag: 1,
             beacon_sequence: 0,
+            dtn7_beacon_sequence: 0,
             next_beacon: now,
             metrics: {
                 let mut m = Metrics::new();
@@ -784,8 +800,42 @@ impl Daemon {
             ),
             convergence_layers,
         };
+        let formats = self.config.discovery.formats;
+        let dtn7 = formats.dtn7.then(|| self.dtn7_beacon());
         if let Some(a) = &mut self.announcer {
-            self.metrics.counters.beacons_sent += a.announce(&beacon) as u64;
+            if formats.ferry {
+                self.metrics.counters.beacons_sent += a.announce(&beacon) as u64;
+            }
+            if let Some(dtn7) = dtn7 {
+                self.metrics.counters.dtn7_beacons_sent += a.announce_dtn7(&dtn7) as u64;
+            }
+        }
+    }
+
+    /// This node as dtn7-rs announces a node: TCPCLv4 as `"tcp"` at its port (what dtnd dials
+    /// a discovered peer on), the period in whole seconds, at least 1 (dtnd forgets a peer
+    /// after twice the period, counted in whole seconds: 0 would make it forget us at once).
+    fn dtn7_beacon(&mut self) -> wire::ipnd::IpndBeacon {
+        let sequence = self.dtn7_beacon_sequence;
+        self.dtn7_beacon_sequence = sequence.wrapping_add(1);
+        let period = self.config.discovery.period;
+        let mut services = BTreeMap::new();
+        if self.config.discovery.formats.ferry {
+            services.insert(wire::ipnd::SERVICE_CUSTOM_STRING, DTN7_FERRY_MARK.to_vec());
+        }
+        wire::ipnd::IpndBeacon {
+            node: self.config.node_id.clone(),
+            sequence,
+            clas: self
+                .tcpcl_port
+                .map(|port| wire::ipnd::IpndCla {
+                    name: wire::ipnd::CLA_TCP.into(),
+                    port: Some(port),
+                })
+                .into_iter()
+                .collect(),
+            services,
+            period_secs: Some(period.as_secs() + u64::from(period.subsec_nanos() > 0)),
         }
     }
 
@@ -1195,31 +1245,65 @@ impl Daemon {
     }
 
     fn on_beacon(&mut self, heard: Heard) {
-        let beacon = heard.beacon;
-        let peer = beacon.node.node_id();
+        // Only the address the beacon came from is believed. An address written in a beacon
+        // would let anyone make this node dial any host; Ferry's own beacons never carry one,
+        // and dtn7-rs's name only ports.
+        let ip = heard.from.ip();
+        let (peer, ferry, tcpcl, udp, period) = match &heard.beacon {
+            HeardBeacon::Ferry(beacon) => {
+                let endpoint = |kind: ClaKind| {
+                    beacon
+                        .convergence_layers
+                        .iter()
+                        .find(|c| c.kind == kind)
+                        .map(|c| SocketAddr::new(ip, c.port))
+                };
+                (
+                    beacon.node.node_id(),
+                    true,
+                    endpoint(ClaKind::TcpclV4),
+                    endpoint(ClaKind::Udp),
+                    Duration::from_millis(beacon.period_ms),
+                )
+            }
+            HeardBeacon::Dtn7(beacon) => {
+                let marked = beacon
+                    .services
+                    .get(&wire::ipnd::SERVICE_CUSTOM_STRING)
+                    .map(Vec::as_slice)
+                    == Some(DTN7_FERRY_MARK);
+                if marked && self.config.discovery.formats.ferry {
+                    // A Ferry node that sends Ferry's beacons too: those are the ones to go by.
+                    return;
+                }
+                (
+                    beacon.node.node_id(),
+                    // Marked, to a node that listens only to dtn7-rs's beacons: still a Ferry
+                    // node, which takes part in the tie-break of who dials.
+                    marked,
+                    beacon.tcp_port().map(|port| SocketAddr::new(ip, port)),
+                    // dtn7-rs's "udp" layer is not known to be Ferry's: not used.
+                    None,
+                    beacon
+                        .period_secs
+                        .map_or(DTN7_UNANNOUNCED_PERIOD, Duration::from_secs),
+                )
+            }
+        };
         if peer == self.config.node_id {
             return;
         }
-        self.metrics.counters.beacons_heard += 1;
-        // Only the address the beacon came from is believed. An address written in a beacon
-        // would let anyone make this node dial any host; Ferry's own beacons never carry one.
-        let ip = heard.from.ip();
-        let endpoint = |kind: ClaKind| {
-            beacon
-                .convergence_layers
-                .iter()
-                .find(|c| c.kind == kind)
-                .map(|c| SocketAddr::new(ip, c.port))
-        };
-        let tcpcl = endpoint(ClaKind::TcpclV4);
-        let udp = endpoint(ClaKind::Udp);
+        match heard.beacon {
+            HeardBeacon::Ferry(_) => self.metrics.counters.beacons_heard += 1,
+            HeardBeacon::Dtn7(_) => self.metrics.counters.dtn7_beacons_heard += 1,
+        }
         let now = Instant::now();
-        let period = Duration::from_millis(beacon.period_ms)
-            .clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let period = period.clamp(Duration::from_secs(1), Duration::from_secs(60));
         if !self.discovered.contains_key(&peer) {
             self.make_room_for_discovered(ip);
         }
         let d = self.discovered.entry(peer.clone()).or_insert(Discovered {
+            ferry,
             tcpcl: None,
             udp: None,
             beacons: 0,
@@ -1227,6 +1311,12 @@ impl Daemon {
             last_heard: now,
             ttl: period * DISCOVERED_PERIODS,
         });
+        if d.ferry && !ferry {
+            // A node heard in Ferry's format is gone by those beacons alone; unmarked dtn7-rs
+            // beacons from it (reconfigured to send only those) add nothing until it is forgotten.
+            return;
+        }
+        d.ferry = ferry;
         d.tcpcl = tcpcl;
         d.udp = udp;
         d.from = ip;
@@ -1264,10 +1354,11 @@ impl Daemon {
                 .links
                 .values()
                 .any(|l| l.remote == addr && !l.announced);
-        if has_link
-            || pending
-            || !(self.config.node_id < peer || beacons >= BEACONS_BEFORE_CONNECTING)
-        {
+        // Two Ferry nodes agree without talking which one dials: the one with the smaller id
+        // waits a few beacons for the other. dtnd dials only when it has a bundle to forward,
+        // so a node known only by dtn7-rs's beacons is dialled at once.
+        let our_turn = !ferry || self.config.node_id < peer || beacons >= BEACONS_BEFORE_CONNECTING;
+        if has_link || pending || !our_turn {
             return;
         }
         let dials = self

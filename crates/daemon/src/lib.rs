@@ -205,7 +205,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     };
 
     let (beacon_tx, beacons) = mpsc::channel(256);
-    if config.discovery.enabled {
+    if config.discovery.enabled && config.discovery.formats.ferry {
         let socket =
             discovery::bind_listener(&config.discovery).map_err(|source| StartError::Bind {
                 what: "listening for discovery beacons",
@@ -216,7 +216,26 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             "beacons://{}:{}",
             config.discovery.address, config.discovery.port
         ));
-        tasks.push(tokio::spawn(discovery::listen(socket, beacon_tx)));
+        tasks.push(tokio::spawn(discovery::listen(socket, beacon_tx.clone())));
+    }
+    if config.discovery.enabled && config.discovery.formats.dtn7 {
+        let group = wire::ipnd::IPND_GROUP_V4;
+        let socket = discovery::bind_dtn7_listener(&config.discovery).map_err(|source| {
+            StartError::Bind {
+                what: "listening for dtn7-rs discovery beacons",
+                addr: SocketAddr::new(group.into(), config.discovery.dtn7_port),
+                source,
+            }
+        })?;
+        listening.push(format!(
+            "dtn7-beacons://{group}:{}",
+            config.discovery.dtn7_port
+        ));
+        tasks.push(tokio::spawn(discovery::listen_dtn7(
+            socket,
+            beacon_tx,
+            config.discovery.clone(),
+        )));
     }
 
     let (control, control_ends) = ControlHandle::channel(256);

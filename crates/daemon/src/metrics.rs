@@ -100,6 +100,9 @@ pub(crate) struct Counters {
     pub(crate) refused_duplicates: u64,
     pub(crate) beacons_sent: u64,
     pub(crate) beacons_heard: u64,
+    /// dtn7-rs's beacons, sent (per interface) and heard (see `[discovery] formats`).
+    pub(crate) dtn7_beacons_sent: u64,
+    pub(crate) dtn7_beacons_heard: u64,
     pub(crate) store_errors: u64,
     pub(crate) store_syncs: u64,
     pub(crate) reactive_fragments_received: u64,
@@ -617,6 +620,16 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             "beacons_heard_total",
             "Discovery beacons heard from other nodes.",
             m.beacons_heard,
+        ),
+        counter(
+            "dtn7_beacons_sent_total",
+            "dtn7-rs discovery beacons sent (per interface).",
+            m.dtn7_beacons_sent,
+        ),
+        counter(
+            "dtn7_beacons_heard_total",
+            "dtn7-rs discovery beacons heard from other nodes (those of Ferry nodes that also send Ferry's are left aside, uncounted).",
+            m.dtn7_beacons_heard,
         ),
         counter(
             "store_errors_total",

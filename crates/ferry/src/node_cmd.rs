@@ -43,6 +43,10 @@ pub(crate) struct NodeArgs {
     /// UDP port of discovery beacons (default 4551).
     #[arg(long, value_name = "PORT")]
     discovery_port: Option<u16>,
+    /// Beacon format to send and listen for: ferry (Ferry's own) or dtn7 (dtn7-rs's, so that
+    /// dtnd finds this node and is found); repeat for both (the default).
+    #[arg(long = "beacon-format", value_name = "FORMAT")]
+    beacon_formats: Vec<String>,
     /// TCPCL keepalive interval offered (a session is declared dead after two silent intervals).
     #[arg(long, value_parser = humantime::parse_duration)]
     keepalive: Option<std::time::Duration>,
@@ -199,6 +203,10 @@ fn build_config(args: &NodeArgs) -> Result<Config> {
     if let Some(port) = args.discovery_port {
         config.discovery.port = port;
     }
+    if !args.beacon_formats.is_empty() {
+        config.discovery.formats =
+            daemon::config::BeaconFormats::from_names(&args.beacon_formats, "--beacon-format")?;
+    }
     if let Some(k) = args.keepalive {
         anyhow::ensure!(
             (1..=65_535).contains(&k.as_secs()),
@@ -254,6 +262,36 @@ mod tests {
         assert_eq!(
             config_of(&["--keepalive", "7s"]).keepalive,
             std::time::Duration::from_secs(7)
+        );
+        let formats = |flags: &[&str]| {
+            let f = config_of(flags).discovery.formats;
+            (f.ferry, f.dtn7)
+        };
+        assert_eq!(formats(&[]), (true, true));
+        assert_eq!(formats(&["--beacon-format", "dtn7"]), (false, true));
+        assert_eq!(
+            formats(&["--beacon-format", "ferry", "--beacon-format", "dtn7"]),
+            (true, true)
+        );
+    }
+
+    #[test]
+    fn an_unknown_beacon_format_is_refused_by_its_flag() {
+        let file =
+            std::env::temp_dir().join(format!("ferry-node-cmd-bf-{}.toml", std::process::id()));
+        std::fs::write(&file, "").unwrap();
+        let args = [
+            "node",
+            "--config",
+            file.to_str().unwrap(),
+            "--beacon-format",
+            "ipnd",
+        ];
+        let err = build_config(&Cli::try_parse_from(args).unwrap().node).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--beacon-format: unknown beacon format \"ipnd\""),
+            "{err}"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! A hostile peer against a real `ferry node` process, as a stranger in radio range would be:
 //! scripted TCPCL sessions that never finish their transfers, floods of sessions that decline
-//! keepalives, floods of beacons with made-up node ids, a forged beacon that names a connected
-//! peer, and a flood of UDP datagrams (oversize, garbage, bundles of made-up sources). Each test asserts that the node's memory and tables stay within their stated bounds,
+//! keepalives, floods of beacons (Ferry's and dtn7-rs's) with made-up node ids, a forged beacon
+//! that names a connected peer, and a flood of UDP datagrams (oversize, garbage, bundles of made-up sources). Each test asserts that the node's memory and tables stay within their stated bounds,
 //! that legitimate traffic keeps flowing, and that every refusal is counted in `/metrics`.
 //!
 //! Everything stays on loopback: attackers bind their own 127.0.0.x source addresses, and the
@@ -454,6 +454,109 @@ fn beacon_floods_and_forged_beacons_are_not_believed() {
         "a datagram went to the forger's address"
     );
     assert!(target.metric("beacon_redirects_ignored_total") >= 1);
+}
+
+/// dtn7-rs's beacons (`[discovery] formats`, on by default) reach the same table as Ferry's, and
+/// a node heard only so is dialled at its first beacon (dtnd dials only to forward): a flood of
+/// them with new ids from one address is held to the same bounds (16 ids believed, 8 dials at
+/// once, the per-address session limit), malformed ones and ones over the codec's bounds are
+/// dropped unheard, and every one believed is counted.
+#[test]
+fn dtn7_beacon_floods_are_held_to_the_discovery_bounds() {
+    const IDS: usize = 3_000;
+    let dir = TestDir::new("hostile-dtn7-beacons");
+    let (discovery_port, dtn7_port) = (free_port(), free_port());
+    let target = Node::build(dir.path(), "a-target")
+        .discovery()
+        .config(&format!(
+            "[discovery]\nport = {discovery_port}\ndtn7_port = {dtn7_port}\naddress = \"127.0.0.1\"\ninterfaces = [\"lo\"]\nperiod = \"1s\""
+        ))
+        .start();
+    let forger = attacker(8);
+    let listeners: Vec<TcpListener> = (0..64)
+        .map(|_| {
+            let l = TcpListener::bind((forger, 0)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        })
+        .collect();
+    let accept_all = |accepted: &mut Vec<TcpStream>| {
+        for l in &listeners {
+            while let Ok((conn, _)) = l.accept() {
+                accepted.push(conn);
+            }
+        }
+    };
+    let beacons = UdpSocket::bind((forger, 0)).unwrap();
+    let beacon = |id: &str, clas: usize, port: u16| {
+        wire::ipnd::IpndBeacon {
+            node: wire::Eid::dtn(id, "").unwrap(),
+            sequence: 1,
+            clas: (0..clas)
+                .map(|_| wire::ipnd::IpndCla {
+                    name: "tcp".into(),
+                    port: Some(port),
+                })
+                .collect(),
+            services: Default::default(),
+            period_secs: Some(3_600),
+        }
+        .encode()
+    };
+    // Refused whole: garbage, a truncated beacon, one over the layer bound.
+    let port = listeners[0].local_addr().unwrap().port();
+    let good = beacon("refused", 1, port);
+    for datagram in [
+        Bytes::from_static(&[0xff; 64]),
+        good.slice(..good.len() - 1),
+        beacon("refused", wire::ipnd::MAX_CLAS + 1, port),
+    ] {
+        beacons
+            .send_to(&datagram, ("127.0.0.1", dtn7_port))
+            .unwrap();
+    }
+    let mut accepted = Vec::new();
+    for i in 0..IDS {
+        let port = listeners[i % listeners.len()].local_addr().unwrap().port();
+        let datagram = beacon(&format!("forged-{i:05}"), 1, port);
+        beacons
+            .send_to(&datagram, ("127.0.0.1", dtn7_port))
+            .unwrap();
+        if i % 100 == 99 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        accept_all(&mut accepted);
+    }
+    let settle = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < settle {
+        accept_all(&mut accepted);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let known = target.metric("discovered_nodes");
+    let heard = target.metric("dtn7_beacons_heard_total");
+    eprintln!(
+        "{IDS} forged dtn7-rs ids from one address: {} connection attempts, {known} nodes known, \
+         {heard} heard, {} dials deferred, {} forgotten",
+        accepted.len(),
+        target.metric("discovery_dials_deferred_total"),
+        target.metric("discovered_forgotten_total")
+    );
+    assert!(known <= 16, "{known} discovered nodes from one address");
+    assert!(
+        accepted.len() <= 16,
+        "{} connections to the forger",
+        accepted.len()
+    );
+    assert!(
+        heard >= (IDS / 2) as u64 && heard <= IDS as u64,
+        "{heard} of {IDS} beacons heard (the refused ones must not be)"
+    );
+    assert!(
+        !target.ok(&["peers"]).contains("refused"),
+        "a refused beacon was believed"
+    );
+    assert_eq!(target.metric("discovered_forgotten_total"), heard - known);
+    assert_eq!(target.metric("beacons_heard_total"), 0);
 }
 
 /// Issue 25, defects 2 and 7: the API served any web page and, bound to 0.0.0.0 by

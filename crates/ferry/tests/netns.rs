@@ -192,6 +192,18 @@ fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart(
         broadcasts >= 1,
         "B flooded without UDP broadcast:\n{metrics}"
     );
+    // Each node also announces itself in dtn7-rs's format (for dtnd, tests/netns_dtn7.rs), marked
+    // as Ferry's: Ferry nodes go by each other's Ferry beacons and leave those aside.
+    let count = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in B's metrics:\n{metrics}"))
+    };
+    assert!(count("ferry_dtn7_beacons_sent_total") >= 1, "{metrics}");
+    assert_eq!(count("ferry_dtn7_beacons_heard_total"), 0, "{metrics}");
+    assert!(count("ferry_beacons_heard_total") >= 1, "{metrics}");
 
     // Break B – C; the next bundle waits at B.
     ip(&["-n", &nb, "link", "set", "fyb1", "down"]);

@@ -21,7 +21,7 @@
 //! nothing is allocated by a length that was not first checked against the input.
 //!
 //! Modules: [`Bundle`] and its blocks, [`Eid`], [`CrcType`], [`AdminRecord`] (status reports),
-//! [`Beacon`] (neighbour discovery), [`Control`] (Ferry's mesh-routing, summary-vector and stream
+//! [`Beacon`] (neighbour discovery; [`ipnd`] for dtn7-rs's beacons), [`Control`] (Ferry's mesh-routing, summary-vector and stream
 //! messages), fragmentation ([`Bundle::split_at`], [`Bundle::fragment`]) and
 //! [`Reassembly`], and [`tcpcl`] (the TCP convergence layer's messages, with
 //! incremental parsing).
@@ -39,6 +39,7 @@ mod eid;
 mod error;
 mod fragment;
 mod hex;
+pub mod ipnd;
 mod primary;
 pub mod rpc;
 pub mod tcpcl;

@@ -1,6 +1,7 @@
 //! The fuzz targets' seed corpora, replayed in every test run (the fuzzers themselves need
 //! nightly): every bundle seed is a valid bundle whose re-encoding is stable, and every TCPCLv4
-//! seed stream frames into messages that round-trip or ends in an error, never a panic.
+//! seed stream frames into messages that round-trip or ends in an error, never a panic; every
+//! dtn7-rs beacon seed decodes and round-trips (those captured from dtnd byte for byte).
 
 // Reading the checked-in corpus files is this test's job.
 #![allow(clippy::disallowed_methods)]
@@ -8,6 +9,7 @@
 use std::path::PathBuf;
 
 use bytes::{Bytes, BytesMut};
+use wire::ipnd::IpndBeacon;
 use wire::tcpcl::{ContactHeader, FrameLimits, Message};
 use wire::{AdminRecord, Bundle};
 
@@ -97,4 +99,24 @@ fn tcpcl_seeds_frame_and_round_trip() {
         }
     }
     assert!(decoded >= 20, "only {decoded} messages in the TCPCL seeds");
+}
+
+#[test]
+fn ipnd_seeds_decode_and_round_trip() {
+    let seeds = seeds("ipnd_decode");
+    assert!(
+        seeds.len() >= 4,
+        "the IPND seed corpus is missing ({} seeds)",
+        seeds.len()
+    );
+    for (name, bytes) in seeds {
+        let beacon = IpndBeacon::decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let again = beacon.encode();
+        assert_eq!(IpndBeacon::decode(&again).unwrap(), beacon, "{name}");
+        // dtnd's own beacons come back byte for byte (what Ferry writes is what dtnd wrote), and
+        // so does the beacon a Ferry node sends (node, TCPCL port, the mark, the period).
+        if name.starts_with("seed-dtnd") || name.starts_with("seed-ferry") {
+            assert_eq!(again, bytes, "{name}");
+        }
+    }
 }
