@@ -143,6 +143,27 @@ fn segment(transfer_id: u64, start: bool, data: Bytes) -> Message {
     })
 }
 
+/// 64 listening sockets on a forger's address, one per forged node at a time: where its
+/// beacons say its nodes are, so that the target's dials can be counted.
+fn dial_catchers(forger: Ipv4Addr) -> Vec<TcpListener> {
+    (0..64)
+        .map(|_| {
+            let l = TcpListener::bind((forger, 0)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        })
+        .collect()
+}
+
+/// Takes every dial waiting at the listeners.
+fn accept_dials(listeners: &[TcpListener], accepted: &mut Vec<TcpStream>) {
+    for l in listeners {
+        while let Ok((conn, _)) = l.accept() {
+            accepted.push(conn);
+        }
+    }
+}
+
 fn attacker(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(127, 0, 0, 100 + n)
 }
@@ -333,20 +354,8 @@ fn beacon_floods_and_forged_beacons_are_not_believed() {
     // The forger listens where its beacons say its nodes are, on a port of its own for each of
     // 64 ids at a time, and counts the dials.
     let forger = attacker(7);
-    let listeners: Vec<TcpListener> = (0..64)
-        .map(|_| {
-            let l = TcpListener::bind((forger, 0)).unwrap();
-            l.set_nonblocking(true).unwrap();
-            l
-        })
-        .collect();
-    let accept_all = |accepted: &mut Vec<TcpStream>| {
-        for l in &listeners {
-            while let Ok((conn, _)) = l.accept() {
-                accepted.push(conn);
-            }
-        }
-    };
+    let listeners = dial_catchers(forger);
+    let accept_all = |accepted: &mut Vec<TcpStream>| accept_dials(&listeners, accepted);
     let beacons = UdpSocket::bind((forger, 0)).unwrap();
     let beacon = |id: &str, tcpcl: Option<u16>, udp: Option<u16>| {
         let mut layers = Vec::new();
@@ -473,20 +482,8 @@ fn dtn7_beacon_floods_are_held_to_the_discovery_bounds() {
         ))
         .start();
     let forger = attacker(8);
-    let listeners: Vec<TcpListener> = (0..64)
-        .map(|_| {
-            let l = TcpListener::bind((forger, 0)).unwrap();
-            l.set_nonblocking(true).unwrap();
-            l
-        })
-        .collect();
-    let accept_all = |accepted: &mut Vec<TcpStream>| {
-        for l in &listeners {
-            while let Ok((conn, _)) = l.accept() {
-                accepted.push(conn);
-            }
-        }
-    };
+    let listeners = dial_catchers(forger);
+    let accept_all = |accepted: &mut Vec<TcpStream>| accept_dials(&listeners, accepted);
     let beacons = UdpSocket::bind((forger, 0)).unwrap();
     let beacon = |id: &str, clas: usize, port: u16| {
         wire::ipnd::IpndBeacon {
