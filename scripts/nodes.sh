@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared by the scripts that start `ferry node`s and wait on them (.ci/arm.sh, .ci/package.sh,
-# scripts/footprint.sh, footprint-qemu.sh, node-speed.sh, link-order.sh): their scratch directory, bounded waits,
-# and failing with the nodes' logs. Sourced, not run; the caller keeps its nodes' logs as
+# scripts/footprint.sh, footprint-qemu.sh, node-speed.sh, link-order.sh): their scratch
+# directory, bounded waits, and failing with the nodes' logs. Sourced, not run; the caller keeps its nodes' logs as
 # "$work"/*.log.
 
 # Makes the scratch directory "$work" for the nodes the caller starts (their process ids go in
