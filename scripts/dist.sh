@@ -17,7 +17,10 @@
 # callgrind, installed with apt-get when missing): built once with symbols, run by
 # scripts/link-order.sh, then linked again by lld with the functions that starting and idling
 # run placed together, so that an idle node keeps less of the binary resident
-# (docs/performance.md, "Footprint"). FERRY_DIST_LINK_ORDER=0 skips that (a plain build).
+# (docs/performance.md, "Footprint"). The aarch64 binary is laid out the same way from a run
+# under qemu-aarch64-static (Debian's qemu-user-static) when it is installed
+# (scripts/link-order-qemu.sh); the armv7 one is not yet. FERRY_DIST_LINK_ORDER=0 skips that (a
+# plain build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/cross-tools.sh
@@ -42,7 +45,7 @@ generated=$(mktemp -d)
 trap 'rm -rf "$generated"' EXIT
 host_ferry=
 
-# The x86-64 build's link: by lld (Zig's linker takes no symbol order), not position-independent
+# The link of the ordered builds (x86-64, aarch64): by lld (Zig's linker takes no symbol order), not position-independent
 # as Zig's static link already was (code for a fixed address also leaves the constant tables
 # that hold pointers in the read-only data, instead of relocated data), the order file's missing
 # names (code an edit removed) not warned about.
@@ -56,18 +59,26 @@ ensure_valgrind() {
         { apt-get update >&2 && apt-get install -y --no-install-recommends valgrind >&2; }
 }
 
-# Builds the x86-64 binary laid out by a profile (see above).
+# Builds a binary laid out by a profile (see above): the x86-64 one profiled by callgrind, the
+# aarch64 one by QEMU (scripts/link-order-qemu.sh) when qemu-aarch64-static is installed.
 build_ordered() {
     local target=$1
     local bin="$target_dir/$target/$profile/ferry"
-    ensure_valgrind
     ensure_target "$target"
     cross_log "building ferry $version for $target with symbols, to profile its link order"
     cargo-zigbuild rustc --target "$target" --locked --profile "$profile" -p ferry --bin ferry \
         -- "${layout_args[@]}" -C strip=none
     # Kept beside the binary, to see what the order was made of.
     cp "$bin" "$bin.profiled"
-    scripts/link-order.sh "$bin.profiled" "$bin.link-order"
+    case $target in
+        x86_64-*) ensure_valgrind; scripts/link-order.sh "$bin.profiled" "$bin.link-order" ;;
+        aarch64-*)
+            # The native node bravo that the profiled one peers with.
+            [ -x "$target_dir/release/ferry" ] || cargo build --release --locked -p ferry
+            FOOTPRINT_NATIVE="$target_dir/release/ferry" scripts/link-order-qemu.sh \
+                qemu-aarch64-static "$bin.profiled" "$bin.link-order"
+            ;;
+    esac
     # The order's content goes into its name: cargo relinks when the arguments change, not when
     # a file they name does (with one name, a new order would reuse the last build's link).
     local order
@@ -80,8 +91,10 @@ build_ordered() {
 }
 
 for target in "${targets[@]}"; do
-    if [ "$target" = x86_64-unknown-linux-musl ] && [ "$(uname -m)" = x86_64 ] &&
-        [ "${FERRY_DIST_LINK_ORDER:-1}" != 0 ]; then
+    if [ "${FERRY_DIST_LINK_ORDER:-1}" != 0 ] && [ "$(uname -m)" = x86_64 ] &&
+        { [ "$target" = x86_64-unknown-linux-musl ] ||
+            { [ "$target" = aarch64-unknown-linux-musl ] &&
+                command -v qemu-aarch64-static >/dev/null; }; }; then
         build_ordered "$target"
     else
         cross_log "building ferry $version for $target (profile $profile)"
