@@ -15,6 +15,9 @@ nodes_workspace() {
 }
 
 nodes_cleanup() {
+    # A node started through a shell function (.ci/arm.sh's runners) is the child of the
+    # subshell whose pid was kept: the children are stopped first, or they outlive the script.
+    for pid in "${pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     rm -rf "$work"
