@@ -1904,18 +1904,15 @@ impl Node {
         let Some(held) = self.held.get(id) else {
             return Offered::Done;
         };
-        let (dest_node, expiry, broadcast, copies) = (
-            held.dest_node.clone(),
-            held.expiry,
-            held.broadcast,
-            held.copies,
-        );
-        let toward = !broadcast && self.toward_destination(&dest_node, peer);
+        let (broadcast, copies, expiry) = (held.broadcast, held.copies, held.expiry);
+        let toward = !broadcast && self.toward_destination(&held.dest_node, peer);
         // For a node the plan names, a bundle goes to one neighbour: the next hop of a live mesh
         // path if there is one, else of the planned route (unless the peer is the destination).
-        let hop = if broadcast || dest_node == *peer || !self.plan_knows(&dest_node) {
+        // Without a plan nothing here is computed or copied: this runs for every offer.
+        let hop = if broadcast || held.dest_node == *peer || !self.plan_knows(&held.dest_node) {
             None
         } else {
+            let dest_node = held.dest_node.clone();
             match self.mesh.next_hop(&dest_node) {
                 Some(hop) => Some(hop.clone()),
                 None => self.planned_next_hop(now, &dest_node, expiry),
