@@ -21,5 +21,6 @@ mod exec;
 mod loopback;
 mod metrics;
 mod plan;
+mod providers;
 mod rpc;
 mod tls;
