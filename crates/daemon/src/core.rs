@@ -231,6 +231,8 @@ pub(crate) struct Inputs {
     pub(crate) finished: mpsc::Receiver<Finished>,
     /// Deadlines of the jobs handed to applications (`crate::providers`).
     pub(crate) provider_timers: mpsc::Receiver<crate::providers::ProviderTimer>,
+    /// A link, address or route came up (`crate::netlink`).
+    pub(crate) link_changes: mpsc::Receiver<()>,
     /// Fresh readings of battery, disk, load and the rest, for the RPC predicates.
     pub(crate) readings: mpsc::Receiver<Readings>,
 }
@@ -496,6 +498,7 @@ impl Daemon {
                 Some(request) = inputs.requests.recv() => self.on_request(request),
                 Some((job, outcome)) = inputs.finished.recv() => self.on_finished(job, outcome),
                 Some(timer) = inputs.provider_timers.recv() => self.on_provider_timer(timer),
+                Some(()) = inputs.link_changes.recv() => self.on_link_came_up(),
                 Some(readings) = inputs.readings.recv() => self.on_readings(&readings),
                 _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
             }
@@ -2050,6 +2053,26 @@ impl Daemon {
     }
 
     // ----- remote procedure calls -----
+
+    /// A link, address or route came up: a contact may have begun. Static peers without a
+    /// session are dialled now (a failed dial starts their backoff again from 1 s), and a
+    /// beacon goes out now, so that neighbours that find us by beacons need not wait a period.
+    fn on_link_came_up(&mut self) {
+        let now = Instant::now();
+        let mut dialled = 0;
+        for s in &mut self.statics {
+            if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
+                s.retry_at = now;
+                s.backoff = FIRST_BACKOFF;
+                dialled += 1;
+            }
+        }
+        tracing::debug!("a link came up: dialling {dialled} static peers now");
+        if self.announcer.is_some() {
+            self.next_beacon = now;
+        }
+        self.on_timer();
+    }
 
     fn on_provider_timer(&mut self, timer: crate::providers::ProviderTimer) {
         let now = self.now();

@@ -39,6 +39,7 @@ pub mod identity;
 pub use host::inbox;
 pub mod keys;
 mod metrics;
+mod netlink;
 pub mod provider_socket;
 pub mod providers;
 pub mod relay;
@@ -308,6 +309,14 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     exec::clear_work_root(rpc.work_root())
         .await
         .doing(|| format!("clearing {}", rpc.work_root().display()))?;
+    // A link, address or route that comes up wakes the loop (one wake-up for a burst).
+    let (link_tx, link_changes) = mpsc::channel(1);
+    match netlink::watch(link_tx) {
+        Ok(_thread) => {}
+        Err(e) => tracing::info!(
+            "link changes are not watched (netlink: {e}): peers are redialled on their backoff"
+        ),
+    }
     let (readings_tx, readings) = mpsc::channel(1);
     tasks.push(tokio::spawn(read_facts(
         config.rpc.clone(),
@@ -347,6 +356,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         requests: control_ends.requests,
         finished,
         provider_timers,
+        link_changes,
         readings,
     };
     let (shutdown, shutdown_rx) = oneshot::channel();

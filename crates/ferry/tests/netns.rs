@@ -3,6 +3,11 @@
 //! beacons; a bundle from A to C is delivered through B; with the B–C link down a bundle waits at
 //! B, survives a restart of B (persistent store), and is delivered when the link comes back.
 //!
+//! A second test times a contact's first moments: with the link between two nodes down long
+//! enough for the dialling node's backoff to grow, a bundle queued, and the link set up, the
+//! bundle must arrive within a second (the kernel's news of the link makes the node dial at
+//! once; before, it waited out a backoff of up to 10 s).
+//!
 //! Needs root and `ip` (iproute2). Without them the test says so and passes, unless
 //! `FERRY_REQUIRE_NETNS=1` (set by CI), where it fails.
 
@@ -34,18 +39,14 @@ struct Daemon {
 
 impl Daemon {
     fn start(ns: &str, name: &str, data: &Path) -> Self {
+        Self::start_with(ns, name, data, &["--keepalive", "2s"])
+    }
+
+    fn start_with(ns: &str, name: &str, data: &Path, args: &[&str]) -> Self {
         let log = data.with_extension("log");
         let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                ns,
-                FERRY,
-                "node",
-                "-v",
-                "--keepalive",
-                "2s",
-            ])
+            .args(["netns", "exec", ns, FERRY, "node", "-v"])
+            .args(args)
             .args(["--node-id", &format!("dtn://{name}/")])
             .arg("--data-dir")
             .arg(data)
@@ -261,5 +262,116 @@ fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart(
 
     drop((a, b, c));
     drop(chain);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `ferry recv` for one bundle in `ns`, in the background: its exit is the bundle's arrival.
+fn recv_one(ns: &str, timeout: &str) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", ns, FERRY, "recv", "inbox", "--count", "1"])
+        .args(["--timeout", timeout])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running ferry recv")
+}
+
+fn wait_until(
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+    log: &dyn Fn() -> String,
+) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "not within {within:?}: {what}; log:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_coming_up() {
+    if !common::netns::can_run() {
+        assert!(
+            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
+            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
+        );
+        eprintln!("SKIPPED: needs root and iproute2");
+        return;
+    }
+    let pair = Namespaces::create("fc", &["a", "b"]);
+    pair.veth(("a", "fca0", "10.78.1.1/24"), ("b", "fcb0", "10.78.1.2/24"));
+    let (na, nb) = (pair.ns("a"), pair.ns("b"));
+    let dir = std::env::temp_dir().join(format!("ferry-netns-contact-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Discovery off: a dials b as a static peer, as a field node dials a known base station.
+    let a = Daemon::start_with(
+        &na,
+        "a",
+        &dir.join("a"),
+        &[
+            "--keepalive",
+            "1s",
+            "--no-discovery",
+            "--peer",
+            "10.78.1.2:4556",
+        ],
+    );
+    let b = Daemon::start_with(
+        &nb,
+        "b",
+        &dir.join("b"),
+        &["--keepalive", "1s", "--no-discovery"],
+    );
+    wait_for_peer(&na, "dtn://b/", Duration::from_secs(20), &|| a.log());
+
+    let mut delays = Vec::new();
+    for round in 0..3 {
+        ip(&["-n", &na, "link", "set", "fca0", "down"]);
+        wait_until(
+            "a lost its session with b",
+            Duration::from_secs(20),
+            || {
+                !String::from_utf8_lossy(&ferry(&na, &["peers", "--json"]).stdout)
+                    .contains("dtn://b/")
+            },
+            &|| a.log(),
+        );
+        // Long enough for a's redials to fail and its backoff to reach 8 to 10 s.
+        std::thread::sleep(Duration::from_secs(12));
+        let text = format!("queued while the link was down, round {round}");
+        let out = ferry(&na, &["send", "dtn://b/inbox", &text]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let recv = recv_one(&nb, "30s");
+        std::thread::sleep(Duration::from_millis(300));
+        let up = Instant::now();
+        ip(&["-n", &na, "link", "set", "fca0", "up"]);
+        let out = recv.wait_with_output().unwrap();
+        let delay = up.elapsed();
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&text),
+            "round {round}: {}\na:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            a.log()
+        );
+        delays.push(delay);
+    }
+    eprintln!("link up to the queued bundle in b's inbox: {delays:?}");
+    assert!(
+        delays.iter().all(|d| *d <= Duration::from_secs(1)),
+        "a contact's first second was lost: {delays:?}; a's log:\n{}",
+        a.log()
+    );
+    a.stop();
+    b.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
