@@ -166,6 +166,15 @@ pub enum TcpclCommand {
     },
     /// End the session in an orderly way (SESS_TERM, transfers in progress finish).
     Close,
+    /// A link came up: if the session is stalled (a transfer in progress and nothing received
+    /// for `quiet_ms`, see [`crate::tcpcl::Session::stalled`]), end it at once, without
+    /// SESS_TERM (it would wait behind the stalled data), so that the owner dials a new
+    /// connection instead of waiting for TCP's next retransmission. Its unfinished transfers
+    /// come back in [`TcpclEvent::Down`] as any failed session's do.
+    ReplaceIfStalled {
+        /// How long without a byte received counts as stalled.
+        quiet_ms: u64,
+    },
 }
 
 /// The owner's side of a session task. Cloning gives another handle to the same session; when
@@ -331,6 +340,8 @@ impl Driver {
                 .refuse(transfer_id, XferRefuseReason::Completed),
             TcpclCommand::Confirm { transfer_id } => self.session.confirm(transfer_id),
             TcpclCommand::Close => self.session.close(now, SessTermReason::Unknown),
+            // Handled by the task loop, which also drops what waits to be written.
+            TcpclCommand::ReplaceIfStalled { .. } => {}
         }
     }
 
@@ -697,6 +708,20 @@ where
                 }
             },
             c = commands.recv(), if io.commands_open && !terminated => match c {
+                Some(TcpclCommand::ReplaceIfStalled { quiet_ms }) => {
+                    let now = d.now();
+                    if d.session.stalled(now, quiet_ms) {
+                        tracing::info!(
+                            link,
+                            "a link came up and this session had received nothing for \
+                             {quiet_ms} ms with a transfer in progress: replaced by a new \
+                             connection"
+                        );
+                        io.write_open = false;
+                        io.out.clear();
+                        d.session.abort(now, "stalled when a link came up");
+                    }
+                }
                 Some(command) => {
                     d.command(command);
                     // The commands already waiting too, so their segments can share a write.

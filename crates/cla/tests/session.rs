@@ -1217,3 +1217,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_session_is_stalled_only_with_a_transfer_in_progress_and_nothing_heard_for_a_while() {
+    let mut p = Pair::established(
+        SessionConfig {
+            max_segment: 1_000,
+            ..config("a")
+        },
+        config("b"),
+    );
+    // Established at time 0, the last byte heard then.
+    assert!(!p.a.session.stalled(60_000, 2_000), "idle: nothing to wait for");
+    p.a.session.send(encoded(50_000, 1), false).unwrap();
+    // Its first segments go out; the link breaks before any acknowledgement comes back.
+    p.a.transmit(p.now, 5_000);
+    p.a.wire.clear();
+    assert!(!p.a.session.stalled(1_999, 2_000));
+    assert!(p.a.session.stalled(2_000, 2_000));
+    // The peer is heard from again (a keepalive, an ack): not stalled.
+    p.b.session.send(encoded(10, 2), false).unwrap();
+    p.now += 2_500;
+    p.b.transmit(p.now, 100_000);
+    let wire = p.b.wire.split();
+    p.a.rx.extend_from_slice(&wire);
+    p.a.session.receive(p.now, &mut p.a.rx);
+    assert!(!p.a.session.stalled(p.now + 1_000, 2_000));
+}

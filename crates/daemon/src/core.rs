@@ -58,6 +58,11 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// used within this time (a failed attempt costs one connect; contacts in the paper's
 /// experiments last about a minute, so 30 s wasted half of one).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// When a link comes up, a session with a transfer in progress that has received nothing for
+/// this long is taken as stalled by the outage, and replaced (see
+/// `cla::tcp::TcpclCommand::ReplaceIfStalled`).
+pub const STALL_QUIET: Duration = Duration::from_secs(2);
 /// A discovered node with a larger id than ours connects to us; if it has not after this many of
 /// its beacons, we connect (it may not hear ours).
 const BEACONS_BEFORE_CONNECTING: u32 = 3;
@@ -261,6 +266,9 @@ pub(crate) struct Daemon {
     links: BTreeMap<LinkId, Link>,
     flights: BTreeMap<u64, Flight>,
     statics: Vec<StaticPeer>,
+    /// When a link last came up (`crate::netlink`): a static peer's session that ends soon
+    /// after is redialled at once.
+    pub(crate) link_came_up: Option<Instant>,
     /// The next start of one of this node's planned contacts (`contact_plan`): static peers
     /// without a session are dialled then, not when their backoff (up to 10 s) runs out, so a
     /// short contact is not spent waiting.
@@ -449,6 +457,7 @@ impl Daemon {
             flights: BTreeMap::new(),
             statics,
             next_planned_start,
+            link_came_up: None,
             discovered: BTreeMap::new(),
             connecting: BTreeMap::new(),
             deliveries,
@@ -877,12 +886,23 @@ impl Daemon {
     }
 
     fn retry_later(&mut self, origin: Origin) {
+        let now = Instant::now();
+        // A session that ends just after a link came up (replaced as stalled, or failing on
+        // the outage only now) is redialled at once: the link is there.
+        let link_just_came_up = self
+            .link_came_up
+            .is_some_and(|t| now.saturating_duration_since(t) < STALL_QUIET);
         if let Origin::Static(i) = origin
             && let Some(s) = self.statics.get_mut(i)
         {
             s.link = None;
-            s.retry_at = Instant::now() + s.backoff;
-            s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
+            if link_just_came_up {
+                s.retry_at = now;
+                s.backoff = FIRST_BACKOFF;
+            } else {
+                s.retry_at = now + s.backoff;
+                s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
+            }
         }
     }
 
@@ -2059,6 +2079,7 @@ impl Daemon {
     /// beacon goes out now, so that neighbours that find us by beacons need not wait a period.
     fn on_link_came_up(&mut self) {
         let now = Instant::now();
+        self.link_came_up = Some(now);
         let mut dialled = 0;
         for s in &mut self.statics {
             if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
@@ -2068,6 +2089,14 @@ impl Daemon {
             }
         }
         tracing::debug!("a link came up: dialling {dialled} static peers now");
+        // Sessions that lived through the outage may be waiting on TCP's retransmission timer:
+        // a stalled one is replaced (its peer redialled at once if static, as above, once its
+        // end is seen).
+        for l in self.links.values() {
+            l.handle.command(cla::tcp::TcpclCommand::ReplaceIfStalled {
+                quiet_ms: STALL_QUIET.as_millis() as u64,
+            });
+        }
         if self.announcer.is_some() {
             self.next_beacon = now;
         }

@@ -375,3 +375,114 @@ fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_c
     b.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_transfer_that_lived_through_an_outage_goes_on_soon_after_the_link_comes_up() {
+    if !common::netns::can_run() {
+        assert!(
+            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
+            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
+        );
+        eprintln!("SKIPPED: needs root and iproute2");
+        return;
+    }
+    let pair = Namespaces::create("fs", &["a", "b"]);
+    pair.veth(("a", "fsa0", "10.79.1.1/24"), ("b", "fsb0", "10.79.1.2/24"));
+    let (na, nb) = (pair.ns("a"), pair.ns("b"));
+    // 16 Mbit/s from a to b: a 6 MB bundle takes about 3 s.
+    ip(&["-n", &na, "link", "set", "fsa0", "down"]);
+    let tc = Command::new("ip")
+        .args([
+            "netns", "exec", &na, "tc", "qdisc", "add", "dev", "fsa0", "root",
+        ])
+        .args(["tbf", "rate", "16mbit", "burst", "64kb", "latency", "100ms"])
+        .output()
+        .expect("running tc");
+    assert!(
+        tc.status.success(),
+        "tc: {}",
+        String::from_utf8_lossy(&tc.stderr)
+    );
+    ip(&["-n", &na, "link", "set", "fsa0", "up"]);
+    let dir = std::env::temp_dir().join(format!("ferry-netns-stall-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Keepalive 30 s (the default): the session outlives a 16 s outage, and only TCP's
+    // retransmission timer (then at about 25 s after the first loss) would wake it.
+    let a = Daemon::start_with(
+        &na,
+        "a",
+        &dir.join("a"),
+        &[
+            "--keepalive",
+            "30s",
+            "--no-discovery",
+            "--peer",
+            "10.79.1.2:4556",
+        ],
+    );
+    let b = Daemon::start_with(
+        &nb,
+        "b",
+        &dir.join("b"),
+        &["--keepalive", "30s", "--no-discovery"],
+    );
+    wait_for_peer(&na, "dtn://b/", Duration::from_secs(20), &|| a.log());
+
+    let big = dir.join("big.bin");
+    let content: Vec<u8> = (0..6_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&big, &content).unwrap();
+    let recv = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &nb,
+            FERRY,
+            "recv",
+            "big",
+            "--count",
+            "1",
+            "--timeout",
+            "90s",
+        ])
+        .arg("-o")
+        .arg(dir.join("got.bin"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = ferry(
+        &na,
+        &["send", "dtn://b/big", "--file", big.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    ip(&["-n", &na, "link", "set", "fsa0", "down"]);
+    std::thread::sleep(Duration::from_secs(16));
+    let up = Instant::now();
+    ip(&["-n", &na, "link", "set", "fsa0", "up"]);
+    let out = recv.wait_with_output().unwrap();
+    let took = up.elapsed();
+    assert!(
+        out.status.success(),
+        "{}\na:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        a.log()
+    );
+    assert_eq!(std::fs::read(dir.join("got.bin")).unwrap(), content);
+    eprintln!("link up to the whole 6 MB bundle at b: {took:?}");
+    // What was left (at most 6 MB at 2 MB/s) and a new session: well within 6 s; waiting for
+    // TCP's retransmission first takes about 9 s more.
+    assert!(
+        took <= Duration::from_secs(6),
+        "the transfer waited {took:?} after the link came up; a's log:\n{}",
+        a.log()
+    );
+    a.stop();
+    b.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -188,6 +188,17 @@ impl Session {
         self.terminate(format!("connection failed: {reason}"), true);
     }
 
+    /// Whether the connection looks stalled at `now_ms`: a transfer is in progress and nothing
+    /// has been received for `quiet_ms`. A healthy transfer brings acknowledgements all the
+    /// time; after an outage TCP retransmits on a timer that doubles with each try, so such a
+    /// connection can stay silent for many seconds after the link came back, and a new one is
+    /// faster (the owner asks when a link came up).
+    pub fn stalled(&self, now_ms: u64, quiet_ms: u64) -> bool {
+        self.phase == Phase::Established
+            && self.outgoing.in_progress()
+            && now_ms.saturating_sub(self.last_received_ms) >= quiet_ms
+    }
+
     /// The TLS handshake that [`SessionEvent::StartTls`] asked for succeeded; `peer` holds the
     /// names of the peer's certificate, which the owner validated. The session goes on over TLS
     /// (the active side's SESS_INIT is queued now). Does nothing unless the session waits for
