@@ -1228,7 +1228,10 @@ fn a_session_is_stalled_only_with_a_transfer_in_progress_and_nothing_heard_for_a
         config("b"),
     );
     // Established at time 0, the last byte heard then.
-    assert!(!p.a.session.stalled(60_000, 2_000), "idle: nothing to wait for");
+    assert!(
+        !p.a.session.stalled(60_000, 2_000),
+        "idle: nothing to wait for"
+    );
     p.a.session.send(encoded(50_000, 1), false).unwrap();
     // Its first segments go out; the link breaks before any acknowledgement comes back.
     p.a.transmit(p.now, 5_000);

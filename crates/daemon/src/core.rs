@@ -59,6 +59,10 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// experiments last about a minute, so 30 s wasted half of one).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
+/// When a link comes up, a dial begun longer ago than this is given up for a new one (its SYN
+/// waits for a retransmission that comes later than a new dial's first SYN).
+pub const STALE_DIAL: Duration = Duration::from_secs(1);
+
 /// When a link comes up, a session with a transfer in progress that has received nothing for
 /// this long is taken as stalled by the outage, and replaced (see
 /// `cla::tcp::TcpclCommand::ReplaceIfStalled`).
@@ -228,7 +232,7 @@ struct Discovered {
 pub(crate) struct Inputs {
     pub(crate) tcpcl: mpsc::Receiver<(u64, TcpclEvent)>,
     pub(crate) accepted: mpsc::Receiver<(TcpStream, SocketAddr)>,
-    pub(crate) connected: mpsc::Receiver<(SocketAddr, std::io::Result<TcpStream>)>,
+    pub(crate) connected: mpsc::Receiver<Dialled>,
     pub(crate) datagrams: mpsc::Receiver<Datagram>,
     pub(crate) beacons: mpsc::Receiver<Heard>,
     pub(crate) requests: mpsc::Receiver<Request>,
@@ -241,6 +245,9 @@ pub(crate) struct Inputs {
     /// Fresh readings of battery, disk, load and the rest, for the RPC predicates.
     pub(crate) readings: mpsc::Receiver<Readings>,
 }
+
+/// A dial's result: the address, the dial's number, the connection or why not.
+pub(crate) type Dialled = (SocketAddr, u64, std::io::Result<TcpStream>);
 
 /// The loop's state.
 pub(crate) struct Daemon {
@@ -262,7 +269,7 @@ pub(crate) struct Daemon {
     pub(crate) udp: Option<Arc<UdpSocket>>,
     pub(crate) announcer: Option<Announcer>,
     pub(crate) tcpcl_events: mpsc::Sender<(u64, TcpclEvent)>,
-    pub(crate) connect_results: mpsc::Sender<(SocketAddr, std::io::Result<TcpStream>)>,
+    pub(crate) connect_results: mpsc::Sender<Dialled>,
     links: BTreeMap<LinkId, Link>,
     flights: BTreeMap<u64, Flight>,
     statics: Vec<StaticPeer>,
@@ -275,7 +282,11 @@ pub(crate) struct Daemon {
     next_planned_start: Option<DtnTime>,
     discovered: BTreeMap<Eid, Discovered>,
     /// Addresses a connection attempt is under way to.
-    connecting: BTreeMap<SocketAddr, Origin>,
+    /// Dials in progress: for whom, the dial's number (a result of an earlier dial to the same
+    /// address, given up, is told apart and dropped), and when it began.
+    connecting: BTreeMap<SocketAddr, (Origin, u64, Instant)>,
+    /// The number of the next dial.
+    next_dial: u64,
     /// Bumped after deliveries are durable (see [`crate::control::ControlEnds::deliveries`]).
     deliveries: tokio::sync::watch::Sender<u64>,
     /// Bumped after a change to a call this node made is durable.
@@ -376,7 +387,7 @@ impl Daemon {
         tcpcl_port: Option<u16>,
         udp: Option<Arc<UdpSocket>>,
         tcpcl_events: mpsc::Sender<(u64, TcpclEvent)>,
-        connect_results: mpsc::Sender<(SocketAddr, std::io::Result<TcpStream>)>,
+        connect_results: mpsc::Sender<Dialled>,
         recovered_dropped: u64,
         deliveries: tokio::sync::watch::Sender<u64>,
         call_changes: tokio::sync::watch::Sender<u64>,
@@ -460,6 +471,7 @@ impl Daemon {
             link_came_up: None,
             discovered: BTreeMap::new(),
             connecting: BTreeMap::new(),
+            next_dial: 0,
             deliveries,
             call_changes,
             call_waiters: BTreeMap::new(),
@@ -501,7 +513,9 @@ impl Daemon {
                 Some((stream, remote)) = inputs.accepted.recv() => {
                     self.open_session(stream, remote, Role::Passive, Origin::Accepted);
                 }
-                Some((addr, result)) = inputs.connected.recv() => self.on_connected(addr, result),
+                Some((addr, dial, result)) = inputs.connected.recv() => {
+                    self.on_connected(addr, dial, result);
+                }
                 Some(datagram) = inputs.datagrams.recv() => self.on_datagram(datagram),
                 Some(heard) = inputs.beacons.recv() => self.on_beacon(heard),
                 Some(request) = inputs.requests.recv() => self.on_request(request),
@@ -554,8 +568,8 @@ impl Daemon {
             self.on_datagram(datagram);
         } else if let Ok((stream, remote)) = inputs.accepted.try_recv() {
             self.open_session(stream, remote, Role::Passive, Origin::Accepted);
-        } else if let Ok((addr, result)) = inputs.connected.try_recv() {
-            self.on_connected(addr, result);
+        } else if let Ok((addr, dial, result)) = inputs.connected.try_recv() {
+            self.on_connected(addr, dial, result);
         } else if let Ok(heard) = inputs.beacons.try_recv() {
             self.on_beacon(heard);
         } else if let Ok((job, outcome)) = inputs.finished.try_recv() {
@@ -859,7 +873,9 @@ impl Daemon {
     // ----- sessions -----
 
     fn connect(&mut self, addr: SocketAddr, origin: Origin) {
-        self.connecting.insert(addr, origin);
+        let dial = self.next_dial;
+        self.next_dial += 1;
+        self.connecting.insert(addr, (origin, dial, Instant::now()));
         let results = self.connect_results.clone();
         tokio::spawn(async move {
             let result = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
@@ -870,28 +886,40 @@ impl Daemon {
                     "connection timed out",
                 )),
             };
-            let _ = results.send((addr, result)).await;
+            let _ = results.send((addr, dial, result)).await;
         });
     }
 
-    fn on_connected(&mut self, addr: SocketAddr, result: std::io::Result<TcpStream>) {
-        let origin = self.connecting.remove(&addr).unwrap_or(Origin::Discovered);
+    fn on_connected(&mut self, addr: SocketAddr, dial: u64, result: std::io::Result<TcpStream>) {
+        // A dial given up (a link came up while its SYN waited for a retry; a newer one was
+        // made): its connection, if any, is dropped.
+        let Some(&(origin, current, _)) = self.connecting.get(&addr) else {
+            return;
+        };
+        if current != dial {
+            return;
+        }
+        self.connecting.remove(&addr);
         match result {
             Ok(stream) => self.open_session(stream, addr, Role::Active, origin),
             Err(e) => {
                 tracing::debug!("connecting to {addr}: {e}");
-                self.retry_later(origin);
+                self.retry_later(origin, false);
             }
         }
     }
 
-    fn retry_later(&mut self, origin: Origin) {
+    /// A static peer's dial failed or its session ended (`session_ended`): it is dialled again
+    /// after its backoff, which doubles; or at once if its session ended just after a link
+    /// came up (replaced as stalled, or failing on the outage only now: the link is there). A
+    /// failed dial is never retried at once, so a link that is up without a route cannot make
+    /// the loop spin.
+    fn retry_later(&mut self, origin: Origin, session_ended: bool) {
         let now = Instant::now();
-        // A session that ends just after a link came up (replaced as stalled, or failing on
-        // the outage only now) is redialled at once: the link is there.
-        let link_just_came_up = self
-            .link_came_up
-            .is_some_and(|t| now.saturating_duration_since(t) < STALL_QUIET);
+        let link_just_came_up = session_ended
+            && self
+                .link_came_up
+                .is_some_and(|t| now.saturating_duration_since(t) < STALL_QUIET);
         if let Origin::Static(i) = origin
             && let Some(s) = self.statics.get_mut(i)
         {
@@ -1218,7 +1246,7 @@ impl Daemon {
         {
             d.beacons = 0;
         }
-        self.retry_later(l.origin);
+        self.retry_later(l.origin, true);
     }
 
     fn finish(&mut self, tag: u64, result: TransferResult) {
@@ -1392,7 +1420,7 @@ impl Daemon {
         let dials = self
             .connecting
             .values()
-            .filter(|o| **o == Origin::Discovered)
+            .filter(|(o, ..)| *o == Origin::Discovered)
             .count();
         if dials >= MAX_DISCOVERY_DIALS {
             // Tried again at the node's next beacon.
@@ -2082,11 +2110,21 @@ impl Daemon {
         self.link_came_up = Some(now);
         let mut dialled = 0;
         for s in &mut self.statics {
-            if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
-                s.retry_at = now;
-                s.backoff = FIRST_BACKOFF;
-                dialled += 1;
+            if s.link.is_some() {
+                continue;
             }
+            // A dial made while the link was down may wait for its SYN's retry (1 s, then 2, 4,
+            // …): given up for a new one. A younger one stands: its SYN's first retry comes as
+            // soon as a new dial's would.
+            if let Some(&(.., began)) = self.connecting.get(&s.addr) {
+                if now.saturating_duration_since(began) < STALE_DIAL {
+                    continue;
+                }
+                self.connecting.remove(&s.addr);
+            }
+            s.retry_at = now;
+            s.backoff = FIRST_BACKOFF;
+            dialled += 1;
         }
         tracing::debug!("a link came up: dialling {dialled} static peers now");
         // Sessions that lived through the outage may be waiting on TCP's retransmission timer:

@@ -6,7 +6,8 @@
 //! were lost to waiting.
 //!
 //! Only the kernel sends to this socket (a netlink message's sender port is checked: 0 is the
-//! kernel), and a burst of changes is one wake-up (the channel holds one). What it never does:
+//! kernel), a burst of changes is one wake-up (the channel holds one), and there are at most ten
+//! wake-ups a second. What it never does:
 //! look at what changed beyond "something came up"; dialling is the event loop's.
 
 use std::io;
@@ -35,6 +36,9 @@ mod libc_groups {
     pub(super) const IPV6_IFADDR: u32 = 0x100;
     pub(super) const IPV6_ROUTE: u32 = 0x400;
 }
+
+/// The shortest time between two wake-ups of the event loop.
+const MIN_WAKE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 const RTM_NEWLINK: u16 = 16;
 const RTM_NEWADDR: u16 = 20;
@@ -77,6 +81,9 @@ pub(crate) fn watch(changed: mpsc::Sender<()>) -> io::Result<std::thread::JoinHa
                 if came_up {
                     // Full: a wake-up is pending already, which covers this change too.
                     let _ = changed.try_send(());
+                    // At most ten wake-ups a second, however busy the routing table is: what
+                    // changes meanwhile waits in the socket and makes the next one.
+                    std::thread::sleep(MIN_WAKE_INTERVAL);
                 }
             }
         })

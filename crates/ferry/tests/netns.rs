@@ -22,6 +22,15 @@ mod common;
 use common::FERRY;
 use common::netns::{Namespaces, ip};
 
+/// The tests take turns: each sets links down and up, and Linux handles carrier changes of
+/// every namespace in one queue that it works at most once a second, so one test's link changes
+/// would delay another's by up to a second, which the timed tests would measure.
+static LINKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    LINKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The namespaces `a`, `b` and `c` in a chain: a0 – b0 (10.77.1.0/24) and b1 – c0
 /// (10.77.2.0/24). Removed on drop.
 fn chain() -> Namespaces {
@@ -108,6 +117,7 @@ fn stored_count(ns: &str) -> usize {
 
 #[test]
 fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart() {
+    let _turn = take_turn();
     if !common::netns::can_run() {
         assert!(
             std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
@@ -147,7 +157,26 @@ fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart(
     assert!(String::from_utf8_lossy(&out.stdout).contains("first across the chain"));
 
     // A broadcast datagram from B floods to both neighbours as UDP broadcasts (one per veth),
-    // not as one copy per TCPCL session.
+    // not as one copy per TCPCL session. B broadcasts to a neighbour once it knows where its
+    // UDP listens (from its beacons, which under load may come after the session).
+    wait_until(
+        "B knows both neighbours' UDP endpoints",
+        Duration::from_secs(20),
+        || {
+            let peers: serde_json::Value =
+                serde_json::from_slice(&ferry(&nb, &["peers", "--json"]).stdout)
+                    .unwrap_or_default();
+            peers.as_array().is_some_and(|p| {
+                p.len() == 2
+                    && p.iter().all(|peer| {
+                        peer["cla"]
+                            .as_array()
+                            .is_some_and(|c| c.iter().any(|c| c == "udp"))
+                    })
+            })
+        },
+        &|| b.log(),
+    );
     let out = ferry(
         &nb,
         &[
@@ -295,6 +324,7 @@ fn wait_until(
 
 #[test]
 fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_coming_up() {
+    let _turn = take_turn();
     if !common::netns::can_run() {
         assert!(
             std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
@@ -342,8 +372,8 @@ fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_c
             },
             &|| a.log(),
         );
-        // Long enough for a's redials to fail and its backoff to reach 8 to 10 s.
-        std::thread::sleep(Duration::from_secs(12));
+        // Long enough for a's redials to fail and its backoff to grow (to 4 or 8 s).
+        std::thread::sleep(Duration::from_secs(8));
         let text = format!("queued while the link was down, round {round}");
         let out = ferry(&na, &["send", "dtn://b/inbox", &text]);
         assert!(
@@ -378,6 +408,7 @@ fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_c
 
 #[test]
 fn a_transfer_that_lived_through_an_outage_goes_on_soon_after_the_link_comes_up() {
+    let _turn = take_turn();
     if !common::netns::can_run() {
         assert!(
             std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
