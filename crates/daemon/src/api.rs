@@ -79,6 +79,8 @@ pub fn router(control: ControlHandle, bodies: Bodies, guard: Guard) -> Router {
         )
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))
+        .route("/", get(crate::dashboard::index))
+        .route("/dashboard/{file}", get(crate::dashboard::asset))
         .fallback(|| async { ApiError::new("not_found", "no such route; see /v1/openapi.yaml") })
         .method_not_allowed_fallback(|| async {
             ApiError::new("method_not_allowed", "this route does not take that method")
@@ -496,6 +498,8 @@ async fn watch_call(
             format!("this route is a WebSocket: {}", e.body_text()),
         )
     })?;
+    // The dashboard offers its token as a subprotocol beside this one (`crate::dashboard`).
+    let upgrade = upgrade.protocols([crate::dashboard::WS_PROTOCOL]);
     Ok(upgrade.on_upgrade(move |socket| serve_watcher(api.control, id, socket)))
 }
 

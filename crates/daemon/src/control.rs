@@ -507,6 +507,12 @@ pub struct RpcCounters {
     /// Calls this node served that it keeps in memory, likewise.
     #[serde(default)]
     pub served_in_memory: u64,
+    /// Bytes of data-channel files (parameters and results) this node holds now.
+    #[serde(default)]
+    pub file_bytes: u64,
+    /// The most it holds (`[rpc] file_budget`).
+    #[serde(default)]
+    pub file_budget: u64,
 }
 
 /// Node counters.

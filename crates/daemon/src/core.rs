@@ -2031,6 +2031,8 @@ impl Daemon {
             running: self.engine().running() as u64,
             calls_in_memory: self.engine().calls_in_memory().0 as u64,
             served_in_memory: self.engine().calls_in_memory().1 as u64,
+            file_bytes: self.engine().file_use().0,
+            file_budget: self.engine().file_use().1,
         }
     }
 

@@ -30,6 +30,7 @@ pub mod calls;
 pub mod config;
 pub mod contact_plan;
 pub mod control;
+pub mod dashboard;
 pub mod core;
 pub mod discovery;
 mod error;

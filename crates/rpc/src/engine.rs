@@ -941,6 +941,12 @@ impl Rpc {
         self.stats
     }
 
+    /// Bytes of data-channel files held now, and the budget they are held to
+    /// ([`RpcConfig::max_file_bytes`]).
+    pub fn file_use(&self) -> (u64, u64) {
+        (self.files.bytes, self.config.max_file_bytes)
+    }
+
     /// Leaves the call, dedup and outbox records each input changes to [`Rpc::write_records`]
     /// instead of writing them at the input's end, so that a shell can put the input's messages
     /// on the wire (a reply, a call) before the store's work. The shell must then call

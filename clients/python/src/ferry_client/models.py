@@ -106,6 +106,9 @@ class RpcCounters:
     key_mismatches: int = 0
     calls_in_memory: int = 0
     served_in_memory: int = 0
+    #: Bytes of call parameters and result files the node holds, of ``file_budget``.
+    file_bytes: int = 0
+    file_budget: int = 0
 
     @classmethod
     def from_json(cls, value: Any) -> RpcCounters:
@@ -121,7 +124,13 @@ class RpcCounters:
             "running",
         )
         values = {k: _get(d, k, int, "RpcCounters") for k in required}
-        for k in ("key_mismatches", "calls_in_memory", "served_in_memory"):
+        for k in (
+            "key_mismatches",
+            "calls_in_memory",
+            "served_in_memory",
+            "file_bytes",
+            "file_budget",
+        ):
             values[k] = _opt(d, k, int, "RpcCounters") or 0
         return cls(**values)
 

@@ -370,7 +370,8 @@ fn every_route_is_described_and_every_described_route_answers() {
             .replace("{seq}", "0")
             .replace("{id}", &"0".repeat(32))
             .replace("{hash}", &"0".repeat(64))
-            .replace("{node}", "bravo");
+            .replace("{node}", "bravo")
+            .replace("{file}", "app.js");
         for method in ops.as_mapping().unwrap().keys() {
             let method = method.as_str().unwrap();
             let body: Option<(&str, &[u8])> =

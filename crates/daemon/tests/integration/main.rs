@@ -16,6 +16,7 @@
 mod common;
 
 mod api;
+mod dashboard;
 mod bpsec;
 mod exec;
 mod loopback;
