@@ -100,7 +100,7 @@ def browser() -> Iterator[WebDriver]:
         "--no-sandbox",  # CI runs as root
         "--disable-dev-shm-usage",
         "--disable-gpu",
-        "--window-size=1400,1750",
+        "--window-size=1400,1380",
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",

@@ -364,90 +364,91 @@ function drawBundles(bundles) {
 
 // ----- the mesh -----
 
+/** Columns of the drawing: this node, then one per hop; farther nodes share the last. */
+const MESH_COLUMNS = 4;
+
 /**
- * This node in the middle; its neighbours (peers, one-hop routes) on a ring around it; nodes
- * further away on an outer ring, beside the neighbour they are reached through, joined to it
- * (solid for two hops, dashed with the count for more: this node knows the next hop only).
- * Plan routes (a contact plan's journeys) are dotted.
+ * A layered drawing, left to right by hops: this node, its neighbours (peers, one-hop routes),
+ * then the nodes its routes reach, each joined to the next hop it is reached through (this node
+ * knows no more of the path: a route of more hops than the columns show is dashed and says how
+ * many). Contact-plan routes are dotted. Within a column, nodes keep the order of the ones they
+ * are reached through, so lines seldom cross.
  */
 function drawMesh(status, peers, routes) {
   const svg = $("mesh");
   const W = 640;
   const H = 360;
-  const cx = W / 2;
-  const cy = H / 2;
   const me = status.node_id;
+  const peerIds = new Set(peers.map((p) => p.node_id));
+  const cla = new Map(peers.map((p) => [p.node_id, p.cla]));
 
-  const near = new Map(); // neighbour id → {links}
-  for (const p of peers) near.set(p.node_id, { cla: p.cla });
-  for (const r of routes) {
-    if (r.via === "mesh" && r.hops <= 1 && !near.has(r.destination)) near.set(r.destination, { cla: [] });
+  // Each node's column (hops, capped) and the node it hangs from.
+  const column = new Map([[me, 0]]);
+  const parent = new Map();
+  for (const id of peerIds) {
+    column.set(id, 1);
+    parent.set(id, me);
   }
-  for (const r of routes) {
-    if (r.next_hop && r.next_hop !== me && !near.has(r.next_hop)) near.set(r.next_hop, { cla: [] });
+  const sorted = [...routes].sort((a, b) => a.hops - b.hops || a.destination.localeCompare(b.destination));
+  for (const r of sorted) {
+    if (r.destination === me || column.has(r.destination)) continue;
+    const direct = r.hops <= 1 || r.next_hop === r.destination;
+    if (!direct && !column.has(r.next_hop)) {
+      column.set(r.next_hop, 1);
+      parent.set(r.next_hop, me);
+    }
+    column.set(r.destination, direct ? 1 : Math.min(MESH_COLUMNS - 1, Math.max(2, r.hops)));
+    parent.set(r.destination, direct ? me : r.next_hop);
   }
-  const far = routes.filter((r) => !near.has(r.destination) && r.destination !== me);
+  const route = new Map(routes.map((r) => [r.destination, r]));
 
-  const pos = new Map([[me, { x: cx, y: cy, angle: 0 }]]);
-  const nearIds = [...near.keys()].sort();
-  const r1 = Math.min(W, H) * 0.3;
-  nearIds.forEach((id, i) => {
-    const angle = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(1, nearIds.length);
-    pos.set(id, { x: cx + r1 * 1.35 * Math.cos(angle), y: cy + r1 * Math.sin(angle), angle });
-  });
-  // Far nodes fan out behind their next hop.
-  const byHop = new Map();
-  for (const r of far) {
-    if (!byHop.has(r.next_hop)) byHop.set(r.next_hop, []);
-    byHop.get(r.next_hop).push(r);
-  }
-  const r2 = r1 * 1.75;
-  for (const [hop, list] of byHop) {
-    const base = (pos.get(hop) || { angle: 0 }).angle;
-    list.sort((a, b) => a.destination.localeCompare(b.destination));
-    list.forEach((r, i) => {
-      const spread = 0.45;
-      const angle = base + (i - (list.length - 1) / 2) * spread;
-      pos.set(r.destination, {
-        x: Math.max(60, Math.min(W - 60, cx + r2 * 1.35 * Math.cos(angle))),
-        y: Math.max(24, Math.min(H - 24, cy + r2 * Math.sin(angle))),
-        angle,
-      });
+  // Place column by column, each ordered by its parents' places.
+  const pos = new Map();
+  const used = Math.max(...column.values()) + 1;
+  const colX = (c) => (used === 1 ? W / 2 : 70 + (c * (W - 140)) / (used - 1));
+  for (let c = 0; c < used; c++) {
+    const ids = [...column.entries()].filter(([, col]) => col === c).map(([id]) => id);
+    const rank = (id) => (parent.has(id) && pos.has(parent.get(id)) ? pos.get(parent.get(id)).y : 0);
+    ids.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+    ids.forEach((id, i) => {
+      pos.set(id, { x: colX(c), y: ((i + 1) * H) / (ids.length + 1) - 8 });
     });
   }
 
   const edges = s("g", { class: "edges" });
   const nodes = s("g", { class: "nodes" });
-  const line = (a, b, cls, label) => {
-    const pa = pos.get(a);
-    const pb = pos.get(b);
-    if (!pa || !pb) return;
-    edges.append(s("line", { x1: pa.x, y1: pa.y, x2: pb.x, y2: pb.y, class: cls }));
-    if (label) {
-      edges.append(s("text", { x: (pa.x + pb.x) / 2, y: (pa.y + pb.y) / 2 - 5, class: "edge-label" }, label));
+  for (const [id, from] of parent) {
+    const a = pos.get(from);
+    const b = pos.get(id);
+    const r = route.get(id);
+    let cls = "route";
+    let label = "";
+    if (from === me && peerIds.has(id)) {
+      cls = "link";
+      label = (cla.get(id) || []).join("+");
+    } else if (r && r.via === "plan") {
+      cls = "plan";
+      label = "plan";
+    } else if (r && r.hops > column.get(id)) {
+      cls = "route far";
+      label = `${r.hops} hops`;
     }
-  };
-  for (const id of nearIds) {
-    const n = near.get(id);
-    const isPeer = peers.some((p) => p.node_id === id);
-    line(me, id, isPeer ? "link" : "route", n.cla.join("+"));
-  }
-  for (const r of far) {
-    const cls = r.via === "plan" ? "plan" : r.hops <= 2 ? "route" : "route far";
-    const label = r.via === "plan" ? "plan" : r.hops > 2 ? `${r.hops} hops` : "";
-    line(r.next_hop && pos.has(r.next_hop) ? r.next_hop : me, r.destination, cls, label);
+    edges.append(s("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: cls }));
+    if (label) {
+      edges.append(s("text", { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 7, class: "edge-label" }, label));
+    }
   }
   for (const [id, p] of pos) {
-    const kind = id === me ? "self" : near.has(id) ? "near" : "far";
+    const kind = id === me ? "self" : column.get(id) === 1 ? "near" : "far";
     const g = s("g", { class: "node " + kind, "data-node": id, transform: `translate(${p.x},${p.y})` });
-    g.append(s("circle", { r: id === me ? 26 : 20 }));
-    g.append(s("text", { y: id === me ? 44 : 36, class: "node-label" }, shortName(id)));
+    g.append(s("circle", { r: id === me ? 24 : 19 }));
+    g.append(s("text", { y: id === me ? 42 : 36, class: "node-label" }, shortName(id)));
     g.append(s("title", {}, id));
     nodes.append(g);
   }
   svg.replaceChildren(edges, nodes);
   if (pos.size === 1) {
-    svg.append(s("text", { x: cx, y: cy + 80, class: "edge-label" }, "no neighbour and no route now"));
+    svg.append(s("text", { x: W / 2, y: H / 2 + 70, class: "edge-label" }, "no neighbour and no route now"));
   }
 }
 
@@ -525,6 +526,12 @@ function select(id) {
 
 function drawCall(c) {
   if (c.id !== selected) return;
+  // The list follows the live call too, not only the next refresh.
+  for (const tr of $("calls").tBodies[0].rows) {
+    if (tr.dataset.call !== c.id) continue;
+    tr.cells[3].replaceChildren(h("span", { class: "state " + c.state }, c.state));
+    tr.cells[4].textContent = c.replies.length;
+  }
   const state = $("detail-state");
   state.textContent = c.state;
   state.className = "state " + c.state;
