@@ -340,7 +340,10 @@ mod tests {
                 &g,
                 Method::GET,
                 "/dashboard/app.js",
-                &[("host", "127.0.0.1:4550"), ("origin", "http://evil.example")]
+                &[
+                    ("host", "127.0.0.1:4550"),
+                    ("origin", "http://evil.example")
+                ]
             ),
             "forbidden_origin"
         );
@@ -367,7 +370,10 @@ mod tests {
                 &g,
                 Method::GET,
                 "/v1/status",
-                &[("host", "127.0.0.1:4550"), ("sec-websocket-protocol", &offered)]
+                &[
+                    ("host", "127.0.0.1:4550"),
+                    ("sec-websocket-protocol", &offered)
+                ]
             ),
             "unauthorized",
             "not without an upgrade"

@@ -110,10 +110,7 @@ mod tests {
 
     #[test]
     fn the_token_is_found_among_offered_protocols() {
-        assert_eq!(
-            token_from_protocols("ferry, ferry-token.abc"),
-            Some("abc")
-        );
+        assert_eq!(token_from_protocols("ferry, ferry-token.abc"), Some("abc"));
         assert_eq!(token_from_protocols("ferry-token.x,ferry"), Some("x"));
         assert_eq!(token_from_protocols("ferry"), None);
         assert_eq!(token_from_protocols(""), None);

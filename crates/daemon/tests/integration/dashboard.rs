@@ -47,7 +47,14 @@ fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Answer {
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
@@ -105,10 +112,19 @@ fn the_page_and_its_assets_need_no_token_but_a_strict_policy_and_the_host_checks
     ] {
         let a = get(addr, &format!("/dashboard/{asset}"), &own);
         assert_eq!(a.status, 200, "{asset}");
-        assert!(a.header("content-type").starts_with(content_type), "{asset}");
+        assert!(
+            a.header("content-type").starts_with(content_type),
+            "{asset}"
+        );
         assert_eq!(a.header("content-security-policy"), csp, "{asset}");
         // Nothing is loaded from elsewhere: the field has no internet.
-        for outside in ["src=\"http", "href=\"http", "url(http", "@import", "//fonts."] {
+        for outside in [
+            "src=\"http",
+            "href=\"http",
+            "url(http",
+            "@import",
+            "//fonts.",
+        ] {
             assert!(!a.body.contains(outside), "{asset} loads {outside}…");
         }
     }
@@ -127,7 +143,11 @@ fn the_page_and_its_assets_need_no_token_but_a_strict_policy_and_the_host_checks
         &[("Host", &host), ("Origin", "http://evil.example")],
     );
     assert_eq!(foreign.status, 403);
-    assert!(foreign.body.contains("forbidden_origin"), "{}", foreign.body);
+    assert!(
+        foreign.body.contains("forbidden_origin"),
+        "{}",
+        foreign.body
+    );
     rt.block_on(running.shut_down());
 }
 
@@ -192,7 +212,10 @@ fn a_browser_watches_a_call_with_the_token_as_a_subprotocol_and_only_so() {
 
     let (mut ws, picked) =
         browser_websocket(addr, &path, &own, &offered).expect("the token opens the watcher");
-    assert_eq!(picked, "ferry", "the server picks the fixed protocol, never echoes the token");
+    assert_eq!(
+        picked, "ferry",
+        "the server picks the fixed protocol, never echoes the token"
+    );
     match ws.read().expect("the call") {
         tungstenite::Message::Text(t) => {
             let call: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();

@@ -16,8 +16,8 @@
 mod common;
 
 mod api;
-mod dashboard;
 mod bpsec;
+mod dashboard;
 mod exec;
 mod loopback;
 mod metrics;
