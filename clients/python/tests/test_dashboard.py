@@ -100,7 +100,7 @@ def browser() -> Iterator[WebDriver]:
         "--no-sandbox",  # CI runs as root
         "--disable-dev-shm-usage",
         "--disable-gpu",
-        "--window-size=1400,1380",
+        "--window-size=1400,1100",
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
@@ -138,6 +138,19 @@ def _text(driver: WebDriver, css: str) -> str:
     return "\n".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, css))
 
 
+def _screenshot(driver: WebDriver, name: str) -> None:
+    """The whole page, however long, into SCREENSHOTS/name."""
+    width = driver.get_window_size()["width"]
+    height = driver.get_window_size()["height"]
+    inner = int(driver.execute_script("return window.innerHeight"))
+    page = int(driver.execute_script("return document.documentElement.scrollHeight"))
+    driver.set_window_size(width, page + (height - inner))
+    try:
+        driver.save_screenshot(str(SCREENSHOTS / name))
+    finally:
+        driver.set_window_size(width, height)
+
+
 def _console(driver: WebDriver) -> list[dict[str, object]]:
     """The browser console's messages since the last look."""
     logs: list[dict[str, object]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
@@ -157,7 +170,7 @@ def test_without_a_token_the_page_asks_for_it_and_keeps_it_out_of_the_address(
     browser.execute_script("sessionStorage.clear()")
     browser.get(f"http://{mesh.alpha.api}/")
     _wait(browser, "the token prompt", lambda d: d.find_element(By.ID, "login").is_displayed())
-    browser.save_screenshot(str(SCREENSHOTS / "login.png"))
+    _screenshot(browser, "login.png")
     field = browser.find_element(By.ID, "token-input")
     field.send_keys("0" * 64 + Keys.ENTER)
     _wait(
@@ -217,6 +230,16 @@ def test_a_call_through_the_form_shows_its_result_and_timeline(
     _wait(browser, "the slow call's end", lambda d: _text(d, "#detail-state") == "succeeded")
     assert "slept 2 s" in _text(browser, "#detail-result")
 
+    # A bundle for a node nobody knows waits in alpha's store.
+    sent = httpx.post(
+        f"http://{mesh.alpha.api}/v1/bundles",
+        headers={"Authorization": f"Bearer {mesh.alpha.token}"},
+        json={"destination": "dtn://delta/inbox", "payload": "for delta", "lifetime": "1h"},
+        timeout=10,
+    )
+    assert sent.status_code == 201, sent.text
+    _wait(browser, "the bundle in the store", lambda d: "dtn://delta/inbox" in _text(d, "#bundles"))
+
     # The call of the README's screenshot.
     call("charlie", "echo", "hello from the dashboard")
     _wait(
@@ -237,7 +260,7 @@ def test_a_call_through_the_form_shows_its_result_and_timeline(
         "three calls counted",
         lambda d: _text(d, "#calls-count").startswith("3 made"),
     )
-    browser.save_screenshot(str(SCREENSHOTS / "dashboard.png"))
+    _screenshot(browser, "dashboard.png")
 
     # The page loaded nothing from elsewhere and broke no policy.
     problems = [e for e in _console(browser) if e.get("level") == "SEVERE"]
@@ -258,4 +281,4 @@ def test_the_served_node_shows_its_procedures_and_the_runs(
         "the calls charlie served",
         lambda d: "served" in _text(d, "#calls-count") and " 0 served" not in _text(d, "#calls-count"),
     )
-    browser.save_screenshot(str(SCREENSHOTS / "dashboard-charlie.png"))
+    _screenshot(browser, "dashboard-charlie.png")
