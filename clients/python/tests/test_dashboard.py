@@ -267,7 +267,7 @@ def test_a_call_through_the_form_shows_its_result_and_timeline(
     assert problems == [], problems
 
 
-def test_the_served_node_shows_its_procedures_and_the_runs(
+def test_the_served_node_shows_its_procedures_and_the_calls_it_served(
     mesh: Mesh, browser: WebDriver
 ) -> None:
     _open(browser, mesh.charlie)
@@ -281,4 +281,10 @@ def test_the_served_node_shows_its_procedures_and_the_runs(
         "the calls charlie served",
         lambda d: "served" in _text(d, "#calls-count") and " 0 served" not in _text(d, "#calls-count"),
     )
+    served = _text(browser, "#served tbody")
+    for procedure in ("echo", "slow"):
+        assert any(
+            line.split()[1:5] == [procedure, "alpha", "explicit", "answered"]
+            for line in served.splitlines()
+        ), served
     _screenshot(browser, "dashboard-charlie.png")

@@ -63,6 +63,10 @@ function fmtBytes(n) {
   return (i === 0 ? String(v) : v.toFixed(v < 10 ? 1 : 0)) + " " + units[i];
 }
 
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function fmtSecs(s) {
   if (s < 60) return `${s} s`;
   const m = Math.floor(s / 60);
@@ -209,11 +213,12 @@ async function refresh() {
   const withProcedures = tick % PROCEDURES_EVERY === 0;
   tick += 1;
   try {
-    const [status, peers, routes, calls, bundles, procedures] = await Promise.all([
+    const [status, peers, routes, calls, served, bundles, procedures] = await Promise.all([
       api("/v1/status"),
       api("/v1/peers"),
       api("/v1/routes"),
       api("/v1/calls"),
+      api("/v1/served"),
       api("/v1/bundles"),
       withProcedures ? api("/v1/procedures") : Promise.resolve(null),
     ]);
@@ -224,6 +229,7 @@ async function refresh() {
     drawRoutes(routes);
     drawMesh(status, peers, routes);
     drawCalls(calls);
+    drawServed(served);
     drawBundles(bundles);
     if (procedures) drawProcedures(procedures);
     learnNodes(peers, routes);
@@ -250,7 +256,7 @@ function drawStatus(st) {
   $("store-bar").style.width = quota ? Math.min(100, (100 * st.stored_bytes) / quota) + "%" : "0";
   setText(
     "store-detail",
-    `${st.stored_bundles} bundles of ${fmtBytes(quota)} quota; ${st.inbox_bundles} waiting in inboxes`,
+    `${plural(st.stored_bundles, "bundle")} of ${fmtBytes(quota)} quota; ${st.inbox_bundles} waiting in inboxes`,
   );
 
   const rpc = st.rpc || {};
@@ -350,7 +356,7 @@ function drawBundles(bundles) {
       h(
         "tr",
         {},
-        h("td", { class: "mono ellipsis", title: b.id }, b.id),
+        h("td", { class: "mono ellipsis wide", title: b.id }, b.id),
         h("td", { class: "mono" }, b.destination),
         h("td", {}, fmtBytes(b.size)),
         h("td", {}, b.expiry_ms > now ? "in " + fmtSecs(Math.round((b.expiry_ms - now) / 1000)) : "expired"),
@@ -476,6 +482,28 @@ function drawCalls(calls) {
     "calls-empty",
   );
   setText("calls-hint", calls.length > shown.length ? `the newest ${shown.length} of ${calls.length}` : "");
+}
+
+/** Served calls have no timeline here (the caller keeps it): what, from whom, and where it is. */
+function drawServed(served) {
+  const shown = served.slice(0, MAX_ROWS);
+  const names = { waiting_files: "waiting for files", running: "running", answered: "answered", skipped: "skipped" };
+  fillTable(
+    "served",
+    shown.map((c) =>
+      h(
+        "tr",
+        { "data-call": c.id },
+        h("td", {}, fmtTime(c.received_ms)),
+        h("td", { class: "mono" }, c.procedure),
+        h("td", { class: "mono" }, shortName(c.caller)),
+        h("td", {}, c.mode),
+        h("td", {}, h("span", { class: "state served-" + c.state }, names[c.state] || c.state), c.acked ? " (acked)" : ""),
+      ),
+    ),
+    "served-empty",
+  );
+  setText("served-hint", served.length > shown.length ? `the latest ${shown.length} of ${served.length}` : "");
 }
 
 /** Shows a call and follows it live over its watch WebSocket until it is finished. */

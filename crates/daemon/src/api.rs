@@ -72,6 +72,7 @@ pub fn router(control: ControlHandle, bodies: Bodies, guard: Guard) -> Router {
         .route("/v1/calls/{id}/watch", get(watch_call))
         .route("/v1/files/{hash}", get(file))
         .route("/v1/procedures", get(procedures))
+        .route("/v1/served", get(served))
         .route("/v1/keys", get(keys))
         .route(
             "/v1/keys/{node}",
@@ -581,6 +582,11 @@ async fn file(State(api): State<Api>, Path(hash): Path<String>) -> ApiResult<Res
 /// `GET /v1/procedures`: what this node serves.
 async fn procedures(State(api): State<Api>) -> ApiResult<Response> {
     Ok(json(api.control.ask(Request::Procedures).await?))
+}
+
+/// `GET /v1/served`: the calls this node serves or served, the latest first.
+async fn served(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Served).await?))
 }
 
 /// `GET /v1/keys`: the keys this node knows for other nodes, with keys they presented lately

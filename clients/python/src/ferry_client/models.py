@@ -526,6 +526,37 @@ class Procedure:
 
 
 @dataclass(frozen=True, slots=True)
+class Served:
+    """A call the node serves or served (``GET /v1/served``), from what it keeps in memory."""
+
+    id: str
+    caller: str
+    mode: str
+    procedure: str
+    #: When the node took the call, ms since the DTN epoch (0: unknown).
+    received_ms: int
+    deadline_ms: int
+    #: ``waiting_files``, ``running``, ``answered`` or ``skipped``.
+    state: str
+    acked: bool
+
+    @classmethod
+    def from_json(cls, value: Any) -> Served:
+        d = _obj(value, "Served")
+        w = "Served"
+        return cls(
+            id=_get(d, "id", str, w),
+            caller=_get(d, "caller", str, w),
+            mode=_get(d, "mode", str, w),
+            procedure=_get(d, "procedure", str, w),
+            received_ms=_get(d, "received_ms", int, w),
+            deadline_ms=_get(d, "deadline_ms", int, w),
+            state=_get(d, "state", str, w),
+            acked=_get(d, "acked", bool, w),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PresentedKey:
     """Another key that messages naming a node were lately signed with (and dropped for)."""
 
