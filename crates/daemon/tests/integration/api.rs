@@ -892,6 +892,21 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
     assert_eq!(bravo["rpc"]["executions"], 1, "{bravo}");
     let alpha = s.checked("get", "/v1/status", "/v1/status", None, 200);
     assert_eq!(alpha["rpc"]["calls_made"], 1, "{alpha}");
+    // Bravo lists the call among those it served; alpha served none.
+    let served = pair
+        .bravo()
+        .checked("get", "/v1/served", "/v1/served", None, 200);
+    assert_eq!(served.as_array().map(Vec::len), Some(1), "{served}");
+    assert_eq!(served[0]["id"], echo_id.as_str());
+    assert_eq!(served[0]["caller"], "dtn://alpha/");
+    assert_eq!(served[0]["procedure"], "echo");
+    assert_eq!(served[0]["mode"], "explicit");
+    assert_eq!(served[0]["state"], "answered");
+    assert!(served[0]["received_ms"].as_u64().unwrap() > 0, "{served}");
+    assert_eq!(
+        s.checked("get", "/v1/served", "/v1/served", None, 200),
+        serde_json::json!([])
+    );
 
     // With `wait`, one request makes the call and brings its end.
     let body = serde_json::json!({
