@@ -240,6 +240,13 @@ def test_a_call_through_the_form_shows_its_result_and_timeline(
     assert sent.status_code == 201, sent.text
     _wait(browser, "the bundle in the store", lambda d: "dtn://delta/inbox" in _text(d, "#bundles"))
 
+    # What another node sends is shown as text, never as HTML: a result that is markup stays
+    # markup on the screen and makes no element (nor loads anything).
+    markup = '<img id="injected" src="/nowhere.png"><b>bold</b>'
+    call("charlie", "echo", markup)
+    _wait(browser, "the markup's echo", lambda d: markup in _text(d, "#detail-result"))
+    assert browser.find_elements(By.ID, "injected") == []
+
     # The call of the README's screenshot.
     call("charlie", "echo", "hello from the dashboard")
     _wait(
@@ -257,8 +264,8 @@ def test_a_call_through_the_form_shows_its_result_and_timeline(
     assert calls.splitlines()[0].split()[1:3] == ["echo", "charlie"], calls
     _wait(
         browser,
-        "three calls counted",
-        lambda d: _text(d, "#calls-count").startswith("3 made"),
+        "four calls counted",
+        lambda d: _text(d, "#calls-count").startswith("4 made"),
     )
     _screenshot(browser, "dashboard.png")
 
@@ -282,7 +289,7 @@ def test_the_served_node_shows_its_procedures_and_the_calls_it_served(
         lambda d: "served" in _text(d, "#calls-count") and " 0 served" not in _text(d, "#calls-count"),
     )
     served = _text(browser, "#served tbody")
-    for procedure in ("echo", "slow"):
+    for procedure in ("echo", "slow"):  # (echo twice)
         assert any(
             line.split()[1:5] == [procedure, "alpha", "explicit", "answered"]
             for line in served.splitlines()

@@ -521,8 +521,15 @@ function select(id) {
   $("detail-body").hidden = false;
   setText("detail-watch", "connecting…");
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  // The token rides as a subprotocol: a browser cannot set headers on a WebSocket.
-  const ws = new WebSocket(`${scheme}//${location.host}/v1/calls/${id}/watch`, ["ferry", "ferry-token." + token]);
+  let ws;
+  try {
+    // The token rides as a subprotocol: a browser cannot set headers on a WebSocket.
+    ws = new WebSocket(`${scheme}//${location.host}/v1/calls/${id}/watch`, ["ferry", "ferry-token." + token]);
+  } catch (e) {
+    // A token that is no valid subprotocol name (a hand-made token file): follow by polling.
+    poll(id);
+    return;
+  }
   socket = ws;
   ws.onopen = () => setText("detail-watch", "live");
   ws.onmessage = (event) => {
@@ -541,15 +548,29 @@ function select(id) {
   ws.onclose = () => {
     if (socket !== ws) return;
     socket = null;
-    // Finished calls end the watch normally; anything else: show it as it stands.
-    api(`/v1/calls/${id}`)
-      .then((c) => {
-        if (selected !== id) return;
-        drawCall(c);
-        setText("detail-watch", c.state === "waiting" ? "not live: reload to follow" : "");
-      })
-      .catch((e) => setText("detail-watch", e.message));
+    // A finished call ends the watch normally; a lost one is followed by polling.
+    poll(id);
   };
+}
+
+/** Follows a call by asking for it every second until it is finished or another is chosen. */
+async function poll(id) {
+  while (selected === id && socket === null && token) {
+    try {
+      const c = await api(`/v1/calls/${id}`);
+      if (selected !== id) return;
+      drawCall(c);
+      if (c.state !== "waiting") {
+        setText("detail-watch", "");
+        return;
+      }
+      setText("detail-watch", "following (every second)");
+    } catch (e) {
+      setText("detail-watch", e.message);
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 }
 
 function drawCall(c) {
