@@ -134,6 +134,8 @@ class SpecChecker:
             schema = "Received"
         elif path.endswith("/watch"):
             schema = "Call"
+        elif path == "/v1/providers":
+            schema = "ProviderMessage"
         else:
             raise self._fail(f"GET {path}", ValueError("not a WebSocket route"))
 

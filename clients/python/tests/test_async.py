@@ -25,7 +25,7 @@ async def test_node_routes(pair: Pair, aclient_for: AsyncClientFor) -> None:
     )
     assert status.node_id == "dtn://alpha/" and [p.node_id for p in peers] == ["dtn://bravo/"]
     assert any(r.destination == "dtn://bravo/" for r in routes)
-    assert [p.name for p in procs] == ["null"]
+    assert [p.name for p in procs] == ["ferry.procedures", "null"]
     assert isinstance(await alpha.bundles(), list) and isinstance(await alpha.keys(), list)
     assert "ferry_" in await alpha.metrics()
 

@@ -45,7 +45,9 @@ def test_procedures_are_those_of_the_configuration(pair: Pair, client_for: Clien
     assert procs["photo"].require == "has(camera)"
     assert procs["slow"].max_concurrent == 2
     assert procs["echo"].description and not procs["echo"].restricted
-    assert [p.name for p in client_for(pair.alpha).procedures()] == ["null"]
+    assert [p.name for p in client_for(pair.alpha).procedures()] == ["ferry.procedures", "null"]
+    assert procs["sum"].served_by == "program" and procs["sum"].returns == "text"
+    assert [(p.name, p.type) for p in procs["sum"].parameters] == [("a", "int"), ("b", "int")]
 
 
 def test_keys_metrics_and_the_served_description(pair: Pair, client_for: ClientFor) -> None:

@@ -337,14 +337,28 @@ function drawProcedures(procedures) {
         "tr",
         {},
         h("td", { class: "mono" }, p.name + (p.restricted ? " (listed callers)" : "")),
-        h("td", { class: "mono" }, (p.params || []).join(", ")),
+        h("td", { class: "mono" }, signature(p)),
         h("td", {}, p.executions || 0),
-        h("td", {}, (p.description || "") + (p.require ? ` (needs ${p.require})` : "")),
+        h(
+          "td",
+          {},
+          (p.description || "") +
+            (p.require ? ` (needs ${p.require})` : "") +
+            (p.served_by === "application" ? (p.connected ? " [application]" : " [application, not connected]") : ""),
+        ),
       ),
     ),
     "procedures-empty",
   );
   $("known-procedures").replaceChildren(...procedures.map((p) => h("option", { value: p.name })));
+}
+
+/** `a: int, b: int -> text` where the procedure declares names and its value, else the types. */
+function signature(p) {
+  const params = (p.parameters && p.parameters.length ? p.parameters : (p.params || []).map((t) => ({ type: t })))
+    .map((x) => (x.name ? `${x.name}: ${x.type}` : x.type))
+    .join(", ");
+  return params + (p.returns ? ` → ${p.returns}` : "");
 }
 
 function drawBundles(bundles) {

@@ -73,6 +73,7 @@ pub fn router(control: ControlHandle, bodies: Bodies, guard: Guard) -> Router {
         .route("/v1/files/{hash}", get(file))
         .route("/v1/procedures", get(procedures))
         .route("/v1/served", get(served))
+        .route("/v1/providers", get(provide))
         .route("/v1/keys", get(keys))
         .route(
             "/v1/keys/{node}",
@@ -367,7 +368,7 @@ async fn serve_subscriber(control: ControlHandle, endpoint: String, mut socket: 
     }
 }
 
-fn ws_json<T: serde::Serialize>(value: &T) -> Message {
+pub(crate) fn ws_json<T: serde::Serialize>(value: &T) -> Message {
     Message::Text(
         serde_json::to_value(value)
             .map(crate::api_time::with_utc_twins)
@@ -552,7 +553,7 @@ async fn serve_watcher(control: ControlHandle, id: String, mut socket: WebSocket
 }
 
 /// Sends a closing frame and waits (a bounded time) for the client's, so the close is clean.
-async fn close(mut socket: WebSocket, code: u16, reason: &'static str) {
+pub(crate) async fn close(mut socket: WebSocket, code: u16, reason: &'static str) {
     let frame = CloseFrame {
         code,
         reason: reason.into(),
@@ -577,6 +578,24 @@ async fn file(State(api): State<Api>, Path(hash): Path<String>) -> ApiResult<Res
         .ask(|reply| Request::File { hash, reply })
         .await??;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+}
+
+/// `GET /v1/providers`: a WebSocket on which an application serves procedures
+/// ([`crate::provider_socket`]).
+async fn provide(
+    State(api): State<Api>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::new(
+            "bad_request",
+            format!("this route is a WebSocket: {}", e.body_text()),
+        )
+    })?;
+    Ok(upgrade
+        .max_message_size(crate::providers::MAX_PROVIDER_MESSAGE)
+        .max_frame_size(crate::providers::MAX_PROVIDER_MESSAGE)
+        .on_upgrade(move |socket| crate::provider_socket::serve(api.control, socket)))
 }
 
 /// `GET /v1/procedures`: what this node serves.

@@ -374,6 +374,20 @@ pub struct ProcedureInfo {
     pub name: String,
     /// Its parameter types, in order.
     pub params: Vec<String>,
+    /// Its parameters, in order, with their names where declared (for typed stubs).
+    #[serde(default)]
+    pub parameters: Vec<ParamInfo>,
+    /// What its value is (`text`, `bytes`, `json`), where declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<String>,
+    /// Who runs it: `program` (an executable of the configuration), `application` (a provider
+    /// connected to the API) or `node` (built in).
+    #[serde(default)]
+    pub served_by: String,
+    /// For a procedure an application serves: whether it is connected now (calls wait for it
+    /// a while when it is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connected: Option<bool>,
     /// What it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -388,6 +402,17 @@ pub struct ProcedureInfo {
     /// and started again after a restart count again; the built-in `null` runs none).
     #[serde(default)]
     pub executions: u64,
+}
+
+/// One parameter of a procedure.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// Its name, where declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub ty: String,
 }
 
 impl CallInfo {

@@ -311,6 +311,7 @@ struct RpcFile {
     file_budget: Option<String>,
     finished_in_memory: Option<i64>,
     trusted_servers: Option<Vec<String>>,
+    provider_grace: Option<String>,
     #[serde(default)]
     procedure: Vec<ProcedureFile>,
 }
@@ -330,6 +331,7 @@ struct ProcedureFile {
     allow: Option<Vec<String>>,
     require: Option<String>,
     description: Option<String>,
+    returns: Option<String>,
 }
 
 /// The `[rpc]` table: what this node serves and how it judges whether it can serve now.
@@ -362,6 +364,10 @@ pub struct RpcConfig {
     /// The servers (Ed25519 public keys) whose any-mode notices this node acts on; `None`: any
     /// signer's.
     pub trusted_servers: Option<Vec<[u8; 32]>>,
+    /// How long the procedures of an application that disconnected stay offered (its calls
+    /// waiting for it), and how long calls a restart cut off wait for their application
+    /// (`provider_grace`, 15 s).
+    pub provider_grace: Duration,
     /// The procedures this node serves, in file order (`[[rpc.procedure]]`).
     pub procedures: Vec<ProcedureConfig>,
 }
@@ -380,6 +386,7 @@ impl Default for RpcConfig {
             file_budget: rpc::RpcConfig::default().max_file_bytes,
             finished_in_memory: rpc::RpcConfig::default().finished_in_memory,
             trusted_servers: None,
+            provider_grace: crate::providers::PROVIDER_GRACE,
             procedures: Vec::new(),
         }
     }
@@ -406,6 +413,10 @@ pub struct ProcedureConfig {
     pub name: String,
     /// The declared types of its parameters, in order.
     pub params: Vec<rpc::ParamType>,
+    /// The parameters' names, where declared (`params = ["zoom: int"]`), for typed stubs.
+    pub param_names: Vec<Option<String>>,
+    /// What its value (stdout) is, where declared (`returns`), for typed stubs.
+    pub returns: Option<Returns>,
     /// The executable, as an absolute path (a relative `exec` was resolved against the
     /// configuration file's directory); it existed and was executable at load.
     pub exec: PathBuf,
@@ -431,6 +442,39 @@ pub struct ProcedureConfig {
 }
 
 pub use crate::exec::ArgTemplate;
+
+/// What a procedure's value is, as its declaration says (`returns`): typed stubs decode it so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    /// UTF-8 text.
+    Text,
+    /// Bytes.
+    Bytes,
+    /// A JSON document.
+    Json,
+}
+
+impl Returns {
+    /// The name used in declarations.
+    pub fn name(self) -> &'static str {
+        match self {
+            Returns::Text => "text",
+            Returns::Bytes => "bytes",
+            Returns::Json => "json",
+        }
+    }
+}
+
+impl std::str::FromStr for Returns {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Returns::Text, Returns::Bytes, Returns::Json]
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| format!("{s:?} is not a value type (text, bytes or json)"))
+    }
+}
 
 /// A configuration error, naming the key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -900,6 +944,11 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
             None => defaults.finished_in_memory,
         },
         trusted_servers: public_keys("rpc.trusted_servers", file.trusted_servers)?,
+        provider_grace: positive(
+            "rpc.provider_grace",
+            file.provider_grace,
+            defaults.provider_grace,
+        )?,
         procedures,
     })
 }
@@ -931,20 +980,52 @@ fn procedure_config(
             p.name
         )));
     }
+    if p.name.starts_with("ferry.") {
+        return Err(ConfigError(format!(
+            "rpc.procedure[{i}].name: {:?}: names starting \"ferry.\" are the node's own (ferry.procedures lists what it serves); choose another name",
+            p.name
+        )));
+    }
     if p.name == crate::rpc_shell::NULL_PROCEDURE {
         return Err(ConfigError(format!(
             "rpc.procedure[{i}].name: \"null\" is served by every node itself (no parameters, an empty result); choose another name"
         )));
     }
     let key = |k: &str| format!("rpc.procedure[{i}].{k} (procedure {:?})", p.name);
-    let params = p
-        .params
-        .iter()
-        .map(|t| {
-            t.parse::<rpc::ParamType>()
-                .map_err(|e| ConfigError(format!("{}: {e}", key("params"))))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    // Each parameter is a type (`int`) or a name and a type (`zoom: int`).
+    let mut params = Vec::with_capacity(p.params.len());
+    let mut param_names: Vec<Option<String>> = Vec::with_capacity(p.params.len());
+    for text in &p.params {
+        let (name, ty) = match text.split_once(':') {
+            Some((name, ty)) => (Some(name.trim()), ty.trim()),
+            None => (None, text.trim()),
+        };
+        if let Some(name) = name {
+            if !crate::providers::is_identifier(name) {
+                return Err(ConfigError(format!(
+                    "{}: {name:?} is not a parameter name (letters, digits and _, not starting with a digit)",
+                    key("params")
+                )));
+            }
+            if param_names.iter().any(|n| n.as_deref() == Some(name)) {
+                return Err(ConfigError(format!(
+                    "{}: {name:?} is declared twice",
+                    key("params")
+                )));
+            }
+        }
+        params.push(
+            ty.parse::<rpc::ParamType>()
+                .map_err(|e| ConfigError(format!("{}: {e}", key("params"))))?,
+        );
+        param_names.push(name.map(str::to_owned));
+    }
+    let returns = p
+        .returns
+        .as_deref()
+        .map(str::parse::<Returns>)
+        .transpose()
+        .map_err(|e| ConfigError(format!("{}: {e}", key("returns"))))?;
     let exec = resolve(base, &p.exec);
     match std::fs::metadata(&exec) {
         Err(e) => {
@@ -1016,6 +1097,8 @@ fn procedure_config(
         max_output: size(&key("max_output"), p.max_output, "1MiB")?,
         name: p.name,
         params,
+        param_names,
+        returns,
         exec,
         args,
         timeout,
@@ -1029,14 +1112,14 @@ fn procedure_config(
 
 /// `[A-Za-z0-9_.-]+`: procedure names (and, without `.`, hardware tags, as `has(...)` reads
 /// them).
-fn is_name(s: &str) -> bool {
+pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 /// 64 hex digits (either case) to 32 bytes.
-fn parse_public_key(s: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_public_key(s: &str) -> Option<[u8; 32]> {
     let s = s.trim();
     if s.len() != 64 || !s.is_ascii() {
         return None;

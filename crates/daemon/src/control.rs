@@ -75,6 +75,8 @@ pub enum Request {
     },
     /// Metrics in Prometheus text format.
     Metrics(oneshot::Sender<String>),
+    /// From a procedure provider's socket (`/v1/providers`).
+    Provider(crate::providers::ProviderRequest),
     /// Make a remote procedure call; answered once the call is durable.
     Call(CallSpec, oneshot::Sender<Result<CallInfo, ApiError>>),
     /// Make a remote procedure call and wait for its end, in one request: for a caller that
@@ -431,6 +433,18 @@ impl ControlHandle {
         .await?
     }
 
+    /// Passes a provider socket's request on (answers, if any, come by the request's own
+    /// channel).
+    pub async fn provider(
+        &self,
+        request: crate::providers::ProviderRequest,
+    ) -> Result<(), ApiError> {
+        self.tx
+            .send(Request::Provider(request))
+            .await
+            .map_err(|_| ApiError::shutting_down())
+    }
+
     /// Sends a request built around a fresh reply channel and waits for the answer.
     pub async fn ask<T>(
         &self,
@@ -710,6 +724,7 @@ pub struct ReportInfo {
 #[error("{code}: {message}")]
 pub struct ApiError {
     /// One of `bad_request`, `bad_endpoint`, `not_found`, `method_not_allowed`, `no_route`,
+    /// `conflict` (a procedure name another provider serves),
     /// `store_full`, `payload_too_large`, `shutting_down`, `internal`, and the refusals of
     /// [`crate::api_guard`]: `unauthorized`, `forbidden_host`, `forbidden_origin`,
     /// `unsupported_media_type`.
@@ -742,7 +757,7 @@ impl ApiError {
             "method_not_allowed" => 405,
             "payload_too_large" => 413,
             "unsupported_media_type" => 415,
-            "no_route" => 409,
+            "no_route" | "conflict" => 409,
             "store_full" => 507,
             "shutting_down" => 503,
             _ => 500,

@@ -231,6 +231,8 @@ pub(crate) struct Inputs {
     pub(crate) requests: mpsc::Receiver<Request>,
     /// Executions that ended.
     pub(crate) finished: mpsc::Receiver<Finished>,
+    /// Deadlines of the jobs handed to applications (`crate::providers`).
+    pub(crate) provider_timers: mpsc::Receiver<crate::providers::ProviderTimer>,
     /// Fresh readings of battery, disk, load and the rest, for the RPC predicates.
     pub(crate) readings: mpsc::Receiver<Readings>,
 }
@@ -495,6 +497,7 @@ impl Daemon {
                 Some(heard) = inputs.beacons.recv() => self.on_beacon(heard),
                 Some(request) = inputs.requests.recv() => self.on_request(request),
                 Some((job, outcome)) = inputs.finished.recv() => self.on_finished(job, outcome),
+                Some(timer) = inputs.provider_timers.recv() => self.on_provider_timer(timer),
                 Some(readings) = inputs.readings.recv() => self.on_readings(&readings),
                 _ = tokio::time::sleep_until(deadline.into()) => self.on_timer(),
             }
@@ -547,6 +550,8 @@ impl Daemon {
             self.on_beacon(heard);
         } else if let Ok((job, outcome)) = inputs.finished.try_recv() {
             self.on_finished(job, outcome);
+        } else if let Ok(timer) = inputs.provider_timers.try_recv() {
+            self.on_provider_timer(timer);
         } else {
             return false;
         }
@@ -1536,7 +1541,11 @@ impl Daemon {
                     let now = self.now();
                     self.rpc.resume(now, &mut self.host, job);
                 }
-                Output::Abort { job, reason } => self.rpc.abort(job, reason),
+                Output::Abort { job, reason } => {
+                    let now = self.now();
+                    self.rpc.abort(now, &mut self.host, job, reason);
+                    self.count_provided_executions();
+                }
                 Output::Release { token, error } => self.release(token, error.as_deref()),
                 Output::Delivered => self.deliveries.send_modify(|n| *n += 1),
                 Output::Node(event) => self.on_node_event(event),
@@ -1574,6 +1583,7 @@ impl Daemon {
             // Unconfirmed, the sender keeps the bundle and sends it again later.
             (Token::Confirm(..), Some(_)) => {}
             (Token::Records(records), None) => {
+                self.rpc.providers.records_kept(&records);
                 tokio::task::spawn_blocking(move || crate::exec::remove_records(&records));
             }
             (Token::Records(_), Some(_)) => {}
@@ -1927,6 +1937,11 @@ impl Daemon {
                 });
                 let _ = reply.send(result);
             }
+            Request::Provider(request) => {
+                let now = self.now();
+                self.rpc.provider_request(now, &mut self.host, request);
+                self.count_provided_executions();
+            }
             Request::Procedures(reply) => {
                 let _ = reply.send(self.procedures());
             }
@@ -2043,6 +2058,19 @@ impl Daemon {
     }
 
     // ----- remote procedure calls -----
+
+    fn on_provider_timer(&mut self, timer: crate::providers::ProviderTimer) {
+        let now = self.now();
+        self.rpc.providers.timer(now, &mut self.host, timer);
+        self.count_provided_executions();
+    }
+
+    /// Executions of provided procedures that ended count as every other execution.
+    fn count_provided_executions(&mut self) {
+        for outcome in self.rpc.providers.take_ended() {
+            self.metrics.execution_finished(&outcome);
+        }
+    }
 
     fn on_finished(&mut self, job: rpc::JobId, outcome: rpc::Outcome) {
         let now = self.now();
@@ -2210,35 +2238,9 @@ impl Daemon {
         CallInfo::from_view(view, here, with_timeline)
     }
 
-    /// What this node serves, in name order: the configured procedures and the built-in `null`.
+    /// What this node serves, in name order (see [`RpcShell::procedure_infos`]).
     fn procedures(&self) -> Vec<ProcedureInfo> {
-        let mut list: Vec<ProcedureInfo> = self
-            .rpc
-            .procedures()
-            .map(|p| ProcedureInfo {
-                name: p.name.clone(),
-                params: p.params.iter().map(|t| t.name().to_owned()).collect(),
-                description: p.description.clone(),
-                max_concurrent: p.max_concurrent,
-                require: p.require.clone(),
-                restricted: p.allow.is_some(),
-                executions: self.rpc.started(&p.name),
-            })
-            .collect();
-        list.push(ProcedureInfo {
-            name: crate::rpc_shell::NULL_PROCEDURE.into(),
-            params: Vec::new(),
-            description: Some(
-                "built in: answers at once with an empty value, runs no program (to measure calls)"
-                    .into(),
-            ),
-            max_concurrent: u32::MAX,
-            require: None,
-            restricted: false,
-            executions: 0,
-        });
-        list.sort_by(|a, b| a.name.cmp(&b.name));
-        list
+        self.rpc.procedure_infos()
     }
 
     fn peers(&self) -> Vec<PeerInfo> {
@@ -2395,6 +2397,10 @@ impl Daemon {
             api_uploads_limit: b.max_uploads(),
             api_uploads_waited: b.uploads_waited(),
             purge_set_entries: self.host.node().purge_set_len() as u64,
+            providers: (
+                self.rpc.providers.connected() as u64,
+                self.rpc.providers.counters,
+            ),
         })
     }
 }

@@ -859,11 +859,24 @@ const RECORD_HEADER: &str = "ferry-execution v1";
 
 /// Writes an execution's record (the call and caller that identify its processes) and syncs it
 /// and its directory: once this returns, a crash cannot lose the fact that it may have run.
-fn write_record(path: &Path, call_id: &str, caller: &str) -> io::Result<()> {
+pub(crate) fn write_record(path: &Path, call_id: &str, caller: &str) -> io::Result<()> {
+    write_record_with(path, call_id, caller, "")
+}
+
+/// [`write_record`] with more lines (`extra`, each ending in a newline) in the same synced
+/// write: a call handed to an application says so (`provider <procedure>`).
+pub(crate) fn write_record_with(
+    path: &Path,
+    call_id: &str,
+    caller: &str,
+    extra: &str,
+) -> io::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut file = std::fs::File::create(path)?;
-    file.write_all(format!("{RECORD_HEADER}\ncall {call_id}\ncaller {caller}\n").as_bytes())?;
+    file.write_all(
+        format!("{RECORD_HEADER}\ncall {call_id}\ncaller {caller}\n{extra}").as_bytes(),
+    )?;
     file.sync_all()?;
     std::fs::File::open(dir)?.sync_all()
 }
@@ -928,12 +941,23 @@ pub fn recover_records(dir: &Path) -> io::Result<std::collections::BTreeMap<Stri
         };
         let mut pgid = None;
         let mut ended = None;
+        let mut provider = None;
         for line in lines {
-            if let Some(n) = line.strip_prefix("pgid ") {
+            if let Some(name) = line.strip_prefix("provider ") {
+                provider = Some(name.to_owned());
+            } else if let Some(n) = line.strip_prefix("pgid ") {
                 pgid = n.parse::<i32>().ok();
             } else if let Some(how) = line.strip_prefix("ended ") {
                 ended = Some(how.to_owned());
             }
+        }
+        if let Some(procedure) = provider {
+            // Handed to an application (crate::providers): no process of ours to look for.
+            found.insert(
+                name,
+                format!("it was handed to the application serving {procedure} before the server restarted"),
+            );
+            continue;
         }
         let killed = kill_leftovers(call, caller, pgid);
         let detail = match (killed, ended, pgid) {

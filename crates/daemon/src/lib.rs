@@ -40,6 +40,8 @@ pub mod identity;
 pub use host::inbox;
 pub mod keys;
 mod metrics;
+pub mod provider_socket;
+pub mod providers;
 pub mod relay;
 pub mod rpc_shell;
 pub mod tls;
@@ -300,7 +302,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         Box::new(store) as Box<dyn Store + Send>,
         clock.now(),
     );
-    let (rpc, engine, finished) =
+    let (rpc, engine, finished, provider_timers) =
         rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())?;
     // Working directories a crashed daemon left behind hold nothing anyone waits for: the
     // executions they belonged to are answered `internal` by the restarted engine.
@@ -345,6 +347,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         beacons,
         requests: control_ends.requests,
         finished,
+        provider_timers,
         readings,
     };
     let (shutdown, shutdown_rx) = oneshot::channel();

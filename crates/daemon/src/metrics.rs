@@ -161,6 +161,8 @@ pub(crate) struct Sources {
     pub(crate) api_uploads_limit: u64,
     pub(crate) api_uploads_waited: u64,
     pub(crate) purge_set_entries: u64,
+    /// Applications connected to serve procedures, and their counters.
+    pub(crate) providers: (u64, crate::providers::ProviderCounters),
 }
 
 /// The daemon's metrics: the event families, the loop's counters, and how to write them all.
@@ -715,6 +717,36 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             "api_uploads_waited_total",
             "API request bodies above 64 KiB that waited because api.max_uploads were being read or held.",
             s.api_uploads_waited,
+        ),
+        gauge(
+            "providers_connected",
+            "Applications connected to /v1/providers to serve procedures.",
+            s.providers.0,
+        ),
+        counter(
+            "provider_registrations_refused_total",
+            "Applications' registrations refused (a name served already, too many providers or procedures).",
+            s.providers.1.registrations_refused,
+        ),
+        counter(
+            "provider_calls_handed_over_total",
+            "Calls handed to applications serving their procedures.",
+            s.providers.1.handed_over,
+        ),
+        counter(
+            "provider_calls_timed_out_total",
+            "Calls ended because the application serving them did not answer within the procedure's timeout.",
+            s.providers.1.timed_out,
+        ),
+        counter(
+            "provider_calls_lost_total",
+            "Calls ended because the application serving them went away and did not come back within rpc.provider_grace.",
+            s.providers.1.lost,
+        ),
+        counter(
+            "provider_results_refused_total",
+            "Results applications returned that broke a limit (max_output, the number of files, a file name).",
+            s.providers.1.results_refused,
         ),
         gauge(
             "purge_set_entries",

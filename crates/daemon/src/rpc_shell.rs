@@ -15,22 +15,29 @@ use bytes::Bytes;
 use host::Host;
 use node::Node;
 use rpc::require::{Facts, Requirement};
-use rpc::{JobId, Rpc, RpcEvent};
+use rpc::{JobId, ParamType, Rpc, RpcEvent};
 use seal::PublicKey;
 use tokio::sync::{mpsc, oneshot};
 use wire::DtnTime;
 use wire::rpc::{RejectCode, Value};
 
+use crate::calls::{ParamInfo, ProcedureInfo};
 use crate::config::{Config, ProcedureConfig};
 use crate::core::Token;
 use crate::error::{IoContext as _, StartError};
 use crate::exec;
 use crate::facts::Readings;
+use crate::providers::{ProviderRequest, ProviderTimer, Providers};
 
 /// The procedure every node serves in-process, without parameters, answering an empty result:
 /// like ONC RPC's procedure 0, it lets a caller check that a server is there and measure the
 /// cost of the call machinery alone.
 pub const NULL_PROCEDURE: &str = "null";
+
+/// The procedure every node serves in-process, without parameters, answering what it serves
+/// as JSON (the declarations of `GET /v1/procedures`): how a caller learns a remote node's
+/// procedures, with their parameters' names and types, to write typed stubs for them.
+pub const DESCRIBE_PROCEDURE: &str = "ferry.procedures";
 
 /// The name of the identity file in the data directory.
 pub const IDENTITY_FILE: &str = "identity";
@@ -60,8 +67,8 @@ pub struct RpcShell {
     running: BTreeMap<JobId, (oneshot::Sender<()>, PathBuf)>,
     /// Records of executions the engine aborted, until their processes are gone.
     stopping: BTreeMap<JobId, PathBuf>,
-    /// Executions started since the node started, by procedure (only configured names: the
-    /// engine admits no other).
+    /// Executions started since the node started, by procedure (configured and provided names,
+    /// at most 4096).
     started: BTreeMap<String, u64>,
     finished: mpsc::Sender<Finished>,
     /// Whether a call this node made changed since the last commit (API waiters look again).
@@ -72,6 +79,8 @@ pub struct RpcShell {
     presented_bound_logged: bool,
     /// Whether the bound of learnt keys was logged (once).
     learnt_bound_logged: bool,
+    /// Procedures applications serve, and the jobs handed to them.
+    pub providers: Providers,
 }
 
 impl RpcShell {
@@ -83,7 +92,15 @@ impl RpcShell {
         data_dir: &Path,
         node: &mut Node,
         now: DtnTime,
-    ) -> Result<(Self, Rpc, mpsc::Receiver<Finished>), StartError> {
+    ) -> Result<
+        (
+            Self,
+            Rpc,
+            mpsc::Receiver<Finished>,
+            mpsc::Receiver<ProviderTimer>,
+        ),
+        StartError,
+    > {
         let identity_path = data_dir.join(IDENTITY_FILE);
         let (identity, created) = crate::identity::load_or_create(&identity_path)?;
         if created {
@@ -122,6 +139,8 @@ impl RpcShell {
         })?;
         let engine = Rpc::new(engine_config, identity, seed, node, now);
         let (tx, rx) = mpsc::channel(256);
+        let (timers, timers_rx) = mpsc::channel(256);
+        let providers = Providers::new(timers, records.clone(), config.rpc.provider_grace);
         let shell = Self {
             procedures: config
                 .rpc
@@ -141,13 +160,87 @@ impl RpcShell {
             changed_calls: Default::default(),
             presented_bound_logged: false,
             learnt_bound_logged: false,
+            providers,
         };
-        Ok((shell, engine, rx))
+        Ok((shell, engine, rx, timers_rx))
     }
 
     /// The procedures this node serves, in name order.
     pub fn procedures(&self) -> impl Iterator<Item = &ProcedureConfig> {
         self.procedures.values()
+    }
+
+    /// What this node serves, in name order: the configured procedures, those applications
+    /// provide, and the built-in `null` and `ferry.procedures`.
+    pub fn procedure_infos(&self) -> Vec<ProcedureInfo> {
+        let param = |name: Option<&String>, ty: ParamType| ParamInfo {
+            name: name.cloned(),
+            ty: ty.name().to_owned(),
+        };
+        let mut list: Vec<ProcedureInfo> = self
+            .procedures
+            .values()
+            .map(|p| ProcedureInfo {
+                name: p.name.clone(),
+                params: p.params.iter().map(|t| t.name().to_owned()).collect(),
+                parameters: p
+                    .params
+                    .iter()
+                    .zip(&p.param_names)
+                    .map(|(t, n)| param(n.as_ref(), *t))
+                    .collect(),
+                returns: p.returns.map(|r| r.name().to_owned()),
+                served_by: "program".into(),
+                connected: None,
+                description: p.description.clone(),
+                max_concurrent: p.max_concurrent,
+                require: p.require.clone(),
+                restricted: p.allow.is_some(),
+                executions: self.started(&p.name),
+            })
+            .collect();
+        list.extend(
+            self.providers
+                .procedures()
+                .map(|(p, connected)| ProcedureInfo {
+                    name: p.name.clone(),
+                    params: p.params.iter().map(|(_, t)| t.name().to_owned()).collect(),
+                    parameters: p.params.iter().map(|(n, t)| param(Some(n), *t)).collect(),
+                    returns: p.returns.map(|r| r.name().to_owned()),
+                    served_by: "application".into(),
+                    connected: Some(connected),
+                    description: p.description.clone(),
+                    max_concurrent: p.max_concurrent,
+                    require: p.require.clone(),
+                    restricted: p.allow.is_some(),
+                    executions: self.started(&p.name),
+                }),
+        );
+        let builtin = |name: &str, description: &str, returns: Option<&str>| ProcedureInfo {
+            name: name.into(),
+            params: Vec::new(),
+            parameters: Vec::new(),
+            returns: returns.map(str::to_owned),
+            served_by: "node".into(),
+            connected: None,
+            description: Some(description.into()),
+            max_concurrent: u32::MAX,
+            require: None,
+            restricted: false,
+            executions: 0,
+        };
+        list.push(builtin(
+            NULL_PROCEDURE,
+            "built in: answers at once with an empty value, runs no program (to measure calls)",
+            None,
+        ));
+        list.push(builtin(
+            DESCRIBE_PROCEDURE,
+            "built in: the procedures this node serves, with their parameters (JSON, as GET /v1/procedures; for `ferry procedures NODE --stubs`)",
+            Some("json"),
+        ));
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        list
     }
 
     /// How many executions of `procedure` were started since the node started.
@@ -216,7 +309,10 @@ impl RpcShell {
     }
 
     /// The engine stops an execution.
-    pub fn abort(&mut self, job: JobId, reason: &str) {
+    pub(crate) fn abort(&mut self, now: DtnTime, host: &mut Host<Token>, job: JobId, reason: &str) {
+        if self.providers.abort(now, host, job, reason) {
+            return;
+        }
         if let Some((cancel, record)) = self.running.remove(&job) {
             tracing::info!("stopping execution {}: {reason}", job.0);
             let _ = cancel.send(());
@@ -247,7 +343,29 @@ impl RpcShell {
     /// once the commit that holds the answers is durable (before that, a crash would find the
     /// call running and no record, and run it again).
     pub fn take_records_done(&mut self) -> Vec<PathBuf> {
-        std::mem::take(&mut self.records_done)
+        let mut done = std::mem::take(&mut self.records_done);
+        done.extend(self.providers.take_records_done());
+        done
+    }
+
+    /// A request of a provider's socket.
+    pub(crate) fn provider_request(
+        &mut self,
+        now: DtnTime,
+        host: &mut Host<Token>,
+        request: ProviderRequest,
+    ) {
+        match request {
+            ProviderRequest::Register { .. } => {
+                let configured = &self.procedures;
+                self.providers
+                    .register(now, host, &|name| configured.contains_key(name), request);
+            }
+            ProviderRequest::Answer { conn, job, answer } => {
+                self.providers.answer(now, host, conn, job, answer);
+            }
+            ProviderRequest::Gone { conn } => self.providers.gone(conn),
+        }
     }
 
     /// The record file of a job's execution: one per call and caller.
@@ -261,11 +379,21 @@ impl RpcShell {
     /// or its caller learns that it ran and its result was lost.
     pub(crate) fn resume(&mut self, now: DtnTime, host: &mut Host<Token>, job: rpc::Job) {
         let record = self.record_path(&job);
-        let name = record.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let prior = match self.prior.as_mut().and_then(|p| p.remove(name)) {
+        let name = record
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_owned();
+        let prior = match self.prior.as_mut().and_then(|p| p.remove(&name)) {
             Some(detail) => rpc::PriorRun::Started { detail },
             None => rpc::PriorRun::NeverStarted,
         };
+        if !self.procedures.contains_key(&job.procedure) && job.procedure != DESCRIBE_PROCEDURE {
+            // A provided procedure: its provider, once it registers again, may still run it or
+            // hold its result.
+            self.providers.orphan(job, name, prior);
+            return;
+        }
         tracing::info!(
             "call {} of {} ({}) was cut off by the restart: {prior:?}",
             job.call,
@@ -280,13 +408,37 @@ impl RpcShell {
     /// Runs an execution whose call is durable now (the host said so).
     pub fn execute(&mut self, job: rpc::Job) {
         let id = job.id;
-        let Some(procedure) = self.procedures.get(&job.procedure) else {
-            // The engine only admits offered procedures; a configuration reloaded without one
-            // would end here.
+        if job.procedure == DESCRIBE_PROCEDURE {
+            // What a stranger may learn: the declarations, not how often they ran.
+            let mut list = self.procedure_infos();
+            for p in &mut list {
+                p.executions = 0;
+                p.connected = None;
+            }
+            let value = serde_json::to_vec(&list).unwrap_or_default();
             let _ = self.finished.try_send((
                 id,
-                failure(RejectCode::NotOffered, "no longer offered".into()),
+                rpc::Outcome::Success {
+                    value: Bytes::from(value),
+                    files: Vec::new(),
+                    run_ms: 0,
+                },
             ));
+            return;
+        }
+        let Some(procedure) = self.procedures.get(&job.procedure) else {
+            let record = self.record_path(&job);
+            let name = job.procedure.clone();
+            match self.providers.dispatch(job, record) {
+                // Provided names come and go: the counts are bounded.
+                Ok(()) if self.started.len() < 4096 || self.started.contains_key(&name) => {
+                    *self.started.entry(name).or_default() += 1
+                }
+                Ok(()) => {}
+                Err(outcome) => {
+                    let _ = self.finished.try_send((id, outcome));
+                }
+            }
             return;
         };
         let params = match exec_params(&job) {
@@ -342,6 +494,10 @@ fn engine_config(config: &Config) -> Result<rpc::RpcConfig, StartError> {
     let mut null = rpc::ProcedureSpec::new(NULL_PROCEDURE, Vec::new());
     null.max_concurrent = u32::MAX;
     engine.procedures.push(null);
+    let mut describe = rpc::ProcedureSpec::new(DESCRIBE_PROCEDURE, Vec::new());
+    describe.max_concurrent = u32::MAX;
+    describe.idempotent = true;
+    engine.procedures.push(describe);
     engine.timers.ack_timeout = config.rpc.ack_timeout;
     engine.timers.result_timeout = config.rpc.result_timeout;
     engine.timers.dtn_timeout = config.rpc.dtn_timeout;
@@ -397,7 +553,8 @@ fn exec_params(job: &rpc::Job) -> Result<Vec<exec::Arg>, String> {
         .collect()
 }
 
-fn failure(code: RejectCode, detail: String) -> rpc::Outcome {
+/// An outcome that is this failure, without exit status or stderr.
+pub(crate) fn failure(code: RejectCode, detail: String) -> rpc::Outcome {
     rpc::Outcome::Failure {
         code,
         detail,

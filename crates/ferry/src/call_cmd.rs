@@ -407,13 +407,112 @@ pub(crate) fn run_calls(api: ApiArgs) -> Result<()> {
     Ok(write_stdout(&calls_table(&calls, dtn_now_ms()))?)
 }
 
-pub(crate) fn run_procedures(api: ApiArgs) -> Result<()> {
-    let client = Client::new(&api.api);
-    if api.json {
-        return print_json_pretty(&client.get_value("/v1/procedures")?);
+/// Arguments of `ferry procedures`.
+#[derive(Args, Debug)]
+pub(crate) struct ProceduresArgs {
+    /// Another node whose procedures to list (asked with a call of its built-in
+    /// `ferry.procedures`); default: this node's.
+    node: Option<String>,
+    /// Write typed stubs in this language instead of a table (`python`: a module with one
+    /// method per procedure, each call a future).
+    #[arg(long, value_name = "LANGUAGE", value_parser = ["python"])]
+    stubs: Option<String>,
+    /// Write the stubs to this file instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE", requires = "stubs")]
+    out: Option<PathBuf>,
+    /// How long to wait for another node's answer.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    wait: Duration,
+    #[command(flatten)]
+    api: ApiArgs,
+}
+
+pub(crate) fn run_procedures(args: ProceduresArgs) -> Result<()> {
+    let client = Client::new(&args.api.api);
+    let (node, value) = match &args.node {
+        None => {
+            let status = client.get_value("/v1/status")?;
+            let node = status["node_id"].as_str().unwrap_or_default().to_owned();
+            (node, client.get_value("/v1/procedures")?)
+        }
+        Some(target) => remote_procedures(&client, target, args.wait)?,
+    };
+    let procedures: Vec<ProcedureInfo> = serde_json::from_value(value.clone())
+        .context("the procedures the node declared are not a list of procedures")?;
+    if let Some(language) = &args.stubs {
+        debug_assert_eq!(language, "python");
+        let mut command = "ferry procedures".to_owned();
+        if let Some(n) = &args.node {
+            command.push(' ');
+            command.push_str(n);
+        }
+        command.push_str(" --stubs python");
+        let module = crate::stubs::python(&node, &procedures, &command);
+        return match &args.out {
+            Some(path) => {
+                std::fs::write(path, format!("{module}\n"))
+                    .with_context(|| format!("writing {}", path.display()))?;
+                eprintln!(
+                    "wrote stubs for {} procedures of {} to {}",
+                    procedures
+                        .iter()
+                        .filter(|p| p.name != "ferry.procedures")
+                        .count(),
+                    node,
+                    path.display()
+                );
+                Ok(())
+            }
+            None => Ok(write_stdout(&format!("{module}\n"))?),
+        };
     }
-    let procedures: Vec<ProcedureInfo> = client.get_json("/v1/procedures")?;
+    if args.api.json {
+        return print_json_pretty(&value);
+    }
     Ok(write_stdout(&procedures_table(&procedures))?)
+}
+
+/// Another node's declarations: a call of its built-in `ferry.procedures`, waited for.
+fn remote_procedures(
+    client: &Client,
+    target: &str,
+    wait: Duration,
+) -> Result<(String, serde_json::Value)> {
+    let spec = serde_json::json!({
+        "target": target,
+        "procedure": "ferry.procedures",
+        "deadline": crate::client::api_duration(wait),
+    });
+    let path = format!("/v1/calls?wait={}", crate::client::api_duration(wait));
+    let call: CallInfo = serde_json::from_value(
+        client
+            .post_json(&path, &spec)
+            .context("asking the node for its procedures")?,
+    )
+    .context("unexpected answer from the ferry node API to a call")?;
+    let Some(reply) = call.replies.iter().find(|r| r.ok) else {
+        if let Some(refused) = call.replies.first() {
+            bail!(
+                "{target} did not list its procedures: {}{}",
+                refused.code.as_deref().unwrap_or("refused"),
+                refused
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            );
+        }
+        bail!(
+            "{target} did not answer within {} (the call {} goes on; `ferry result {}` reads its answer later)",
+            humantime::format_duration(wait),
+            call.id,
+            call.id
+        );
+    };
+    let text = reply.value_text.as_deref().unwrap_or("[]");
+    let value: serde_json::Value = serde_json::from_str(text)
+        .with_context(|| format!("{target} answered ferry.procedures with something not JSON"))?;
+    Ok((reply.server.clone(), value))
 }
 
 fn call_path(id: &str) -> String {

@@ -91,9 +91,21 @@ pub(crate) fn procedures_table(procedures: &[ProcedureInfo]) -> String {
         ("DESCRIPTION", Align::Left),
     ]);
     for p in procedures {
+        // `name:type` where the procedure names its parameters (an older node gives types only).
+        let params = if p.parameters.len() == p.params.len() {
+            p.parameters
+                .iter()
+                .map(|q| match &q.name {
+                    Some(n) => format!("{n}:{}", q.ty),
+                    None => q.ty.clone(),
+                })
+                .collect::<Vec<_>>()
+        } else {
+            p.params.clone()
+        };
         t.row(vec![
             p.name.clone(),
-            p.params.join(" "),
+            params.join(" "),
             match p.max_concurrent {
                 u32::MAX => "no limit".to_owned(),
                 n => n.to_string(),
@@ -464,16 +476,31 @@ mod tests {
         let p = ProcedureInfo {
             name: "sum".into(),
             params: vec!["int".into(), "int".into()],
+            parameters: Vec::new(),
+            returns: None,
+            served_by: "program".into(),
+            connected: None,
             description: Some("Adds two integers.".into()),
             max_concurrent: 4,
             require: None,
             restricted: false,
             executions: 0,
         };
+        // From a node that names no parameters (an older one): the types.
         assert_eq!(
-            procedures_table(&[p]),
+            procedures_table(std::slice::from_ref(&p)),
             "NAME  PARAMS   AT ONCE  REQUIRE  CALLERS  DESCRIPTION\n\
              sum   int int        4           anyone   Adds two integers.\n"
         );
+        let named = ProcedureInfo {
+            parameters: ["a", "b"]
+                .map(|n| daemon::calls::ParamInfo {
+                    name: Some(n.into()),
+                    ty: "int".into(),
+                })
+                .into(),
+            ..p
+        };
+        assert!(procedures_table(&[named]).contains(" a:int b:int "));
     }
 }

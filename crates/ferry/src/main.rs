@@ -32,6 +32,7 @@ mod ping_cmd;
 mod recv_cmd;
 mod send_cmd;
 mod sim_cmd;
+mod stubs;
 mod trace_cmd;
 
 use std::process::ExitCode;
@@ -96,8 +97,9 @@ enum Command {
     Wait(call_cmd::WaitArgs),
     /// Cancel a call: its servers are told, a running execution is stopped.
     Cancel(call_cmd::CancelArgs),
-    /// List the procedures the running node serves.
-    Procedures(client::ApiArgs),
+    /// List the procedures the running node (or another node) serves, or write typed stubs for
+    /// them (`--stubs python`).
+    Procedures(call_cmd::ProceduresArgs),
     /// Print the running node's metrics (OpenMetrics text: counters of traffic, calls, drops,
     /// refusals and limits reached; latency histograms; the process).
     Metrics(client::ApiArgs),

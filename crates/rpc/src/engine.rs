@@ -21,7 +21,7 @@ use wire::rpc::{
 use wire::{DtnTime, Eid};
 
 use crate::ParamType;
-use crate::config::{RpcConfig, Timers};
+use crate::config::{ProcedureSpec, RpcConfig, Timers};
 use crate::record::{Reader, RecordError, Writer};
 use crate::require::{Facts, ParseError, Requirement, Verdict};
 use archive::Archive;
@@ -1152,6 +1152,31 @@ impl Rpc {
     /// `running` is the engine's own.
     pub fn set_facts(&mut self, facts: Facts) {
         self.facts = facts;
+    }
+
+    /// Offers one more procedure from now on (an application registered it with the shell);
+    /// whether it did. A name already offered is refused: one name, one procedure, so a
+    /// caller's call can never reach a procedure it did not mean.
+    pub fn offer(&mut self, spec: ProcedureSpec) -> bool {
+        if self.offers(&spec.name) {
+            return false;
+        }
+        self.config.procedures.push(spec);
+        true
+    }
+
+    /// Stops offering a procedure: calls arriving from now on are refused as not offered (a
+    /// broadcast call ignored); its calls already admitted keep their jobs, which the shell
+    /// ends. Whether it was offered.
+    pub fn withdraw(&mut self, name: &str) -> bool {
+        let before = self.config.procedures.len();
+        self.config.procedures.retain(|p| p.name != name);
+        self.config.procedures.len() != before
+    }
+
+    /// Whether a procedure of this name is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        self.config.procedures.iter().any(|p| p.name == name)
     }
 
     // ----- driving -----

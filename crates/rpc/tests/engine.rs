@@ -2044,3 +2044,51 @@ fn no_hello_goes_to_a_neighbour_of_another_kind() {
     let later = NOW + Duration::from_secs(20 * 60);
     assert_eq!(hellos_on_contact(&mut node, &mut rpc, later), 0);
 }
+
+/// A sealed call of `call(id)` for `procedure`, to the server's key.
+fn offered_procedure_sealed_call(id: u8, procedure: &str, to: &seal::PublicKey) -> Vec<u8> {
+    let Message::Call(mut c) = call(id) else {
+        unreachable!()
+    };
+    c.procedure = procedure.into();
+    let client = Identity::from_secret([1; 32]);
+    client
+        .seal(&Message::Call(c).encode().unwrap(), Some(to), [id; 32])
+        .unwrap()
+}
+
+#[test]
+fn a_procedure_offered_later_runs_and_a_withdrawn_one_no_longer_does() {
+    let (mut node, mut rpc) = server_with(|c| c.procedures.clear());
+    let to = rpc.public_key();
+    assert!(!rpc.offers("photo"));
+    deliver(
+        &mut node,
+        &mut rpc,
+        offered_procedure_sealed_call(1, "photo", &to),
+        1,
+    );
+    assert_eq!(executions(&mut rpc), 0, "not offered yet");
+
+    assert!(rpc.offer(ProcedureSpec::new("photo", vec![ParamType::Text])));
+    assert!(rpc.offers("photo"));
+    let again = rpc.offer(ProcedureSpec::new("photo", vec![]));
+    assert!(!again, "a name is offered once");
+    deliver(
+        &mut node,
+        &mut rpc,
+        offered_procedure_sealed_call(2, "photo", &to),
+        2,
+    );
+    assert_eq!(executions(&mut rpc), 1, "offered now: it runs");
+
+    assert!(rpc.withdraw("photo"));
+    assert!(!rpc.withdraw("photo"));
+    deliver(
+        &mut node,
+        &mut rpc,
+        offered_procedure_sealed_call(3, "photo", &to),
+        3,
+    );
+    assert_eq!(executions(&mut rpc), 0, "withdrawn: it no longer runs");
+}

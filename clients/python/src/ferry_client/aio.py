@@ -31,6 +31,7 @@ from ._core import (
 )
 from .client import _safe_name, _transport_error
 from .errors import ShuttingDown, Timeout, Unreachable
+from .provider import AsyncProvider
 
 
 async def _chunks(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> AsyncIterator[bytes]:
@@ -64,9 +65,29 @@ class AsyncClient:
             base_url=self.url, headers=headers, timeout=timeout, transport=transport
         )
         self._websocket_hook = websocket_hook
+        self._provider: AsyncProvider | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    # ---- serving procedures
+
+    @property
+    def provider(self) -> AsyncProvider:
+        """The functions this client serves (:mod:`ferry_client.provider`)."""
+        if self._provider is None:
+            self._provider = AsyncProvider(self)
+        return self._provider
+
+    @property
+    def procedure(self) -> Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]:
+        """As :attr:`ferry_client.Client.procedure`; the function may be a coroutine function
+        (awaited) or a plain one (run in a thread)."""
+        return self.provider.procedure
+
+    async def serve(self, *, reconnect: bool = True, ready: asyncio.Event | None = None) -> None:
+        """Serves the decorated functions until cancelled."""
+        await self.provider.serve(reconnect=reconnect, ready=ready)
 
     async def __aenter__(self) -> AsyncClient:
         return self

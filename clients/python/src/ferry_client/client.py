@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -29,6 +30,7 @@ from ._core import (
     stream_chunks_sync,
 )
 from .errors import FerryError, ShuttingDown, Timeout, Unreachable
+from .provider import Provider
 
 
 def _transport_error(e: Exception, what: str) -> FerryError:
@@ -72,9 +74,39 @@ class Client:
             base_url=self.url, headers=headers, timeout=timeout, transport=transport
         )
         self._websocket_hook = websocket_hook
+        self._provider: Provider | None = None
 
     def close(self) -> None:
         self._http.close()
+
+    # ---- serving procedures
+
+    @property
+    def provider(self) -> Provider:
+        """The functions this client serves (:mod:`ferry_client.provider`)."""
+        if self._provider is None:
+            self._provider = Provider(self)
+        return self._provider
+
+    @property
+    def procedure(self) -> Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]:
+        """``@node.procedure(name, *, description, timeout, max_output, max_concurrent,
+        idempotent, allow, require, returns)`` decorates a function this node serves once
+        :meth:`serve` runs (:meth:`ferry_client.provider.Provider.procedure`). Its parameters'
+        annotations declare the procedure's (``int``, ``float``, ``bool``, ``str``, ``bytes``,
+        ``ReceivedFile``); ``timeout`` (seconds) and ``max_output`` (bytes) hold it."""
+        return self.provider.procedure
+
+    def serve(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        reconnect: bool = True,
+        ready: threading.Event | None = None,
+    ) -> None:
+        """Serves the decorated functions until ``stop`` is set (see
+        :meth:`ferry_client.provider.Provider.serve`)."""
+        self.provider.serve(stop=stop, reconnect=reconnect, ready=ready)
 
     def __enter__(self) -> Client:
         return self

@@ -75,6 +75,11 @@ class NoRoute(ApiError):
     """``no_route`` (409): a real-time send or call to a node with no path now."""
 
 
+class Conflict(ApiError):
+    """``conflict``: a procedure name is served already (by another application or an
+    executable of the node's configuration)."""
+
+
 class PayloadTooLarge(ApiError):
     """``payload_too_large`` (413): a body above its route's limit."""
 
@@ -105,6 +110,7 @@ ERROR_CODES: dict[str, type[ApiError]] = {
     "not_found": NotFound,
     "method_not_allowed": MethodNotAllowed,
     "no_route": NoRoute,
+    "conflict": Conflict,
     "payload_too_large": PayloadTooLarge,
     "unsupported_media_type": UnsupportedMediaType,
     "internal": InternalError,
@@ -123,6 +129,7 @@ STATUS_OF_CODE: dict[str, int] = {
     "not_found": 404,
     "method_not_allowed": 405,
     "no_route": 409,
+    "conflict": 409,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "internal": 500,

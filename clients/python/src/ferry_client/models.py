@@ -498,8 +498,22 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Parameter:
+    """One parameter of a procedure: its type, and its name where the procedure declares one."""
+
+    type: str
+    name: str | None = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Parameter:
+        d = _obj(value, "Parameter")
+        return cls(type=_get(d, "type", str, "Parameter"), name=_opt(d, "name", str, "Parameter"))
+
+
+@dataclass(frozen=True, slots=True)
 class Procedure:
-    """A procedure the node serves: parameter types, concurrency, its own predicate."""
+    """A procedure the node serves: parameters, concurrency, its own predicate, and who serves
+    it (``program``, ``application`` or ``node``)."""
 
     name: str
     params: list[str]
@@ -507,8 +521,15 @@ class Procedure:
     restricted: bool
     description: str | None = None
     require: str | None = None
-    #: How many times the node started the procedure's program since the node started.
+    #: How many times the node started the procedure's program (or handed a call to its
+    #: application) since the node started.
     executions: int = 0
+    parameters: list[Parameter] = field(default_factory=list)
+    #: What its value is (``text``, ``bytes``, ``json``), where declared.
+    returns: str | None = None
+    served_by: str = "program"
+    #: For an application's procedure: whether the application is connected now.
+    connected: bool | None = None
 
     @classmethod
     def from_json(cls, value: Any) -> Procedure:
@@ -522,6 +543,10 @@ class Procedure:
             description=_opt(d, "description", str, w),
             require=_opt(d, "require", str, w),
             executions=_opt(d, "executions", int, w) or 0,
+            parameters=[Parameter.from_json(p) for p in d.get("parameters") or []],
+            returns=_opt(d, "returns", str, w),
+            served_by=_opt(d, "served_by", str, w) or "program",
+            connected=_opt(d, "connected", bool, w),
         )
 
 

@@ -43,7 +43,7 @@ fn resolve<'a>(spec: &'a Yaml, schema: &'a Yaml) -> &'a Yaml {
 
 /// Checks `value` against the subset of JSON Schema the spec uses: type, required, properties
 /// (no others allowed), items, enum, minimum, maximum. Returns where it fails.
-fn check(spec: &Yaml, schema: &Yaml, value: &Value, at: &str) -> Result<(), String> {
+pub(crate) fn check(spec: &Yaml, schema: &Yaml, value: &Value, at: &str) -> Result<(), String> {
     let schema = resolve(spec, schema);
     if let Some(options) = schema.get("enum").and_then(Yaml::as_sequence) {
         let ok = options.iter().any(|o| match (o, value) {
@@ -108,6 +108,8 @@ fn check(spec: &Yaml, schema: &Yaml, value: &Value, at: &str) -> Result<(), Stri
             }
             Ok(())
         }
+        // A schema without a type takes any value (a call parameter's `value`).
+        None if schema.get("$ref").is_none() => Ok(()),
         other => Err(format!(
             "{at}: the checker does not know schema type {other:?}"
         )),
@@ -128,23 +130,23 @@ fn response_schema<'a>(spec: &'a Yaml, path: &str, method: &str, status: u16) ->
         .unwrap_or_else(|| panic!("{method} {path} {status} has no JSON schema"))
 }
 
-struct Server {
+pub(crate) struct Server {
     base: String,
     addr: SocketAddr,
     /// `Bearer <the node's API token>`.
     authorization: String,
     agent: ureq::Agent,
-    spec: Yaml,
+    pub(crate) spec: Yaml,
 }
 
-struct Answer {
-    status: u16,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: Vec<u8>,
     content_type: String,
 }
 
 impl Answer {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
                 "answer {} is not JSON ({e}): {}",
@@ -156,7 +158,7 @@ impl Answer {
 }
 
 impl Server {
-    fn call(&self, method: &str, path: &str, body: Option<(&str, &[u8])>) -> Answer {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<(&str, &[u8])>) -> Answer {
         let url = format!("{}{path}", self.base);
         let auth = self.authorization.as_str();
         let response = match (method, body) {
@@ -244,7 +246,7 @@ fn start() -> (tokio::runtime::Runtime, daemon::Running, TempDir) {
 }
 
 /// `examples/node.toml`, whose `rpc` serves echo, photo, slow and sum.
-fn examples() -> daemon::Config {
+pub(crate) fn examples() -> daemon::Config {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/node.toml");
     daemon::Config::load(&file, "test").expect("examples/node.toml loads")
 }
@@ -309,7 +311,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn start_with(
+pub(crate) fn start_with(
     adjust: impl FnOnce(&mut daemon::Config),
 ) -> (tokio::runtime::Runtime, daemon::Running, TempDir) {
     let dir = TempDir::new("api");
@@ -320,7 +322,7 @@ fn start_with(
     (rt, running, dir)
 }
 
-fn server(running: &daemon::Running) -> Server {
+pub(crate) fn server(running: &daemon::Running) -> Server {
     let addr = running.api_addr.expect("the API listens");
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -750,7 +752,7 @@ fn a_bundle_nobody_takes_leaves_the_inbox_when_its_lifetime_ends() {
 
 /// A WebSocket to `path` on `addr`, each read bounded to 10 s, or the HTTP status and body
 /// of a refused upgrade.
-fn websocket(
+pub(crate) fn websocket(
     s: &Server,
     path: &str,
 ) -> Result<tungstenite::WebSocket<std::net::TcpStream>, (u16, Vec<u8>)> {
@@ -825,11 +827,14 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
         )
     };
 
-    // What each serves: alpha only the built-in `null`, bravo what examples/node.toml says too.
+    // What each serves: alpha only the built-in `ferry.procedures` and `null`, bravo what
+    // examples/node.toml says too.
     let builtin = s.checked("get", "/v1/procedures", "/v1/procedures", None, 200);
-    assert_eq!(builtin.as_array().map(Vec::len), Some(1), "{builtin}");
-    assert_eq!(builtin[0]["name"], "null");
-    assert_eq!(builtin[0]["params"], serde_json::json!([]));
+    assert_eq!(builtin.as_array().map(Vec::len), Some(2), "{builtin}");
+    assert_eq!(builtin[0]["name"], "ferry.procedures");
+    assert_eq!(builtin[1]["name"], "null");
+    assert_eq!(builtin[1]["params"], serde_json::json!([]));
+    assert_eq!(builtin[1]["served_by"], "node");
     let procedures = pair
         .bravo()
         .checked("get", "/v1/procedures", "/v1/procedures", None, 200);
@@ -841,7 +846,7 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
         .collect();
     assert_eq!(
         names,
-        ["echo", "null", "photo", "slow", "sum"],
+        ["echo", "ferry.procedures", "null", "photo", "slow", "sum"],
         "{procedures}"
     );
     let params = |name: &str| {

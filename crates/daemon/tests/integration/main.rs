@@ -22,5 +22,6 @@ mod exec;
 mod loopback;
 mod metrics;
 mod plan;
+mod providers;
 mod rpc;
 mod tls;

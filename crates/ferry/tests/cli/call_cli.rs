@@ -347,7 +347,7 @@ fn procedures_are_listed() {
     }
     let sum = table.lines().find(|l| l.starts_with("sum ")).unwrap();
     assert!(
-        sum.contains("int int") && sum.contains("Adds two integers."),
+        sum.contains("a:int b:int") && sum.contains("Adds two integers."),
         "{sum}"
     );
     let null = table.lines().find(|l| l.starts_with("null ")).unwrap();
@@ -369,7 +369,7 @@ fn procedures_are_listed() {
             })
             .collect()
     };
-    let none: Vec<(String, u64)> = ["echo", "null", "photo", "slow", "sum"]
+    let none: Vec<(String, u64)> = ["echo", "ferry.procedures", "null", "photo", "slow", "sum"]
         .map(|n| (n.to_owned(), 0))
         .into();
     assert_eq!(executions(), none);
