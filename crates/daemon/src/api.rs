@@ -305,6 +305,8 @@ async fn subscribe(
             format!("this route is a WebSocket: {}", e.body_text()),
         )
     })?;
+    // A browser offers its token as a subprotocol beside this one (`crate::dashboard`).
+    let upgrade = upgrade.protocols([crate::dashboard::WS_PROTOCOL]);
     Ok(upgrade.on_upgrade(move |socket| serve_subscriber(api.control, endpoint, socket)))
 }
 
@@ -593,6 +595,7 @@ async fn provide(
         )
     })?;
     Ok(upgrade
+        .protocols([crate::dashboard::WS_PROTOCOL])
         .max_message_size(crate::providers::MAX_PROVIDER_MESSAGE)
         .max_frame_size(crate::providers::MAX_PROVIDER_MESSAGE)
         .on_upgrade(move |socket| crate::provider_socket::serve(api.control, socket)))

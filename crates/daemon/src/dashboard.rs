@@ -10,8 +10,8 @@
 //! send to a server; the page moves it to the tab's session storage and out of the address).
 //! A browser cannot give a WebSocket an `Authorization` header, so the guard also takes the
 //! token as a WebSocket subprotocol, [`WS_TOKEN_PREFIX`]`<token>`, offered beside
-//! [`WS_PROTOCOL`], which is the one the server picks: the token is never echoed, and never
-//! put in a query string (which servers and proxies log).
+//! [`WS_PROTOCOL`], which is the one every WebSocket route picks: the token is never echoed,
+//! and never put in a query string (which servers and proxies log).
 //!
 //! Every asset is answered with a strict Content-Security-Policy (its own origin only, no
 //! inline script or style, no framing), `X-Content-Type-Options: nosniff` and

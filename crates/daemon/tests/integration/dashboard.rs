@@ -225,6 +225,14 @@ fn a_browser_watches_a_call_with_the_token_as_a_subprotocol_and_only_so() {
         other => panic!("expected the call, got {other:?}"),
     }
 
+    // Every WebSocket route takes it so, and picks the fixed protocol (a browser fails a
+    // socket whose server picked none of those it offered).
+    for other in ["/v1/endpoints/inbox/subscribe", "/v1/providers"] {
+        let (_ws, picked) = browser_websocket(addr, other, &own, &offered)
+            .unwrap_or_else(|status| panic!("{other}: {status}"));
+        assert_eq!(picked, "ferry", "{other}");
+    }
+
     let wrong = format!("ferry, ferry-token.{}", "0".repeat(64));
     assert_eq!(
         browser_websocket(addr, &path, &own, &wrong).err(),
