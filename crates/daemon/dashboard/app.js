@@ -11,6 +11,11 @@ const TOKEN_KEY = "ferry-api-token";
 const REFRESH_MS = 2000;
 /** Procedures change only with the configuration: read them every this many refreshes. */
 const PROCEDURES_EVERY = 10;
+/** The store's listing is read every this many refreshes, and when its count changes... */
+const BUNDLES_EVERY = 15;
+/** ...unless it holds more bundles than this. */
+const BIG_STORE = 1000;
+let lastStored = -1;
 /** Most rows a list shows (the newest calls; the first bundles of the store). */
 const MAX_ROWS = 50;
 /** DTN epoch (2000-01-01T00:00:00Z) in Unix milliseconds. */
@@ -193,6 +198,7 @@ function start() {
   $("forget-token").hidden = false;
   stop();
   tick = 0;
+  lastStored = -1;
   refresh();
   timer = setInterval(() => {
     if (!document.hidden) refresh();
@@ -213,15 +219,19 @@ async function refresh() {
   const withProcedures = tick % PROCEDURES_EVERY === 0;
   tick += 1;
   try {
-    const [status, peers, routes, calls, served, bundles, procedures] = await Promise.all([
+    const [status, peers, routes, calls, served, procedures] = await Promise.all([
       api("/v1/status"),
       api("/v1/peers"),
       api("/v1/routes"),
       api("/v1/calls"),
       api("/v1/served"),
-      api("/v1/bundles"),
       withProcedures ? api("/v1/procedures") : Promise.resolve(null),
     ]);
+    // The store's listing can be long: read it when its count changed (a small store) or
+    // every BUNDLES_EVERY refreshes, not every time.
+    const storeChanged = status.stored_bundles !== lastStored && status.stored_bundles <= BIG_STORE;
+    const bundles = storeChanged || tick % BUNDLES_EVERY === 1 ? await api("/v1/bundles") : null;
+    if (bundles) lastStored = status.stored_bundles;
     setLive(true);
     showBanner("");
     drawStatus(status);
@@ -230,7 +240,7 @@ async function refresh() {
     drawMesh(status, peers, routes);
     drawCalls(calls);
     drawServed(served);
-    drawBundles(bundles);
+    if (bundles) drawBundles(bundles);
     if (procedures) drawProcedures(procedures);
     learnNodes(peers, routes);
   } catch (e) {
