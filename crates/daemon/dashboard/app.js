@@ -518,7 +518,7 @@ function drawServed(served) {
       h(
         "tr",
         { "data-call": c.id },
-        h("td", {}, fmtTime(c.received_ms)),
+        h("td", {}, fmtTime(c.deadline_ms)),
         h("td", { class: "mono" }, c.procedure),
         h("td", { class: "mono" }, shortName(c.caller)),
         h("td", {}, c.mode),

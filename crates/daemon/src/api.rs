@@ -606,7 +606,7 @@ async fn procedures(State(api): State<Api>) -> ApiResult<Response> {
     Ok(json(api.control.ask(Request::Procedures).await?))
 }
 
-/// `GET /v1/served`: the calls this node serves or served, the latest first.
+/// `GET /v1/served`: the calls this node serves or served, the latest deadline first.
 async fn served(State(api): State<Api>) -> ApiResult<Response> {
     Ok(json(api.control.ask(Request::Served).await?))
 }

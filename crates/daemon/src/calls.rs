@@ -330,7 +330,8 @@ pub struct TimelineEntry {
     pub text: String,
 }
 
-/// A call this node serves or served (`GET /v1/served`), from what it keeps in memory.
+/// A call this node serves or served (`GET /v1/served`), from what it keeps in memory. A
+/// server keeps no time it took a call; the deadline (the caller's clock) orders them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ServedInfo {
     /// The call id, 32 hex digits.
@@ -341,8 +342,6 @@ pub struct ServedInfo {
     pub mode: String,
     /// The procedure asked for.
     pub procedure: String,
-    /// When this node took the call, ms since the DTN epoch (0: unknown).
-    pub received_ms: u64,
     /// When the call stops mattering, ms since the DTN epoch.
     pub deadline_ms: u64,
     /// `waiting_files`, `running`, `answered` (a result or a refusal is kept for the caller)
@@ -359,7 +358,6 @@ impl From<rpc::ServedView> for ServedInfo {
             caller: v.caller.to_string(),
             mode: v.mode.name().to_owned(),
             procedure: v.procedure,
-            received_ms: v.received.map_or(0, |t| t.as_millis()),
             deadline_ms: v.deadline.as_millis(),
             state: v.state.to_owned(),
             acked: v.acked,

@@ -154,7 +154,7 @@ pub enum Request {
     },
     /// The procedures this node serves.
     Procedures(oneshot::Sender<Vec<ProcedureInfo>>),
-    /// The calls this node serves or served that it keeps in memory, the latest first.
+    /// The calls this node serves or served that it keeps in memory, the latest deadline first.
     Served(oneshot::Sender<Vec<crate::calls::ServedInfo>>),
     /// The keys this node knows for other nodes, and keys they presented that are not those.
     Keys(oneshot::Sender<Vec<KeyInfo>>),

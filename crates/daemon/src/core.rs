@@ -48,7 +48,7 @@ use host::{Host, HostConfig, Output, PipelineConfig};
 
 /// Most status reports kept for `ferry trace`.
 const MAX_REPORTS: usize = 10_000;
-/// Most served calls `GET /v1/served` lists (the latest): a page, not the whole memory.
+/// Most served calls `GET /v1/served` lists (the latest deadlines): a page, not the whole memory.
 const MAX_SERVED_LISTED: usize = 200;
 /// How long a TCP connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -418,8 +418,6 @@ pub struct ServedView {
     pub mode: Mode,
     /// The procedure asked for.
     pub procedure: String,
-    /// When this node took the call; `None` for a record an older version wrote.
-    pub received: Option<DtnTime>,
     /// When the call stops mattering.
     pub deadline: DtnTime,
     /// `waiting_files` (accepted, its file parameters on their way), `running`, `answered`
@@ -1055,8 +1053,8 @@ impl Rpc {
         (self.calls.len(), self.serving.len())
     }
 
-    /// The calls this node serves or served that it keeps in memory, the latest taken first,
-    /// at most `max` of them.
+    /// The calls this node serves or served that it keeps in memory, the latest deadline
+    /// first, at most `max` of them.
     pub fn served_views(&self, max: usize) -> Vec<ServedView> {
         let mut views: Vec<ServedView> = self
             .serving
@@ -1066,10 +1064,6 @@ impl Rpc {
                 caller: s.call.caller.clone(),
                 mode: s.call.mode,
                 procedure: s.call.procedure.clone(),
-                received: match s.row {
-                    RowOrder::Since(at) => Some(at),
-                    RowOrder::Bare => None,
-                },
                 deadline: s.call.deadline,
                 state: match s.state {
                     ServeState::WaitingFiles => "waiting_files",
@@ -1080,7 +1074,9 @@ impl Rpc {
                 acked: s.acked,
             })
             .collect();
-        views.sort_by(|a, b| b.received.cmp(&a.received).then(a.id.cmp(&b.id)));
+        // A served call keeps no time it was taken; its deadline is the caller's time of making
+        // it plus its span, so the latest deadline first is, for like spans, the latest made.
+        views.sort_by(|a, b| b.deadline.cmp(&a.deadline).then(a.id.cmp(&b.id)));
         views.truncate(max);
         views
     }

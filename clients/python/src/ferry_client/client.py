@@ -223,7 +223,8 @@ class Client:
         return result
 
     def served(self) -> list[m.Served]:
-        """The calls this node serves or served that it keeps in memory, the latest first."""
+        """The calls this node serves or served that it keeps in memory, the latest deadline
+        first."""
         result: list[m.Served] = self._run(_ops.served())
         return result
 

@@ -552,14 +552,14 @@ class Procedure:
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """A call the node serves or served (``GET /v1/served``), from what it keeps in memory."""
+    """A call the node serves or served (``GET /v1/served``), from what it keeps in memory,
+    the latest deadline first."""
 
     id: str
     caller: str
     mode: str
     procedure: str
-    #: When the node took the call, ms since the DTN epoch (0: unknown).
-    received_ms: int
+    #: When the call stops mattering, ms since the DTN epoch (the caller's clock).
     deadline_ms: int
     #: ``waiting_files``, ``running``, ``answered`` or ``skipped``.
     state: str
@@ -574,7 +574,6 @@ class Served:
             caller=_get(d, "caller", str, w),
             mode=_get(d, "mode", str, w),
             procedure=_get(d, "procedure", str, w),
-            received_ms=_get(d, "received_ms", int, w),
             deadline_ms=_get(d, "deadline_ms", int, w),
             state=_get(d, "state", str, w),
             acked=_get(d, "acked", bool, w),
