@@ -2,9 +2,11 @@
 # The Python client, clients/python (ferry-client): installed into a fresh venv as a user
 # would (`pip install ./clients/python[test]`), `mypy --strict` on the package, then its pytest
 # suite against real `ferry node` processes on loopback, every request the client makes
-# checked against crates/daemon/openapi.yaml. The nodes are the debug binary `cargo test`
-# built (built here if absent). Called by .ci/run after the Rust tests. Measured on the
-# 2-core CI machine with pip's cache warm: 2 min 14 s to 2 min 16 s in all, pytest 52 s of it.
+# checked against crates/daemon/openapi.yaml, and the web dashboard in headless chromium
+# (tests/test_dashboard.py; screenshots in $FERRY_SCREENSHOTS, default tests/screenshots/).
+# The nodes are the debug binary `cargo test` built (built here if absent). Called by .ci/run
+# after the Rust tests. Measured on the 2-core CI machine with pip's cache warm: 2 min 14 s to
+# 2 min 16 s in all, pytest 52 s of it (before the dashboard's tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -21,6 +21,15 @@ def test_an_explicit_call_returns_its_value_exactly(pair: Pair, client_for: Clie
     reply = alpha.run("bravo", "echo", tricky, timeout=30)
     # The server counts the run as its procedure's.
     assert {p.name: p.executions for p in bravo.procedures()}["echo"] == runs_before + 1
+    # And lists the call among those it served, the latest deadline first.
+    latest = bravo.served()[0]
+    assert (latest.caller, latest.procedure, latest.mode, latest.state) == (
+        "dtn://alpha/",
+        "echo",
+        "explicit",
+        "answered",
+    ), latest
+    assert latest.deadline_ms > 0 and len(latest.id) == 32
     assert reply.ok and reply.value == tricky.encode() and reply.text == tricky
     assert reply.server == "dtn://bravo/" and reply.via == "stream"
     assert reply.server_key == client_for(pair.bravo).status().public_key

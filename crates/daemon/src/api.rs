@@ -72,6 +72,7 @@ pub fn router(control: ControlHandle, bodies: Bodies, guard: Guard) -> Router {
         .route("/v1/calls/{id}/watch", get(watch_call))
         .route("/v1/files/{hash}", get(file))
         .route("/v1/procedures", get(procedures))
+        .route("/v1/served", get(served))
         .route("/v1/providers", get(provide))
         .route("/v1/keys", get(keys))
         .route(
@@ -80,6 +81,8 @@ pub fn router(control: ControlHandle, bodies: Bodies, guard: Guard) -> Router {
         )
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))
+        .route("/", get(crate::dashboard::index))
+        .route("/dashboard/{file}", get(crate::dashboard::asset))
         .fallback(|| async { ApiError::new("not_found", "no such route; see /v1/openapi.yaml") })
         .method_not_allowed_fallback(|| async {
             ApiError::new("method_not_allowed", "this route does not take that method")
@@ -302,6 +305,8 @@ async fn subscribe(
             format!("this route is a WebSocket: {}", e.body_text()),
         )
     })?;
+    // A browser offers its token as a subprotocol beside this one (`crate::dashboard`).
+    let upgrade = upgrade.protocols([crate::dashboard::WS_PROTOCOL]);
     Ok(upgrade.on_upgrade(move |socket| serve_subscriber(api.control, endpoint, socket)))
 }
 
@@ -497,6 +502,8 @@ async fn watch_call(
             format!("this route is a WebSocket: {}", e.body_text()),
         )
     })?;
+    // The dashboard offers its token as a subprotocol beside this one (`crate::dashboard`).
+    let upgrade = upgrade.protocols([crate::dashboard::WS_PROTOCOL]);
     Ok(upgrade.on_upgrade(move |socket| serve_watcher(api.control, id, socket)))
 }
 
@@ -588,6 +595,7 @@ async fn provide(
         )
     })?;
     Ok(upgrade
+        .protocols([crate::dashboard::WS_PROTOCOL])
         .max_message_size(crate::providers::MAX_PROVIDER_MESSAGE)
         .max_frame_size(crate::providers::MAX_PROVIDER_MESSAGE)
         .on_upgrade(move |socket| crate::provider_socket::serve(api.control, socket)))
@@ -596,6 +604,11 @@ async fn provide(
 /// `GET /v1/procedures`: what this node serves.
 async fn procedures(State(api): State<Api>) -> ApiResult<Response> {
     Ok(json(api.control.ask(Request::Procedures).await?))
+}
+
+/// `GET /v1/served`: the calls this node serves or served, the latest deadline first.
+async fn served(State(api): State<Api>) -> ApiResult<Response> {
+    Ok(json(api.control.ask(Request::Served).await?))
 }
 
 /// `GET /v1/keys`: the keys this node knows for other nodes, with keys they presented lately

@@ -19,7 +19,12 @@
 //!    expected (`text/plain` included) is refused (`unsupported_media_type`, 415); a body that
 //!    stalls for [`BODY_IDLE`] ends the request.
 //!
-//! The dashboard, when it lands, is served by this API, so it is same-origin.
+//! The dashboard ([`crate::dashboard`]) is served by this API, so it is same-origin, and passes
+//! the same checks with two differences: its assets (`GET /`, `GET /dashboard/…`) need no
+//! token (they hold no secret; the page asks for the token), and a WebSocket upgrade without an
+//! `Authorization` header may carry the token as the subprotocol `ferry-token.<token>`, since a
+//! browser cannot set headers on a WebSocket. Host and Origin are checked for both alike, so
+//! another web page, or a rebound name, gets neither the page's data nor a socket.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -37,6 +42,7 @@ use subtle::ConstantTimeEq;
 
 use crate::api_body::{Bodies, RAW_ROUTE};
 use crate::control::ApiError;
+use crate::dashboard;
 use crate::error::{IoContext as _, StartError};
 
 /// The token file's name in the data directory.
@@ -95,12 +101,24 @@ impl Guard {
                 ));
             }
         }
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !bool::from(presented.as_bytes().ct_eq(self.0.token.as_bytes())) {
+        // The dashboard's assets carry no secret: the page asks for the token itself.
+        let asset = matches!(*method, Method::GET | Method::HEAD) && dashboard::is_asset_path(path);
+        let presented = match headers.get(header::AUTHORIZATION) {
+            Some(v) => v
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or(""),
+            // A browser cannot give a WebSocket a header: the dashboard offers the token as a
+            // subprotocol instead (never in the query string, which logs keep).
+            None if is_websocket_upgrade(headers) => headers
+                .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .and_then(|v| v.to_str().ok())
+                .and_then(dashboard::token_from_protocols)
+                .unwrap_or(""),
+            None => "",
+        };
+        if !asset && !bool::from(presented.as_bytes().ct_eq(self.0.token.as_bytes())) {
             return Err(ApiError::new(
                 "unauthorized",
                 format!(
@@ -157,6 +175,14 @@ impl Guard {
         let name = name.to_ascii_lowercase();
         self.0.allowed_hosts.contains(&name)
     }
+}
+
+/// Whether the request asks to become a WebSocket (`Upgrade: websocket`).
+fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// The middleware: a request that fails a check gets its error, and the route never runs.
@@ -301,6 +327,58 @@ mod tests {
             ];
             assert_eq!(code(&g, Method::GET, "/v1/status", &h), "unauthorized");
         }
+        // The dashboard's assets without a token, but not from a rebound name or another page.
+        assert_eq!(code(&g, Method::GET, "/", &host), "ok");
+        assert_eq!(code(&g, Method::GET, "/dashboard/app.js", &host), "ok");
+        assert_eq!(code(&g, Method::POST, "/", &host), "unauthorized");
+        assert_eq!(
+            code(&g, Method::GET, "/", &[("host", "attacker.example:4550")]),
+            "forbidden_host"
+        );
+        assert_eq!(
+            code(
+                &g,
+                Method::GET,
+                "/dashboard/app.js",
+                &[
+                    ("host", "127.0.0.1:4550"),
+                    ("origin", "http://evil.example")
+                ]
+            ),
+            "forbidden_origin"
+        );
+        // The token as a WebSocket subprotocol: only on an upgrade, and only the right one.
+        let offered = format!("ferry, ferry-token.{TOKEN}");
+        let upgrade = |protocols: &str| {
+            code(
+                &g,
+                Method::GET,
+                "/v1/calls/x/watch",
+                &[
+                    ("host", "127.0.0.1:4550"),
+                    ("origin", "http://127.0.0.1:4550"),
+                    ("upgrade", "websocket"),
+                    ("sec-websocket-protocol", protocols),
+                ],
+            )
+        };
+        assert_eq!(upgrade(&offered), "ok");
+        assert_eq!(upgrade("ferry, ferry-token.0123"), "unauthorized");
+        assert_eq!(upgrade("ferry"), "unauthorized");
+        assert_eq!(
+            code(
+                &g,
+                Method::GET,
+                "/v1/status",
+                &[
+                    ("host", "127.0.0.1:4550"),
+                    ("sec-websocket-protocol", &offered)
+                ]
+            ),
+            "unauthorized",
+            "not without an upgrade"
+        );
+
         // Bodies: JSON only, within the limit declared before anything is read.
         let mut text_plain = ok("127.0.0.1:4550");
         text_plain.extend([("content-type", "text/plain"), ("content-length", "10")]);

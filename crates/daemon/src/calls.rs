@@ -330,6 +330,41 @@ pub struct TimelineEntry {
     pub text: String,
 }
 
+/// A call this node serves or served (`GET /v1/served`), from what it keeps in memory. A
+/// server keeps no time it took a call; the deadline (the caller's clock) orders them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServedInfo {
+    /// The call id, 32 hex digits.
+    pub id: String,
+    /// The caller's node id.
+    pub caller: String,
+    /// `explicit`, `any` or `all`.
+    pub mode: String,
+    /// The procedure asked for.
+    pub procedure: String,
+    /// When the call stops mattering, ms since the DTN epoch.
+    pub deadline_ms: u64,
+    /// `waiting_files`, `running`, `answered` (a result or a refusal is kept for the caller)
+    /// or `skipped` (another server took it, or the caller cancelled it).
+    pub state: String,
+    /// Whether this node acknowledged it to the caller.
+    pub acked: bool,
+}
+
+impl From<rpc::ServedView> for ServedInfo {
+    fn from(v: rpc::ServedView) -> Self {
+        Self {
+            id: v.id.to_string(),
+            caller: v.caller.to_string(),
+            mode: v.mode.name().to_owned(),
+            procedure: v.procedure,
+            deadline_ms: v.deadline.as_millis(),
+            state: v.state.to_owned(),
+            acked: v.acked,
+        }
+    }
+}
+
 /// A procedure this node serves (`GET /v1/procedures`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProcedureInfo {

@@ -154,6 +154,8 @@ pub enum Request {
     },
     /// The procedures this node serves.
     Procedures(oneshot::Sender<Vec<ProcedureInfo>>),
+    /// The calls this node serves or served that it keeps in memory, the latest deadline first.
+    Served(oneshot::Sender<Vec<crate::calls::ServedInfo>>),
     /// The keys this node knows for other nodes, and keys they presented that are not those.
     Keys(oneshot::Sender<Vec<KeyInfo>>),
     /// The operator accepts a key for a node (a reinstalled node's new one); answered once it
@@ -521,6 +523,12 @@ pub struct RpcCounters {
     /// Calls this node served that it keeps in memory, likewise.
     #[serde(default)]
     pub served_in_memory: u64,
+    /// Bytes of data-channel files (parameters and results) this node holds now.
+    #[serde(default)]
+    pub file_bytes: u64,
+    /// The most it holds (`[rpc] file_budget`).
+    #[serde(default)]
+    pub file_budget: u64,
 }
 
 /// Node counters.

@@ -48,6 +48,8 @@ use host::{Host, HostConfig, Output, PipelineConfig};
 
 /// Most status reports kept for `ferry trace`.
 const MAX_REPORTS: usize = 10_000;
+/// Most served calls `GET /v1/served` lists (the latest deadlines): a page, not the whole memory.
+const MAX_SERVED_LISTED: usize = 200;
 /// How long a TCP connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Wait before the first reconnection attempt to a static peer whose session ended or whose
@@ -1994,6 +1996,10 @@ impl Daemon {
             Request::Procedures(reply) => {
                 let _ = reply.send(self.procedures());
             }
+            Request::Served(reply) => {
+                let served = self.engine().served_views(MAX_SERVED_LISTED);
+                let _ = reply.send(served.into_iter().map(Into::into).collect());
+            }
             Request::Keys(reply) => {
                 let keys = self.engine().keys().into_iter().map(Into::into).collect();
                 let _ = reply.send(keys);
@@ -2097,6 +2103,8 @@ impl Daemon {
             running: self.engine().running() as u64,
             calls_in_memory: self.engine().calls_in_memory().0 as u64,
             served_in_memory: self.engine().calls_in_memory().1 as u64,
+            file_bytes: self.engine().file_use().0,
+            file_budget: self.engine().file_use().1,
         }
     }
 

@@ -31,6 +31,7 @@ pub mod config;
 pub mod contact_plan;
 pub mod control;
 pub mod core;
+pub mod dashboard;
 pub mod discovery;
 mod error;
 pub mod exec;

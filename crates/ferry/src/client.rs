@@ -202,6 +202,13 @@ impl Client {
         }
     }
 
+    /// The API token this client presents, if one was found.
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+    }
+
     /// The request with the token, if there is one.
     fn authorize<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         match &self.authorization {

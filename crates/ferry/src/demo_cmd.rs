@@ -1075,7 +1075,8 @@ async fn linger(net: &Net) -> Result<()> {
         .unwrap_or_default();
     write_stdout(&format!(
         "The network stays up: try `ferry peers --api {api}` (the phone) or `ferry status --api …`\n\
-         with the addresses above. Ctrl-C stops the nodes.\n"
+         with the addresses above, or watch the phone in a browser: `ferry dashboard --api {api}`\n\
+         prints its web dashboard's address. Ctrl-C stops the nodes.\n"
     ))?;
     tokio::signal::ctrl_c()
         .await

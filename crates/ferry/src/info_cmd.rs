@@ -291,6 +291,8 @@ mod tests {
                 running: 1,
                 calls_in_memory: 2,
                 served_in_memory: 5,
+                file_bytes: 0,
+                file_budget: 1 << 30,
             },
         };
         let text = status_text(&s);

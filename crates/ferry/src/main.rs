@@ -2,7 +2,8 @@
 //! create`, `ferry bundle inspect`), the network simulator (`ferry sim`), the daemon (`ferry
 //! node`) and the commands that talk to a running daemon over its local HTTP API (`status`,
 //! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`) and the remote procedure
-//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`, `keys`).
+//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`, `keys`), and the
+//! address of its web dashboard (`dashboard`).
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -18,6 +19,7 @@ mod call_cmd;
 mod calls_view;
 mod client;
 mod completions_cmd;
+mod dashboard_cmd;
 mod demo_cmd;
 mod exit;
 mod follow;
@@ -101,6 +103,8 @@ enum Command {
     /// Print the running node's metrics (OpenMetrics text: counters of traffic, calls, drops,
     /// refusals and limits reached; latency histograms; the process).
     Metrics(client::ApiArgs),
+    /// Print the address of the running node's web dashboard, with its API token.
+    Dashboard(dashboard_cmd::DashboardArgs),
     /// List the keys the running node knows for other nodes; accept a reinstalled node's new
     /// key, or forget one.
     Keys(keys_cmd::KeysArgs),
@@ -170,6 +174,7 @@ fn run_command() -> ExitCode {
         Command::Procedures(args) => call_cmd::run_procedures(args),
         Command::Metrics(args) => info_cmd::run_metrics(args),
         Command::Keys(args) => keys_cmd::run(args),
+        Command::Dashboard(args) => dashboard_cmd::run(args),
         Command::Completions(args) => completions_cmd::run_completions(args),
         Command::Manpage(args) => completions_cmd::run_manpage(args),
     };

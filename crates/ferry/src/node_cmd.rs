@@ -100,6 +100,12 @@ pub(crate) fn run(args: NodeArgs) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        if let Some(addr) = running.api_addr {
+            // The page's address only: the token stays out of logs (`ferry dashboard` adds it).
+            eprintln!(
+                "web dashboard: http://{addr}/ (`ferry dashboard --api {addr}` prints it with the token)"
+            );
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
         tokio::select! {

@@ -406,6 +406,28 @@ pub struct Reply {
     pub missing_files: usize,
 }
 
+/// A call this node serves or served and keeps in memory, as a listing shows it
+/// ([`Rpc::served_views`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedView {
+    /// The call's id.
+    pub id: CallId,
+    /// Who called: where the reply goes.
+    pub caller: Eid,
+    /// Explicit, any or all.
+    pub mode: Mode,
+    /// The procedure asked for.
+    pub procedure: String,
+    /// When the call stops mattering.
+    pub deadline: DtnTime,
+    /// `waiting_files` (accepted, its file parameters on their way), `running`, `answered`
+    /// (a result or a refusal is stored for the caller) or `skipped` (another server took it,
+    /// or the caller cancelled it).
+    pub state: &'static str,
+    /// Whether an ack went to the caller.
+    pub acked: bool,
+}
+
 /// A call this node made, as the shell and its users see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallView {
@@ -941,6 +963,12 @@ impl Rpc {
         self.stats
     }
 
+    /// Bytes of data-channel files held now, and the budget they are held to
+    /// ([`RpcConfig::max_file_bytes`]).
+    pub fn file_use(&self) -> (u64, u64) {
+        (self.files.bytes, self.config.max_file_bytes)
+    }
+
     /// Leaves the call, dedup and outbox records each input changes to [`Rpc::write_records`]
     /// instead of writing them at the input's end, so that a shell can put the input's messages
     /// on the wire (a reply, a call) before the store's work. The shell must then call
@@ -1023,6 +1051,34 @@ impl Rpc {
     /// finished (see [`RpcConfig::finished_in_memory`]).
     pub fn calls_in_memory(&self) -> (usize, usize) {
         (self.calls.len(), self.serving.len())
+    }
+
+    /// The calls this node serves or served that it keeps in memory, the latest deadline
+    /// first, at most `max` of them.
+    pub fn served_views(&self, max: usize) -> Vec<ServedView> {
+        let mut views: Vec<ServedView> = self
+            .serving
+            .iter()
+            .map(|(key, s)| ServedView {
+                id: key.id,
+                caller: s.call.caller.clone(),
+                mode: s.call.mode,
+                procedure: s.call.procedure.clone(),
+                deadline: s.call.deadline,
+                state: match s.state {
+                    ServeState::WaitingFiles => "waiting_files",
+                    ServeState::Running(_) => "running",
+                    ServeState::Answered => "answered",
+                    ServeState::Skipped => "skipped",
+                },
+                acked: s.acked,
+            })
+            .collect();
+        // A served call keeps no time it was taken; its deadline is the caller's time of making
+        // it plus its span, so the latest deadline first is, for like spans, the latest made.
+        views.sort_by(|a, b| b.deadline.cmp(&a.deadline).then(a.id.cmp(&b.id)));
+        views.truncate(max);
+        views
     }
 
     /// The ids of the calls this node keeps in memory (see [`Rpc::call_view`]), oldest first.

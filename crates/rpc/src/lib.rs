@@ -49,7 +49,8 @@ pub use config::{ProcedureSpec, RpcConfig, Timers};
 pub use engine::{
     CallError, CallRef, CallRequest, CallState, CallView, DATA_DEMUX, Job, JobId, KeyError,
     KeySource, KnownKey, MAX_LEARNT_KEYS, Outcome, Param, ParamError, PresentedKey, PriorRun,
-    RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, StateError, Target, TimelineRef, Via, check_params,
+    RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, ServedView, StateError, Target, TimelineRef, Via,
+    check_params,
 };
 pub use port::NodePort;
 pub use record::RecordError;

@@ -2092,3 +2092,55 @@ fn a_procedure_offered_later_runs_and_a_withdrawn_one_no_longer_does() {
     );
     assert_eq!(executions(&mut rpc), 0, "withdrawn: it no longer runs");
 }
+
+#[test]
+fn served_calls_are_listed_with_where_they_stand() {
+    let (mut node, mut rpc) = server_with(|c| c.procedures[0].max_concurrent = 2);
+    let client = Identity::from_secret([1; 32]);
+    let to = rpc.public_key();
+    assert_eq!(rpc.served_views(10), vec![]);
+    for i in 1..=2u8 {
+        let sealed = client
+            .seal(&call(i).encode().unwrap(), Some(&to), [i; 32])
+            .unwrap();
+        deliver(&mut node, &mut rpc, sealed, u64::from(i));
+    }
+    let jobs: Vec<rpc::Job> = std::iter::from_fn(|| rpc.poll_event())
+        .filter_map(|e| match e {
+            RpcEvent::Execute(job) => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(jobs.len(), 2);
+    let views = rpc.served_views(10);
+    assert_eq!(views.len(), 2);
+    for v in &views {
+        assert_eq!(
+            (v.state, v.procedure.as_str(), &v.caller, v.mode, v.deadline),
+            (
+                "running",
+                "echo",
+                &eid("dtn://client/"),
+                Mode::Explicit,
+                NOW + Duration::from_millis(60_000)
+            ),
+        );
+    }
+
+    // One answered: it says so; the bound cuts the listing.
+    rpc.finished(
+        NOW,
+        &mut node,
+        jobs[0].id,
+        rpc::Outcome::Success {
+            value: Bytes::from_static(b"hello"),
+            files: vec![],
+            run_ms: 1,
+        },
+    );
+    let views = rpc.served_views(10);
+    let state = |id: CallId| views.iter().find(|v| v.id == id).unwrap().state;
+    assert_eq!(state(jobs[0].call), "answered");
+    assert_eq!(state(jobs[1].call), "running");
+    assert_eq!(rpc.served_views(1).len(), 1);
+}

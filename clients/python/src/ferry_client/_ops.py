@@ -57,6 +57,10 @@ def procedures() -> Op:
     return Op("GET", "/v1/procedures", _list(m.Procedure.from_json, "procedures"))
 
 
+def served() -> Op:
+    return Op("GET", "/v1/served", _list(m.Served.from_json, "served calls"))
+
+
 def keys() -> Op:
     return Op("GET", "/v1/keys", _list(m.Key.from_json, "keys"))
 

@@ -195,6 +195,10 @@ class AsyncClient:
         result: list[m.Procedure] = await self._run(_ops.procedures())
         return result
 
+    async def served(self) -> list[m.Served]:
+        result: list[m.Served] = await self._run(_ops.served())
+        return result
+
     async def keys(self) -> list[m.Key]:
         result: list[m.Key] = await self._run(_ops.keys())
         return result

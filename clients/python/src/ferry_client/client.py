@@ -222,6 +222,12 @@ class Client:
         result: list[m.Procedure] = self._run(_ops.procedures())
         return result
 
+    def served(self) -> list[m.Served]:
+        """The calls this node serves or served that it keeps in memory, the latest deadline
+        first."""
+        result: list[m.Served] = self._run(_ops.served())
+        return result
+
     def keys(self) -> list[m.Key]:
         """The keys this node knows for other nodes (and keys they presented lately)."""
         result: list[m.Key] = self._run(_ops.keys())

@@ -106,6 +106,9 @@ class RpcCounters:
     key_mismatches: int = 0
     calls_in_memory: int = 0
     served_in_memory: int = 0
+    #: Bytes of call parameters and result files the node holds, of ``file_budget``.
+    file_bytes: int = 0
+    file_budget: int = 0
 
     @classmethod
     def from_json(cls, value: Any) -> RpcCounters:
@@ -121,7 +124,13 @@ class RpcCounters:
             "running",
         )
         values = {k: _get(d, k, int, "RpcCounters") for k in required}
-        for k in ("key_mismatches", "calls_in_memory", "served_in_memory"):
+        for k in (
+            "key_mismatches",
+            "calls_in_memory",
+            "served_in_memory",
+            "file_bytes",
+            "file_budget",
+        ):
             values[k] = _opt(d, k, int, "RpcCounters") or 0
         return cls(**values)
 
@@ -538,6 +547,36 @@ class Procedure:
             returns=_opt(d, "returns", str, w),
             served_by=_opt(d, "served_by", str, w) or "program",
             connected=_opt(d, "connected", bool, w),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A call the node serves or served (``GET /v1/served``), from what it keeps in memory,
+    the latest deadline first."""
+
+    id: str
+    caller: str
+    mode: str
+    procedure: str
+    #: When the call stops mattering, ms since the DTN epoch (the caller's clock).
+    deadline_ms: int
+    #: ``waiting_files``, ``running``, ``answered`` or ``skipped``.
+    state: str
+    acked: bool
+
+    @classmethod
+    def from_json(cls, value: Any) -> Served:
+        d = _obj(value, "Served")
+        w = "Served"
+        return cls(
+            id=_get(d, "id", str, w),
+            caller=_get(d, "caller", str, w),
+            mode=_get(d, "mode", str, w),
+            procedure=_get(d, "procedure", str, w),
+            deadline_ms=_get(d, "deadline_ms", int, w),
+            state=_get(d, "state", str, w),
+            acked=_get(d, "acked", bool, w),
         )
 
 

@@ -372,7 +372,8 @@ fn every_route_is_described_and_every_described_route_answers() {
             .replace("{seq}", "0")
             .replace("{id}", &"0".repeat(32))
             .replace("{hash}", &"0".repeat(64))
-            .replace("{node}", "bravo");
+            .replace("{node}", "bravo")
+            .replace("{file}", "app.js");
         for method in ops.as_mapping().unwrap().keys() {
             let method = method.as_str().unwrap();
             let body: Option<(&str, &[u8])> =
@@ -896,6 +897,21 @@ fn calls_made_over_http_bring_back_values_files_and_reasons() {
     assert_eq!(bravo["rpc"]["executions"], 1, "{bravo}");
     let alpha = s.checked("get", "/v1/status", "/v1/status", None, 200);
     assert_eq!(alpha["rpc"]["calls_made"], 1, "{alpha}");
+    // Bravo lists the call among those it served; alpha served none.
+    let served = pair
+        .bravo()
+        .checked("get", "/v1/served", "/v1/served", None, 200);
+    assert_eq!(served.as_array().map(Vec::len), Some(1), "{served}");
+    assert_eq!(served[0]["id"], echo_id.as_str());
+    assert_eq!(served[0]["caller"], "dtn://alpha/");
+    assert_eq!(served[0]["procedure"], "echo");
+    assert_eq!(served[0]["mode"], "explicit");
+    assert_eq!(served[0]["state"], "answered");
+    assert_eq!(served[0]["deadline_ms"], done["deadline_ms"], "{served}");
+    assert_eq!(
+        s.checked("get", "/v1/served", "/v1/served", None, 200),
+        serde_json::json!([])
+    );
 
     // With `wait`, one request makes the call and brings its end.
     let body = serde_json::json!({

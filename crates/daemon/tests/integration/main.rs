@@ -17,6 +17,7 @@ mod common;
 
 mod api;
 mod bpsec;
+mod dashboard;
 mod exec;
 mod loopback;
 mod metrics;

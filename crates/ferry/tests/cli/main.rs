@@ -18,6 +18,7 @@ mod bundle_cli;
 mod call_cli;
 mod cli_offline;
 mod code_map;
+mod dashboard_cli;
 mod dist_cli;
 mod readme_call;
 mod sim_cli;
