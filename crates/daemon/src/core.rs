@@ -61,9 +61,14 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// experiments last about a minute, so 30 s wasted half of one).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// When a link comes up, a dial begun longer ago than this is given up for a new one (its SYN
-/// waits for a retransmission that comes later than a new dial's first SYN).
-pub const STALE_DIAL: Duration = Duration::from_secs(1);
+/// For [`FAST_REDIAL_WINDOW`] after a link came up, a static peer's dial that has not connected
+/// within this long is given up for a new one: a SYN sent as the link came up may be lost (the
+/// peer's side of the link may come up a moment later), and TCP would send it again only after
+/// a second.
+pub const FAST_REDIAL: Duration = Duration::from_millis(250);
+
+/// How long after a link came up dials are renewed every [`FAST_REDIAL`].
+pub const FAST_REDIAL_WINDOW: Duration = Duration::from_secs(2);
 
 /// When a link comes up, a session with a transfer in progress that has received nothing for
 /// this long is taken as stalled by the outage, and replaced (see
@@ -673,9 +678,16 @@ impl Daemon {
         if let Some(t) = self.host.poll_timeout() {
             next = next.min(self.clock.instant(t));
         }
+        let now = Instant::now();
+        let fast = self.in_fast_redial(now);
         for s in &self.statics {
-            if s.link.is_none() && !self.connecting.contains_key(&s.addr) {
-                next = next.min(s.retry_at);
+            if s.link.is_some() {
+                continue;
+            }
+            match self.connecting.get(&s.addr) {
+                None => next = next.min(s.retry_at),
+                Some(&(.., began)) if fast => next = next.min(began + FAST_REDIAL),
+                Some(_) => {}
             }
         }
         if self.announcer.is_some() {
@@ -778,6 +790,9 @@ impl Daemon {
                 s.backoff = FIRST_BACKOFF;
             }
             self.next_planned_start = self.planned_start_after(now);
+        }
+        if self.in_fast_redial(instant) {
+            self.renew_slow_dials(instant);
         }
         for i in 0..self.statics.len() {
             let s = &self.statics[i];
@@ -2118,22 +2133,13 @@ impl Daemon {
         self.link_came_up = Some(now);
         let mut dialled = 0;
         for s in &mut self.statics {
-            if s.link.is_some() {
-                continue;
+            if s.link.is_none() {
+                s.retry_at = now;
+                s.backoff = FIRST_BACKOFF;
+                dialled += 1;
             }
-            // A dial made while the link was down may wait for its SYN's retry (1 s, then 2, 4,
-            // …): given up for a new one. A younger one stands: its SYN's first retry comes as
-            // soon as a new dial's would.
-            if let Some(&(.., began)) = self.connecting.get(&s.addr) {
-                if now.saturating_duration_since(began) < STALE_DIAL {
-                    continue;
-                }
-                self.connecting.remove(&s.addr);
-            }
-            s.retry_at = now;
-            s.backoff = FIRST_BACKOFF;
-            dialled += 1;
         }
+        self.renew_slow_dials(now);
         tracing::debug!("a link came up: dialling {dialled} static peers now");
         // Sessions that lived through the outage may be waiting on TCP's retransmission timer:
         // a stalled one is replaced (its peer redialled at once if static, as above, once its
@@ -2147,6 +2153,27 @@ impl Daemon {
             self.next_beacon = now;
         }
         self.on_timer();
+    }
+
+    /// Whether a link came up less than [`FAST_REDIAL_WINDOW`] ago.
+    fn in_fast_redial(&self, now: Instant) -> bool {
+        self.link_came_up
+            .is_some_and(|t| now.saturating_duration_since(t) < FAST_REDIAL_WINDOW)
+    }
+
+    /// Gives up static peers' dials that have not connected within [`FAST_REDIAL`] (made while
+    /// the link was down, their SYN waits for a retry of 1 s or more; made as it came up, their
+    /// SYN may have been lost), so that the timer dials them again at once. A late result of a
+    /// dial given up is dropped (dials are numbered).
+    fn renew_slow_dials(&mut self, now: Instant) {
+        for s in &self.statics {
+            if s.link.is_none()
+                && let Some(&(.., began)) = self.connecting.get(&s.addr)
+                && now.saturating_duration_since(began) >= FAST_REDIAL
+            {
+                self.connecting.remove(&s.addr);
+            }
+        }
     }
 
     fn on_provider_timer(&mut self, timer: crate::providers::ProviderTimer) {
