@@ -19,6 +19,7 @@ mod call_cli;
 mod cli_offline;
 mod code_map;
 mod dist_cli;
+mod eval_cli;
 mod readme_call;
 mod sim_cli;
 mod sim_rpc_cli;
