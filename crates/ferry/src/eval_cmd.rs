@@ -71,9 +71,22 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
             std::fs::File::open(csv).with_context(|| format!("opening {}", csv.display()))?;
         let records = read_csv(std::io::BufReader::new(file))
             .with_context(|| format!("reading {}", csv.display()))?;
+        let link = Eval {
+            link: LinkParams {
+                bandwidth_bps: args.bandwidth,
+                latency_ms: args.latency.as_millis() as u64,
+                loss: 0.0,
+            },
+            ..Eval::default()
+        };
         let meta = ReportMeta {
             command: command_line(),
-            link_model: format!("as stated by whoever wrote {}", csv.display()),
+            link_model: format!(
+                "read from {}; for its records from the simulator (source `sim`), given the \
+                 same --bandwidth and --latency as their runs: {}",
+                csv.display(),
+                link_model(&link)
+            ),
             wall_s: None,
             runs: 0,
             jobs: 0,
