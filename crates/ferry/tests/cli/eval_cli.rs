@@ -23,7 +23,7 @@ fn out_dir(name: &str) -> std::path::PathBuf {
 }
 
 fn check_plots(dir: &Path) {
-    for name in ["fig4-rtt", "fig5-outcomes"] {
+    for name in ["fig4-rtt", "fig5-outcomes", "outcomes-all"] {
         let png = std::fs::read(dir.join(format!("{name}.png"))).expect("png written");
         assert!(
             png.starts_with(b"\x89PNG\r\n\x1a\n"),
