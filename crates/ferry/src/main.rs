@@ -1,9 +1,9 @@
 //! `ferry`: the one binary. It offers the bundle tools built on the wire formats (`ferry bundle
-//! create`, `ferry bundle inspect`), the network simulator (`ferry sim`), the daemon (`ferry
-//! node`) and the commands that talk to a running daemon over its local HTTP API (`status`,
-//! `peers`, `routes`, `bundles`, `send`, `recv`, `ping`, `trace`) and the remote procedure
-//! calls through it (`call`, `calls`, `result`, `wait`, `cancel`, `procedures`, `keys`), and the
-//! address of its web dashboard (`dashboard`).
+//! create`, `ferry bundle inspect`), the network simulator (`ferry sim`; `ferry eval`, the DTN-RPC
+//! paper's evaluation with a report), the daemon (`ferry node`) and the commands that talk to a
+//! running daemon over its local HTTP API (`status`, `peers`, `routes`, `bundles`, `send`,
+//! `recv`, `ping`, `trace`) and the remote procedure calls through it (`call`, `calls`, `result`,
+//! `wait`, `cancel`, `procedures`, `keys`), and the address of its web dashboard (`dashboard`).
 //!
 //! This is the I/O shell: it reads files, the clock and the terminal, and turns errors into
 //! messages a person can act on. The sans-IO crates it drives never do.
@@ -21,6 +21,8 @@ mod client;
 mod completions_cmd;
 mod dashboard_cmd;
 mod demo_cmd;
+mod eval_cmd;
+mod eval_report;
 mod exit;
 mod follow;
 mod info_cmd;
@@ -65,6 +67,9 @@ enum Command {
     Bundle(bundle_cmd::BundleCommand),
     /// Run a simulated network (virtual time, many nodes in one process) and print a summary.
     Sim(sim_cmd::SimArgs),
+    /// Run the DTN-RPC paper's evaluation (Hub, Chained, Islands × 0/1/100 MB × ten modes) in the
+    /// simulator, or part of it, and write a report with plots.
+    Eval(eval_cmd::EvalArgs),
     /// Run a node: the daemon (TCPCLv4, UDP, discovery, persistent store, local API).
     Node(node_cmd::NodeArgs),
     /// Run a small network of real nodes on loopback and watch calls survive a broken link.
@@ -156,6 +161,7 @@ fn run_command() -> ExitCode {
     let result = match cli.command {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
+        Command::Eval(args) => eval_cmd::run(args),
         Command::Node(args) => node_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Status(args) => info_cmd::run(info_cmd::Info::Status, args),

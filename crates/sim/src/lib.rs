@@ -22,10 +22,13 @@
 //! time of a run is measured by whoever calls it (the `ferry sim` command).
 //!
 //! [`rpc`] puts the RPC engine on every node; [`paper`] reruns the DTN-RPC paper's experiments
-//! (`ferry sim --rpc fig5|chain-rtt`).
+//! (`ferry sim --rpc fig5|chain-rtt`); [`eval`] runs its whole evaluation matrix (`ferry eval`),
+//! one [`eval_record::CallRecord`] per call.
 
 #![forbid(unsafe_code)]
 
+pub mod eval;
+pub mod eval_record;
 pub mod paper;
 mod rng;
 pub mod rpc;

@@ -45,24 +45,24 @@ use crate::{
 pub const PAPER_BUDGET_MS: u64 = 210_000;
 
 /// The action tag that starts a sequence.
-const START: u64 = u64::MAX;
+pub(crate) const START: u64 = u64::MAX;
 
 /// One client calling one procedure again and again: the next call when the previous one has
 /// ended (the paper: "after the client has received the result or all timeouts are reached, the
 /// next procedure will be called"). Call `k` has the tag `k` in the [`RpcApp`].
-struct Sequence<F: FnMut(usize, DtnTime) -> CallRequest> {
-    rpc: RpcApp,
-    client: usize,
-    total: usize,
-    made: usize,
-    gap_ms: u64,
-    next_at: Option<DtnTime>,
-    make: F,
+pub(crate) struct Sequence<F: FnMut(usize, DtnTime) -> CallRequest> {
+    pub(crate) rpc: RpcApp,
+    pub(crate) client: usize,
+    pub(crate) total: usize,
+    pub(crate) made: usize,
+    pub(crate) gap_ms: u64,
+    pub(crate) next_at: Option<DtnTime>,
+    pub(crate) make: F,
     /// When each call first had a complete result (tag → time).
-    first_result: BTreeMap<u64, DtnTime>,
+    pub(crate) first_result: BTreeMap<u64, DtnTime>,
     /// With [`Fig5::debug`]: large data-channel deliveries and drops of data-channel bundles,
     /// (time, node, what).
-    log: Option<Vec<(DtnTime, usize, String)>>,
+    pub(crate) log: Option<Vec<(DtnTime, usize, String)>>,
 }
 
 impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
@@ -80,7 +80,7 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> Sequence<F> {
         }
     }
 
-    fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.made == self.total && self.current_over()
     }
 
@@ -157,7 +157,7 @@ impl<F: FnMut(usize, DtnTime) -> CallRequest> App for Sequence<F> {
 }
 
 /// The first reply that is a complete result (its files all here).
-fn complete_result(view: &CallView) -> Option<&rpc::Reply> {
+pub(crate) fn complete_result(view: &CallView) -> Option<&rpc::Reply> {
     view.replies
         .iter()
         .find(|r| matches!(r.message, Message::Result(_)) && r.missing_files == 0)
@@ -165,13 +165,13 @@ fn complete_result(view: &CallView) -> Option<&rpc::Reply> {
 
 /// How one call went, read from its record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct CallSummary {
-    first_realtime: bool,
-    went_dtn: bool,
-    result_realtime: Option<bool>,
+pub(crate) struct CallSummary {
+    pub(crate) first_realtime: bool,
+    pub(crate) went_dtn: bool,
+    pub(crate) result_realtime: Option<bool>,
 }
 
-fn summarise(view: &CallView) -> CallSummary {
+pub(crate) fn summarise(view: &CallView) -> CallSummary {
     let first = view.timeline.first().map(|(_, t)| t.as_str()).unwrap_or("");
     let first_realtime = first.starts_with("called")
         && (first.contains(" by stream") || first.contains(" by datagram"));
@@ -861,7 +861,7 @@ fn apply(up: &mut BTreeSet<(usize, usize)>, e: &LinkEvent, nodes: usize) {
 /// Whether a call from `client` between `start` and `end` could have reached one of `servers`
 /// and come back in time, on the links of `events`, each hop taking `hop_ms` (the call's file
 /// crosses a link out, the result's file back).
-fn round_trip_possible(
+pub(crate) fn round_trip_possible(
     events: &[LinkEvent],
     nodes: usize,
     client: usize,
@@ -883,7 +883,7 @@ fn round_trip_possible(
 
 /// The file call `k` carries: `size` bytes whose first bytes name the call and the seed, so every
 /// call's file has a hash of its own.
-fn test_file(k: usize, seed: u64, size: usize) -> Bytes {
+pub(crate) fn test_file(k: usize, seed: u64, size: usize) -> Bytes {
     let mut content = vec![0x5a; size];
     let mut head = b"ferry fig5 call ".to_vec();
     head.extend_from_slice(&(k as u64).to_le_bytes());

@@ -20,6 +20,7 @@ mod cli_offline;
 mod code_map;
 mod dashboard_cli;
 mod dist_cli;
+mod eval_cli;
 mod readme_call;
 mod sim_cli;
 mod sim_rpc_cli;

@@ -1,0 +1,546 @@
+//! The DTN-RPC paper's whole evaluation matrix (Sec. V-A) in the simulator: Hub (28 nodes),
+//! Chained (32) and Islands (64, joined and split every 60 s) × the test sets 0 MB, 1 MB and
+//! 100 MB × the ten modes (explicit, any and all by dtn, by datagram and transparent; explicit by
+//! stream) × 5 % and 50 % servers (Hub, Islands; Chained: one client and one server at opposite
+//! ends), 30 echo calls a setup, one after the other, each with the paper's 210 s (ack 30 s,
+//! result 90 s, dtn 90 s) or a multiple of it. Each (setup, seed) is one [`Run`]; its outcome is
+//! a [`CallRecord`] per call (`eval_record.rs`), which `ferry eval` writes as CSV and draws.
+//!
+//! The machinery is [`crate::paper`]'s: the same call sequence, the same echo (a 0 MB call sends
+//! a text and gets it back; a 1 MB or 100 MB call sends a file that comes back inverted, so it
+//! crosses the network both ways), the same placement of client and servers for a seed (so the
+//! Islands 100 MB transparent cells are exactly `ferry sim --rpc fig5`'s runs), and the same
+//! journey check for calls without a result. A run is a function of its setup and seed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use node::StrategyKind;
+use rpc::{CallRequest, CallState, Param, ParamType, Target, Timers};
+use wire::DtnTime;
+use wire::rpc::{Mode, Transport, Value};
+
+use crate::eval_record::{CallRecord, Outcome};
+use crate::paper::{
+    PAPER_BUDGET_MS, START, Sequence, complete_result, round_trip_possible, summarise, test_file,
+};
+use crate::rpc::{Behaviour, RpcApp, procedure};
+use crate::{LinkParams, Rng, SIM_EPOCH, Scenario, Sim, Topology, Violation, node_id};
+
+/// One of the paper's three networks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Network {
+    /// 28 nodes, every one a hop from every other.
+    Hub,
+    /// 32 nodes in a line.
+    Chained,
+    /// 64 nodes in 4 islands, joined and split at random every 60 s.
+    Islands,
+}
+
+impl Network {
+    /// The three, in the paper's order.
+    pub const ALL: [Network; 3] = [Network::Hub, Network::Chained, Network::Islands];
+
+    /// `hub`, `chained`, `islands`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::Hub => "hub",
+            Network::Chained => "chained",
+            Network::Islands => "islands",
+        }
+    }
+
+    /// The paper's topology.
+    pub fn topology(self) -> Topology {
+        match self {
+            Network::Hub => Topology::hub(),
+            Network::Chained => Topology::chained(),
+            Network::Islands => Topology::islands(),
+        }
+    }
+
+    /// Whether the paper varies the share of servers here (Hub and Islands; Chained has one
+    /// server at the far end).
+    pub fn has_server_shares(self) -> bool {
+        self != Network::Chained
+    }
+}
+
+impl std::str::FromStr for Network {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Network::ALL
+            .into_iter()
+            .find(|n| n.name() == s.trim())
+            .ok_or_else(|| format!("{s:?} is not hub, chained or islands"))
+    }
+}
+
+/// One of the paper's test sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TestSet {
+    /// No file.
+    Zero,
+    /// A 1 MB file out and back.
+    OneMb,
+    /// A 100 MB file out and back.
+    HundredMb,
+}
+
+impl TestSet {
+    /// The three, in the paper's order.
+    pub const ALL: [TestSet; 3] = [TestSet::Zero, TestSet::OneMb, TestSet::HundredMb];
+
+    /// `0MB`, `1MB`, `100MB`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TestSet::Zero => "0MB",
+            TestSet::OneMb => "1MB",
+            TestSet::HundredMb => "100MB",
+        }
+    }
+
+    /// The file's size.
+    pub fn bytes(self) -> usize {
+        match self {
+            TestSet::Zero => 0,
+            TestSet::OneMb => 1_000_000,
+            TestSet::HundredMb => 100_000_000,
+        }
+    }
+}
+
+impl std::str::FromStr for TestSet {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_uppercase();
+        TestSet::ALL
+            .into_iter()
+            .find(|n| n.name().to_ascii_uppercase() == t)
+            .ok_or_else(|| format!("{s:?} is not 0MB, 1MB or 100MB"))
+    }
+}
+
+/// One of the paper's ten modes: an addressing mode and a transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EvalMode {
+    /// Explicit, any or all.
+    pub mode: Mode,
+    /// Dtn (the paper's Rhizome), datagram (MDP), stream (MSP, explicit only) or auto (the
+    /// paper's transparent).
+    pub transport: Transport,
+}
+
+impl EvalMode {
+    /// The paper's ten: explicit, any, all by dtn; by datagram; transparent; explicit by stream.
+    pub fn paper() -> Vec<EvalMode> {
+        let mut out = Vec::new();
+        for transport in [Transport::Dtn, Transport::Datagram, Transport::Auto] {
+            for mode in [Mode::Explicit, Mode::Any, Mode::All] {
+                out.push(EvalMode { mode, transport });
+            }
+        }
+        out.push(EvalMode {
+            mode: Mode::Explicit,
+            transport: Transport::Stream,
+        });
+        out
+    }
+
+    /// `explicit-dtn`, `any-auto`, `explicit-stream`.
+    pub fn name(self) -> String {
+        format!("{}-{}", self.mode.name(), self.transport.name())
+    }
+}
+
+impl std::str::FromStr for EvalMode {
+    type Err = String;
+
+    /// `explicit-dtn`, `any-datagram`, `all-auto` (or `all-transparent`), `explicit-stream`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || format!("{s:?} is not a mode like explicit-dtn, any-datagram or all-auto");
+        let (mode, transport) = s.trim().split_once('-').ok_or_else(err)?;
+        let mode: Mode = match mode {
+            "implicit" => Mode::Any,
+            m => m.parse().map_err(|_| err())?,
+        };
+        let transport: Transport = match transport {
+            "transparent" => Transport::Auto,
+            t => t.parse().map_err(|_| err())?,
+        };
+        if transport == Transport::Stream && mode != Mode::Explicit {
+            return Err(format!(
+                "{s:?}: a stream reaches one server, so explicit only"
+            ));
+        }
+        Ok(EvalMode { mode, transport })
+    }
+}
+
+/// One setup: a network, a share of servers, a test set, a mode and the time each call has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Setup {
+    /// The network.
+    pub network: Network,
+    /// Servers, per cent of the nodes; `None` for Chained (one server at the far end).
+    pub servers_percent: Option<u32>,
+    /// The test set.
+    pub set: TestSet,
+    /// The mode.
+    pub mode: EvalMode,
+    /// The time each call has, ms; the paper's timers are scaled to it.
+    pub budget_ms: u64,
+}
+
+/// One setup with one seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Run {
+    /// The setup.
+    pub setup: Setup,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// What to run: every combination of the lists (servers shares only where the network has them).
+#[derive(Debug, Clone)]
+pub struct Eval {
+    /// Networks.
+    pub networks: Vec<Network>,
+    /// Test sets.
+    pub sets: Vec<TestSet>,
+    /// Modes.
+    pub modes: Vec<EvalMode>,
+    /// Shares of servers for Hub and Islands, per cent.
+    pub servers_percent: Vec<u32>,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// Times each call has, ms (the paper's 210 s, and twice that).
+    pub budgets_ms: Vec<u64>,
+    /// Calls per run (the paper: 30).
+    pub calls: usize,
+    /// Every link.
+    pub link: LinkParams,
+    /// Store-carry-forward routing.
+    pub strategy: StrategyKind,
+    /// Store quota of each node.
+    pub quota: u64,
+    /// When the first call is made (the mesh has formed by then).
+    pub start_ms: u64,
+    /// Pause between the end of one call and the next.
+    pub gap_ms: u64,
+}
+
+impl Default for Eval {
+    /// The paper's whole matrix at its 210 s and at twice that, seeds 1–3, with
+    /// [`crate::paper::Fig5`]'s links (100 Mbit/s, 5 ms), routing (epidemic) and stores (10 GB).
+    fn default() -> Self {
+        let fig5 = crate::paper::Fig5::default();
+        Self {
+            networks: Network::ALL.to_vec(),
+            sets: TestSet::ALL.to_vec(),
+            modes: EvalMode::paper(),
+            servers_percent: vec![5, 50],
+            seeds: vec![1, 2, 3],
+            budgets_ms: vec![PAPER_BUDGET_MS, 2 * PAPER_BUDGET_MS],
+            calls: 30,
+            link: fig5.link,
+            strategy: fig5.strategy,
+            quota: fig5.quota,
+            start_ms: fig5.start_ms,
+            gap_ms: 1_000,
+        }
+    }
+}
+
+impl Eval {
+    /// Every setup, in a stable order.
+    pub fn setups(&self) -> Vec<Setup> {
+        let mut out = Vec::new();
+        for &budget_ms in &self.budgets_ms {
+            for &network in &self.networks {
+                let shares: Vec<Option<u32>> = if network.has_server_shares() {
+                    self.servers_percent.iter().map(|&p| Some(p)).collect()
+                } else {
+                    vec![None]
+                };
+                for servers_percent in shares {
+                    for &set in &self.sets {
+                        for &mode in &self.modes {
+                            out.push(Setup {
+                                network,
+                                servers_percent,
+                                set,
+                                mode,
+                                budget_ms,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every (setup, seed).
+    pub fn runs(&self) -> Vec<Run> {
+        self.setups()
+            .into_iter()
+            .flat_map(|setup| self.seeds.iter().map(move |&seed| Run { setup, seed }))
+            .collect()
+    }
+
+    /// A rough relative cost of a run, for scheduling the slowest first: file bytes moved
+    /// (broadcast modes carry the file to every node), times nodes.
+    pub fn weight(&self, run: &Run) -> u64 {
+        let s = &run.setup;
+        let nodes = s.network.topology().nodes() as u64;
+        let spread = if s.mode.mode == Mode::Explicit {
+            4
+        } else {
+            nodes
+        };
+        (s.set.bytes() as u64 / 1_000 + 1) * spread * nodes * s.budget_ms / PAPER_BUDGET_MS
+    }
+
+    /// The timers of a call with `budget_ms`: the paper's (30 + 90 + 90 s) scaled to it.
+    pub fn timers(budget_ms: u64) -> Timers {
+        let scale = |ms: u64| ms * budget_ms / PAPER_BUDGET_MS;
+        let paper = Timers::default();
+        let ack = scale(wire::time::millis(paper.ack_timeout));
+        let result = scale(wire::time::millis(paper.result_timeout));
+        Timers {
+            ack_timeout: Duration::from_millis(ack),
+            result_timeout: Duration::from_millis(result),
+            dtn_timeout: Duration::from_millis(budget_ms.saturating_sub(ack + result)),
+            resend_interval: paper.resend_interval,
+        }
+    }
+
+    /// How long a file of the set takes to cross one idle link: a hop of a journey when a call
+    /// without a result is checked.
+    pub fn file_hop_ms(&self, set: TestSet) -> u64 {
+        let bits = set.bytes() as u64 * 8;
+        (bits * 1_000).div_ceil(self.link.bandwidth_bps.max(1)) + self.link.latency_ms
+    }
+
+    /// Runs one setup with one seed: one record per call.
+    pub fn run(&self, run: Run) -> Result<Vec<CallRecord>, Violation> {
+        let Run { setup, seed } = run;
+        let topology = setup.network.topology();
+        let nodes = topology.nodes();
+        // Placement as in `paper::Fig5::run_cell`: a stream of its own, so it does not move with
+        // the network's draws, and the same servers for the same seed.
+        let mut place = Rng::new(seed ^ 0x0f19_5e11_ca11_5eed);
+        let (client, servers) = match setup.servers_percent {
+            None => (0, vec![nodes - 1]),
+            Some(percent) => {
+                let count = ((nodes * percent as usize + 50) / 100).clamp(1, nodes - 1);
+                let client = place.below(nodes as u64) as usize;
+                let mut others: Vec<usize> = (0..nodes).filter(|&n| n != client).collect();
+                let mut servers = Vec::new();
+                for _ in 0..count {
+                    let k = place.below(others.len() as u64) as usize;
+                    servers.push(others.swap_remove(k));
+                }
+                servers.sort_unstable();
+                (client, servers)
+            }
+        };
+
+        let mut rpc = RpcApp::new(nodes);
+        let with_file = setup.set != TestSet::Zero;
+        for &s in &servers {
+            let mut echo = if with_file {
+                procedure(
+                    "echo",
+                    &[ParamType::File],
+                    Behaviour::EchoFiles { run_ms: 10 },
+                )
+            } else {
+                procedure("echo", &[ParamType::Text], Behaviour::Echo { run_ms: 0 })
+            };
+            // The paper ran without predicates: a server takes every call that comes.
+            echo.spec.max_concurrent = 1_000;
+            rpc.offer(s, echo);
+        }
+        let timers = Self::timers(setup.budget_ms);
+        let budget = setup.budget_ms;
+        let size = setup.set.bytes();
+        let mode = setup.mode;
+        let pick = servers.clone();
+        let mut choose = place.fork();
+        let targets = std::rc::Rc::new(std::cell::RefCell::new(BTreeMap::new()));
+        let noted = targets.clone();
+        let make = move |k: usize, now: DtnTime| {
+            let target = match mode.mode {
+                Mode::Explicit => {
+                    let server = pick[choose.below(pick.len() as u64) as usize];
+                    noted.borrow_mut().insert(k, server);
+                    Target::Node(node_id(server))
+                }
+                Mode::Any => Target::Any,
+                Mode::All => Target::All,
+            };
+            let param = if with_file {
+                Param::File {
+                    name: format!("call-{k}.bin"),
+                    content: test_file(k, seed, size),
+                }
+            } else {
+                Param::Value(Value::Text(format!("ping {k}")))
+            };
+            let mut request = CallRequest::new(target, "echo", vec![param]);
+            request.transport = mode.transport;
+            request.timers = Some(timers);
+            request.deadline = Some(now + Duration::from_millis(budget));
+            request
+        };
+        let app = Sequence {
+            rpc,
+            client,
+            total: self.calls,
+            made: 0,
+            gap_ms: self.gap_ms,
+            next_at: None,
+            make,
+            first_result: BTreeMap::new(),
+            log: None,
+        };
+        let duration = self.start_ms + self.calls as u64 * (budget + self.gap_ms) + 60_000;
+        let mut scenario = Scenario::new(seed, topology, self.strategy, duration);
+        scenario.link = self.link;
+        // The calls are all the traffic (Scenario::new comes with a bundle workload).
+        scenario.workload.bundles = 0;
+        scenario.quota = self.quota;
+        let mut sim = Sim::with_app(scenario, app);
+        sim.schedule_action(self.start_ms, client, START);
+        sim.run_until(Sequence::done)?;
+        let app = sim.app();
+        let hop_ms = self.file_hop_ms(setup.set);
+        let targets = targets.borrow();
+        let mut records = Vec::with_capacity(self.calls);
+        for tag in 0..self.calls as u64 {
+            let k = tag as usize;
+            let mut record = CallRecord {
+                source: "sim".into(),
+                topology: setup.network.name().into(),
+                nodes,
+                servers_percent: setup.servers_percent,
+                servers: servers.len(),
+                set: setup.set.name().into(),
+                file_bytes: size as u64,
+                mode: mode.mode.name().into(),
+                transport: mode.transport.name().into(),
+                budget_ms: budget,
+                seed,
+                call: k,
+                client,
+                target: targets.get(&k).copied(),
+                called_by: String::new(),
+                went_dtn: false,
+                outcome: Outcome::None,
+                result_via: String::new(),
+                rtt_ms: None,
+                journey: None,
+                max_runs: 0,
+                servers_ran: 0,
+                made_at_ms: 0,
+            };
+            let made = app.rpc.made_by(tag);
+            if let Some(id) = made.and_then(|m| m.id.as_ref().ok()) {
+                let runs: Vec<u32> = app
+                    .rpc
+                    .executions
+                    .iter()
+                    .filter(|((_, call), _)| call == id)
+                    .map(|(_, &n)| n)
+                    .collect();
+                record.max_runs = runs.iter().copied().max().unwrap_or(0);
+                record.servers_ran = runs.iter().filter(|&&n| n > 0).count();
+            }
+            let Some(view) = app.rpc.outcome(tag) else {
+                // Never made, or never ended (the run stops once the last call is over, so
+                // this is a call the engine refused).
+                record.journey = Some(true);
+                records.push(record);
+                continue;
+            };
+            let start = wire::time::millis(view.created - SIM_EPOCH);
+            let end = wire::time::millis(view.call.deadline - SIM_EPOCH);
+            record.made_at_ms = start;
+            record.called_by = view
+                .timeline
+                .iter()
+                .find(|(_, t)| t.starts_with("called"))
+                .and_then(|(_, t)| {
+                    ["stream", "datagram", "dtn"]
+                        .into_iter()
+                        .find(|how| t.contains(&format!(" by {how}")))
+                })
+                .unwrap_or("")
+                .to_string();
+            let s = summarise(view);
+            record.went_dtn = s.went_dtn;
+            let reply = (view.state == CallState::Succeeded)
+                .then(|| complete_result(view))
+                .flatten();
+            match reply {
+                Some(reply) => {
+                    record.outcome = if reply.via == "dtn" {
+                        Outcome::Dtn
+                    } else {
+                        Outcome::NonDtn
+                    };
+                    record.result_via = reply.via.to_string();
+                    let done = app.first_result.get(&tag).copied().unwrap_or(reply.at);
+                    record.rtt_ms = Some(wire::time::millis(done - view.created));
+                }
+                None => {
+                    let eligible: Vec<usize> = match &view.call.server {
+                        Some(server) => servers
+                            .iter()
+                            .copied()
+                            .filter(|&n| node_id(n) == *server)
+                            .collect(),
+                        None => servers.clone(),
+                    };
+                    record.journey = Some(round_trip_possible(
+                        sim.link_events(),
+                        nodes,
+                        client,
+                        &eligible,
+                        (start, end),
+                        hop_ms,
+                    ));
+                }
+            }
+            records.push(record);
+        }
+        Ok(records)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_paper_matrix_has_its_size() {
+        let e = Eval::default();
+        assert_eq!(EvalMode::paper().len(), 10);
+        // (hub 2 shares + chained 1 + islands 2) × 3 sets × 10 modes × 2 budgets.
+        assert_eq!(e.setups().len(), 5 * 3 * 10 * 2);
+        assert_eq!(e.runs().len(), 300 * 3);
+        assert_eq!(
+            "any-transparent".parse::<EvalMode>().unwrap().name(),
+            "any-auto"
+        );
+        assert!("all-stream".parse::<EvalMode>().is_err());
+        assert_eq!("100mb".parse::<TestSet>().unwrap(), TestSet::HundredMb);
+        let t = Eval::timers(2 * PAPER_BUDGET_MS);
+        assert_eq!(t.default_span(), Duration::from_millis(420_000));
+    }
+}
