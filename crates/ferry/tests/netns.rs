@@ -118,12 +118,7 @@ fn stored_count(ns: &str) -> usize {
 #[test]
 fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart() {
     let _turn = take_turn();
-    if !common::netns::can_run() {
-        assert!(
-            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
-        );
-        eprintln!("SKIPPED: needs root and iproute2");
+    if common::netns::skipped() {
         return;
     }
     let chain = chain();
@@ -325,12 +320,7 @@ fn wait_until(
 #[test]
 fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_coming_up() {
     let _turn = take_turn();
-    if !common::netns::can_run() {
-        assert!(
-            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
-        );
-        eprintln!("SKIPPED: needs root and iproute2");
+    if common::netns::skipped() {
         return;
     }
     let pair = Namespaces::create("fc", &["a", "b"]);
@@ -409,12 +399,7 @@ fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_c
 #[test]
 fn a_transfer_that_lived_through_an_outage_goes_on_soon_after_the_link_comes_up() {
     let _turn = take_turn();
-    if !common::netns::can_run() {
-        assert!(
-            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
-        );
-        eprintln!("SKIPPED: needs root and iproute2");
+    if common::netns::skipped() {
         return;
     }
     let pair = Namespaces::create("fs", &["a", "b"]);

@@ -109,12 +109,7 @@ fn metric(out: &str, name: &str) -> u64 {
 
 #[test]
 fn ferry_and_dtnd_find_each_other_by_beacons_and_exchange_bundles() {
-    if !common::netns::can_run() {
-        assert!(
-            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
-        );
-        eprintln!("SKIPPED: needs root and iproute2");
+    if common::netns::skipped() {
         return;
     }
     let Some(dtn7) = dtn7_bin() else {
@@ -260,12 +255,7 @@ fn ferry_and_dtnd_find_each_other_by_beacons_and_exchange_bundles() {
 /// default formats find each other, and a bundle goes each way. Needs root and iproute2 only.
 #[test]
 fn a_ferry_node_that_sends_only_dtn7_beacons_finds_and_is_found_by_a_default_one() {
-    if !common::netns::can_run() {
-        assert!(
-            std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
-            "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
-        );
-        eprintln!("SKIPPED: needs root and iproute2");
+    if common::netns::skipped() {
         return;
     }
     let spaces = Namespaces::create("fe", &["a", "b"]);

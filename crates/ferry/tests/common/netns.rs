@@ -26,6 +26,20 @@ pub(crate) fn can_run() -> bool {
     root && has_ip
 }
 
+/// Whether a test that needs namespaces must be skipped here (not root with iproute2): it says
+/// so on stderr, and fails instead when `FERRY_REQUIRE_NETNS` is set (CI).
+pub(crate) fn skipped() -> bool {
+    if can_run() {
+        return false;
+    }
+    assert!(
+        std::env::var_os("FERRY_REQUIRE_NETNS").is_none(),
+        "FERRY_REQUIRE_NETNS is set but this is not root with iproute2"
+    );
+    eprintln!("SKIPPED: needs root and iproute2");
+    true
+}
+
 /// Namespaces `<prefix><name>` (the prefix carries the test's pid, so parallel runs do not
 /// collide), each with its loopback up; removed on drop.
 pub(crate) struct Namespaces {
