@@ -307,11 +307,32 @@ fn a_ferry_node_that_sends_only_dtn7_beacons_finds_and_is_found_by_a_default_one
         );
     }
     // A sent no Ferry beacon; B heard A's dtn7-rs beacons (unmarked), A ignored none of B's.
+    // The exchange can be over before A's first beacon period ends (B's address coming up sent
+    // one of B's beacons at once, and A dialled B), so A's and B's beacons are waited for.
+    wait_until(
+        Duration::from_secs(5),
+        "A sent no dtn7-rs beacon",
+        &logs,
+        &mut || {
+            metric(
+                &text(&ferry_in(&na, &["metrics"])),
+                "ferry_dtn7_beacons_sent_total",
+            ) >= 1
+        },
+    );
     let metrics_a = text(&ferry_in(&na, &["metrics"]));
-    let metrics_b = text(&ferry_in(&nb, &["metrics"]));
     assert_eq!(metric(&metrics_a, "ferry_beacons_sent_total"), 0);
-    assert!(metric(&metrics_a, "ferry_dtn7_beacons_sent_total") >= 1);
-    assert!(metric(&metrics_b, "ferry_dtn7_beacons_heard_total") >= 1);
+    wait_until(
+        Duration::from_secs(5),
+        "B heard none of A's dtn7-rs beacons",
+        &logs,
+        &mut || {
+            metric(
+                &text(&ferry_in(&nb, &["metrics"])),
+                "ferry_dtn7_beacons_heard_total",
+            ) >= 1
+        },
+    );
     // B dialled A at A's first beacon, so all this may be over before A heard one of B's (marked,
     // but A goes by dtn7-rs's beacons alone, so they count).
     wait_until(
