@@ -558,19 +558,9 @@ impl Providers {
         })
     }
 
-    /// Whether `name` is a provided procedure.
-    pub fn provides(&self, name: &str) -> bool {
-        self.procedures.contains_key(name)
-    }
-
     /// Providers connected now.
     pub fn connected(&self) -> usize {
         self.conns.values().filter(|c| c.to.is_some()).count()
-    }
-
-    /// Jobs handed to providers or waiting for one.
-    pub fn jobs(&self) -> usize {
-        self.jobs.len() + self.orphans.len()
     }
 
     /// A registration: every procedure is new or was its disconnected provider's (taken over with
@@ -1118,11 +1108,6 @@ impl Providers {
             Some(reason.to_owned()),
         );
         true
-    }
-
-    /// Whether the job is handed to (or waits for) a provider.
-    pub fn has_job(&self, id: JobId) -> bool {
-        self.jobs.contains_key(&id)
     }
 
     /// How jobs ended since the last call (for the metrics of executions).

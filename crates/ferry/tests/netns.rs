@@ -289,6 +289,33 @@ fn a_bundle_crosses_a_chain_of_namespaces_waits_out_a_broken_link_and_a_restart(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An empty directory for a test's nodes.
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-netns-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Nodes `a` (in `na`) and `b` (in `nb`), discovery off, `a` dialling `b` at `peer` as a static
+/// peer (as a field node dials a known base station); returned once they have a session.
+fn static_pair(na: &str, nb: &str, dir: &Path, keepalive: &str, peer: &str) -> (Daemon, Daemon) {
+    let a = Daemon::start_with(
+        na,
+        "a",
+        &dir.join("a"),
+        &["--keepalive", keepalive, "--no-discovery", "--peer", peer],
+    );
+    let b = Daemon::start_with(
+        nb,
+        "b",
+        &dir.join("b"),
+        &["--keepalive", keepalive, "--no-discovery"],
+    );
+    wait_for_peer(na, "dtn://b/", Duration::from_secs(20), &|| a.log());
+    (a, b)
+}
+
 /// Runs `ferry recv` for one bundle in `ns`, in the background: its exit is the bundle's arrival.
 fn recv_one(ns: &str, timeout: &str) -> Child {
     Command::new("ip")
@@ -326,29 +353,8 @@ fn a_bundle_queued_while_the_link_was_down_arrives_within_a_second_of_the_link_c
     let pair = Namespaces::create("fc", &["a", "b"]);
     pair.veth(("a", "fca0", "10.78.1.1/24"), ("b", "fcb0", "10.78.1.2/24"));
     let (na, nb) = (pair.ns("a"), pair.ns("b"));
-    let dir = std::env::temp_dir().join(format!("ferry-netns-contact-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // Discovery off: a dials b as a static peer, as a field node dials a known base station.
-    let a = Daemon::start_with(
-        &na,
-        "a",
-        &dir.join("a"),
-        &[
-            "--keepalive",
-            "1s",
-            "--no-discovery",
-            "--peer",
-            "10.78.1.2:4556",
-        ],
-    );
-    let b = Daemon::start_with(
-        &nb,
-        "b",
-        &dir.join("b"),
-        &["--keepalive", "1s", "--no-discovery"],
-    );
-    wait_for_peer(&na, "dtn://b/", Duration::from_secs(20), &|| a.log());
+    let dir = fresh_dir("contact");
+    let (a, b) = static_pair(&na, &nb, &dir, "1s", "10.78.1.2:4556");
 
     let mut delays = Vec::new();
     for round in 0..3 {
@@ -420,30 +426,10 @@ fn a_transfer_that_lived_through_an_outage_goes_on_soon_after_the_link_comes_up(
         String::from_utf8_lossy(&tc.stderr)
     );
     ip(&["-n", &na, "link", "set", "fsa0", "up"]);
-    let dir = std::env::temp_dir().join(format!("ferry-netns-stall-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("stall");
     // Keepalive 30 s (the default): the session outlives a 16 s outage, and only TCP's
     // retransmission timer (then at about 25 s after the first loss) would wake it.
-    let a = Daemon::start_with(
-        &na,
-        "a",
-        &dir.join("a"),
-        &[
-            "--keepalive",
-            "30s",
-            "--no-discovery",
-            "--peer",
-            "10.79.1.2:4556",
-        ],
-    );
-    let b = Daemon::start_with(
-        &nb,
-        "b",
-        &dir.join("b"),
-        &["--keepalive", "30s", "--no-discovery"],
-    );
-    wait_for_peer(&na, "dtn://b/", Duration::from_secs(20), &|| a.log());
+    let (a, b) = static_pair(&na, &nb, &dir, "30s", "10.79.1.2:4556");
 
     let big = dir.join("big.bin");
     let content: Vec<u8> = (0..6_000_000u32).map(|i| (i % 251) as u8).collect();
