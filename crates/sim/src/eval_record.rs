@@ -3,17 +3,19 @@
 //! (`ferry eval --from CSV`) reads either. Also the per-setup summary every report is built from,
 //! and the DTN-RPC paper's stated figures to set beside it.
 //!
-//! The CSV has a header line and one line per call, comma-separated, no quoting (no field holds a
-//! comma, a quote or a line break; [`CallRecord::to_csv_line`] checks). Columns, in order:
-//! [`CSV_HEADER`]. Empty fields mean "does not apply" (no RTT for a call without a result, no
-//! journey check for an answered call).
+//! The CSV (written and read by the `csv` crate, quoting where a field needs it) has a header
+//! line and one line per call. Columns, in order: [`CSV_HEADER`]. Empty fields mean "does not
+//! apply" (no RTT for a call without a result, no journey check for an answered call).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, BufRead, Write};
 
+use serde::{Deserialize, Serialize};
+
 /// How a call ended, in the paper's Fig. 5 terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// Its first complete result came by a real-time transport (stream or datagram; the paper's
     /// MSP or MDP, "non-DTN").
@@ -33,16 +35,11 @@ impl Outcome {
             Outcome::None => "none",
         }
     }
-
-    fn parse(s: &str) -> Option<Self> {
-        [Outcome::NonDtn, Outcome::Dtn, Outcome::None]
-            .into_iter()
-            .find(|o| o.name() == s)
-    }
 }
 
-/// One call of an evaluation run: which setup, which seed, how it went.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One call of an evaluation run: which setup, which seed, how it went. Its fields, in order,
+/// are the CSV's columns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallRecord {
     /// Who measured it: `sim` (the simulator) or `testbed` (real processes).
     pub source: String,
@@ -87,6 +84,7 @@ pub struct CallRecord {
     /// from the client to a server it called and back within its time (each hop taking the time
     /// its file needs on an idle link). `Some(false)`: no protocol could have answered it;
     /// `Some(true)`: Ferry's fault.
+    #[serde(with = "yes_no")]
     pub journey: Option<bool>,
     /// The most times the call ran on one server (at most once: ≤ 1).
     pub max_runs: u32,
@@ -124,147 +122,64 @@ impl CallRecord {
             budget_ms: self.budget_ms,
         }
     }
+}
 
-    /// One CSV line (no line break).
-    ///
-    /// # Panics
-    ///
-    /// If a text field holds a comma, quote or line break (the fields are names chosen by the
-    /// writer, never free text).
-    pub fn to_csv_line(&self) -> String {
-        let opt = |v: Option<String>| v.unwrap_or_default();
-        let fields = [
-            self.source.clone(),
-            self.topology.clone(),
-            self.nodes.to_string(),
-            opt(self.servers_percent.map(|p| p.to_string())),
-            self.servers.to_string(),
-            self.set.clone(),
-            self.file_bytes.to_string(),
-            self.mode.clone(),
-            self.transport.clone(),
-            self.budget_ms.to_string(),
-            self.seed.to_string(),
-            self.call.to_string(),
-            self.client.to_string(),
-            opt(self.target.map(|t| t.to_string())),
-            self.called_by.clone(),
-            self.went_dtn.to_string(),
-            self.outcome.name().to_string(),
-            self.result_via.clone(),
-            opt(self.rtt_ms.map(|t| t.to_string())),
-            opt(self
-                .journey
-                .map(|j| if j { "yes" } else { "no" }.to_string())),
-            self.max_runs.to_string(),
-            self.servers_ran.to_string(),
-            self.made_at_ms.to_string(),
-        ];
-        for f in &fields {
-            assert!(
-                !f.contains([',', '"', '\n', '\r']),
-                "CSV field {f:?} needs quoting"
-            );
-        }
-        fields.join(",")
+/// `journey` as `yes`, `no` or empty.
+mod yes_no {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<bool>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match v {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "",
+        })
     }
 
-    /// Parses one CSV line.
-    pub fn from_csv_line(line: &str, number: usize) -> Result<CallRecord, CsvError> {
-        let err = |what: String| CsvError { line: number, what };
-        let f: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(',').collect();
-        let columns = CSV_HEADER.split(',').count();
-        if f.len() != columns {
-            return Err(err(format!("{} fields, expected {columns}", f.len())));
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "" => Ok(None),
+            "yes" => Ok(Some(true)),
+            "no" => Ok(Some(false)),
+            other => Err(serde::de::Error::custom(format!(
+                "journey {other:?} is not yes, no or empty"
+            ))),
         }
-        fn num<T: std::str::FromStr>(s: &str, name: &str, line: usize) -> Result<T, CsvError> {
-            s.parse().map_err(|_| CsvError {
-                line,
-                what: format!("{name} {s:?} is not a number"),
-            })
-        }
-        fn opt<T: std::str::FromStr>(
-            s: &str,
-            name: &str,
-            line: usize,
-        ) -> Result<Option<T>, CsvError> {
-            if s.is_empty() {
-                Ok(None)
-            } else {
-                num(s, name, line).map(Some)
-            }
-        }
-        let n = number;
-        Ok(CallRecord {
-            source: f[0].to_string(),
-            topology: f[1].to_string(),
-            nodes: num(f[2], "nodes", n)?,
-            servers_percent: opt(f[3], "servers_percent", n)?,
-            servers: num(f[4], "servers", n)?,
-            set: f[5].to_string(),
-            file_bytes: num(f[6], "file_bytes", n)?,
-            mode: f[7].to_string(),
-            transport: f[8].to_string(),
-            budget_ms: num(f[9], "budget_ms", n)?,
-            seed: num(f[10], "seed", n)?,
-            call: num(f[11], "call", n)?,
-            client: num(f[12], "client", n)?,
-            target: opt(f[13], "target", n)?,
-            called_by: f[14].to_string(),
-            went_dtn: match f[15] {
-                "true" => true,
-                "false" => false,
-                other => return Err(err(format!("went_dtn {other:?} is not true or false"))),
-            },
-            outcome: Outcome::parse(f[16])
-                .ok_or_else(|| err(format!("outcome {:?} is not non-dtn, dtn or none", f[16])))?,
-            result_via: f[17].to_string(),
-            rtt_ms: opt(f[18], "rtt_ms", n)?,
-            journey: match f[19] {
-                "" => None,
-                "yes" => Some(true),
-                "no" => Some(false),
-                other => return Err(err(format!("journey {other:?} is not yes, no or empty"))),
-            },
-            max_runs: num(f[20], "max_runs", n)?,
-            servers_ran: num(f[21], "servers_ran", n)?,
-            made_at_ms: num(f[22], "made_at_ms", n)?,
-        })
     }
 }
 
 /// Writes the header and one line per record.
-pub fn write_csv(mut out: impl Write, records: &[CallRecord]) -> io::Result<()> {
-    writeln!(out, "{CSV_HEADER}")?;
+pub fn write_csv(out: impl Write, records: &[CallRecord]) -> io::Result<()> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out);
+    w.write_record(CSV_HEADER.split(','))?;
     for r in records {
-        writeln!(out, "{}", r.to_csv_line())?;
+        w.serialize(r)?;
     }
-    out.flush()
+    w.flush()
 }
 
 /// Reads what [`write_csv`] wrote (the header first; blank lines are skipped).
 pub fn read_csv(input: impl BufRead) -> Result<Vec<CallRecord>, CsvError> {
-    let mut records = Vec::new();
-    for (k, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| CsvError {
-            line: k + 1,
-            what: e.to_string(),
-        })?;
-        if k == 0 {
-            if line.trim() != CSV_HEADER {
-                return Err(CsvError {
-                    line: 1,
-                    what: "not the header of a call CSV".into(),
-                });
-            }
-            continue;
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        records.push(CallRecord::from_csv_line(&line, k + 1)?);
+    let error = |e: csv::Error| CsvError {
+        line: e.position().map_or(0, |p| p.line() as usize),
+        what: e.to_string(),
+    };
+    let mut r = csv::Reader::from_reader(input);
+    let header: Vec<String> = r
+        .headers()
+        .map_err(error)?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    if header.join(",") != CSV_HEADER {
+        return Err(CsvError {
+            line: 1,
+            what: "not the header of a call CSV".into(),
+        });
     }
-    Ok(records)
+    r.deserialize().map(|row| row.map_err(error)).collect()
 }
 
 /// What makes a setup: everything about a call but its seed and index.
