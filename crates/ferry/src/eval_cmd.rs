@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use sim::LinkParams;
-use sim::eval::{Eval, EvalMode, Network, Run, TestSet};
+use sim::eval::{Eval, EvalMode, Network, Run, Shape, TestSet};
 use sim::eval_record::{CallRecord, read_csv};
 
 use crate::eval_report::{ReportMeta, write_report};
@@ -20,9 +20,33 @@ pub(crate) struct EvalArgs {
     /// Directory the report is written to (created if needed).
     #[arg(long, default_value = "eval-report")]
     out: PathBuf,
+    #[command(flatten)]
+    matrix: MatrixArgs,
+    /// Runs at once [default: the machine's cores].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write the report of the call records in this CSV (as `calls.csv` of an earlier report,
+    /// or a testbed's) instead of simulating.
+    #[arg(long)]
+    from: Option<PathBuf>,
+}
+
+/// What to run, for `ferry eval` (simulated) and `ferry testbed` (real processes) alike.
+#[derive(Args)]
+pub(crate) struct MatrixArgs {
     /// Networks: hub (28 nodes), chained (32), islands (64).
     #[arg(long, value_delimiter = ',', default_value = "hub,chained,islands")]
     topology: Vec<Network>,
+    /// Nodes of every network run, instead of the paper's 28, 32 and 64 (Islands: split into
+    /// --islands islands).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(2..=1024))]
+    nodes: Option<u16>,
+    /// Islands of the Islands network.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    islands: u16,
+    /// Time between the Islands network's changes (the paper: 60 s).
+    #[arg(long, default_value = "60s", value_parser = crate::positive_duration)]
+    period: Duration,
     /// Test sets: 0MB, 1MB, 100MB (the file each call sends and gets back).
     #[arg(long, value_delimiter = ',', default_value = "0MB,1MB,100MB")]
     set: Vec<TestSet>,
@@ -50,19 +74,62 @@ pub(crate) struct EvalArgs {
     /// reach their destinations" given the time); 1: only the budget.
     #[arg(long, default_value_t = 2)]
     budget_factor: u64,
+    /// Multiplies the budget (with its timers) and the Islands period: 0.1 runs the paper's
+    /// 210 s calls in 21 s and changes the islands every 6 s.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_time_scale)]
+    time_scale: f64,
     /// Link bandwidth, bits per second (e.g. 100M).
     #[arg(long, default_value = "100M", value_parser = parse_rate)]
     bandwidth: u64,
-    /// One-way link latency.
+    /// One-way link latency (simulator only: the testbed's links have the kernel's).
     #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
     latency: Duration,
-    /// Runs at once [default: the machine's cores].
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Write the report of the call records in this CSV (as `calls.csv` of an earlier report,
-    /// or a testbed's) instead of simulating.
-    #[arg(long)]
-    from: Option<PathBuf>,
+}
+
+impl MatrixArgs {
+    /// The runs these flags name.
+    pub(crate) fn eval(&self) -> Result<Eval> {
+        if self.calls == 0 || self.seeds == 0 {
+            bail!("--calls and --seeds must be at least 1");
+        }
+        if self.servers.iter().any(|&p| p == 0 || p >= 100) {
+            bail!("--servers: per cent of the nodes, 1 to 99");
+        }
+        if self.bandwidth == 0 {
+            bail!("--bandwidth must be positive");
+        }
+        let scaled = |d: Duration| (d.as_secs_f64() * 1e3 * self.time_scale).round() as u64;
+        let budget_ms = scaled(self.budget).max(1);
+        let period_ms = scaled(self.period).max(1);
+        let mut budgets_ms = vec![budget_ms];
+        if self.budget_factor > 1 {
+            budgets_ms.push(budget_ms * self.budget_factor);
+        }
+        Ok(Eval {
+            networks: dedup(self.topology.clone()),
+            sets: dedup(self.set.clone()),
+            modes: if self.modes.is_empty() {
+                EvalMode::paper()
+            } else {
+                dedup(self.modes.clone())
+            },
+            servers_percent: dedup(self.servers.clone()),
+            seeds: (self.first_seed..self.first_seed.saturating_add(self.seeds)).collect(),
+            budgets_ms,
+            calls: self.calls,
+            link: LinkParams {
+                bandwidth_bps: self.bandwidth,
+                latency_ms: self.latency.as_millis() as u64,
+                loss: 0.0,
+            },
+            shape: Shape {
+                nodes: self.nodes.map(usize::from),
+                islands: usize::from(self.islands),
+                period_ms,
+            },
+            ..Eval::default()
+        })
+    }
 }
 
 pub(crate) fn run(args: EvalArgs) -> Result<()> {
@@ -71,14 +138,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
             std::fs::File::open(csv).with_context(|| format!("opening {}", csv.display()))?;
         let records = read_csv(std::io::BufReader::new(file))
             .with_context(|| format!("reading {}", csv.display()))?;
-        let link = Eval {
-            link: LinkParams {
-                bandwidth_bps: args.bandwidth,
-                latency_ms: args.latency.as_millis() as u64,
-                loss: 0.0,
-            },
-            ..Eval::default()
-        };
+        let link = args.matrix.eval()?;
         let meta = ReportMeta {
             command: command_line(),
             link_model: format!(
@@ -95,39 +155,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
         print_written(&written);
         return Ok(());
     }
-    if args.calls == 0 || args.seeds == 0 {
-        bail!("--calls and --seeds must be at least 1");
-    }
-    if args.servers.iter().any(|&p| p == 0 || p >= 100) {
-        bail!("--servers: per cent of the nodes, 1 to 99");
-    }
-    if args.bandwidth == 0 {
-        bail!("--bandwidth must be positive");
-    }
-    let budget_ms = args.budget.as_millis() as u64;
-    let mut budgets_ms = vec![budget_ms];
-    if args.budget_factor > 1 {
-        budgets_ms.push(budget_ms * args.budget_factor);
-    }
-    let eval = Eval {
-        networks: dedup(args.topology.clone()),
-        sets: dedup(args.set.clone()),
-        modes: if args.modes.is_empty() {
-            EvalMode::paper()
-        } else {
-            dedup(args.modes.clone())
-        },
-        servers_percent: dedup(args.servers.clone()),
-        seeds: (args.first_seed..args.first_seed.saturating_add(args.seeds)).collect(),
-        budgets_ms,
-        calls: args.calls,
-        link: LinkParams {
-            bandwidth_bps: args.bandwidth,
-            latency_ms: args.latency.as_millis() as u64,
-            loss: 0.0,
-        },
-        ..Eval::default()
-    };
+    let eval = args.matrix.eval()?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -189,16 +217,31 @@ fn link_model(eval: &Eval) -> String {
          lost; bundles ride a reliable convergence layer (as TCPCL does), and a link going down \
          cuts the transfer in progress (the receiver keeps what arrived as a fragment). Routing: \
          {}; stores: {} GB per node. The paper's CORE links were not limited (its Fig. 3a stacks \
-         up to 500 Mbit/s); 100 Mbit/s is below that. Hub: every pair of the 28 nodes linked; \
-         Chained: 32 nodes in a line; Islands: 64 nodes in 4 islands of 16 (a random spanning \
-         tree plus random extra links each), every 60 s one of: join two islands, split two, \
-         join all, split all, drawn from the seed. Placement of client and servers, explicit \
-         calls' servers and the islands' schedule are drawn from the seed; the echo answers at \
-         once (0MB) or after 10 ms (1MB, 100MB), sending the file back with every byte inverted.",
+         up to 500 Mbit/s); 100 Mbit/s is below that. {} Placement of client and servers, \
+         explicit calls' servers and the islands' schedule are drawn from the seed; the echo \
+         answers at once (0MB) or after 10 ms (1MB, 100MB), sending the file back with every \
+         byte inverted.",
         eval.link.bandwidth_bps as f64 / 1e6,
         eval.link.latency_ms,
         eval.strategy,
-        eval.quota / 1_000_000_000
+        eval.quota / 1_000_000_000,
+        shape_text(&eval.shape)
+    )
+}
+
+/// The networks' sizes and pace in words.
+pub(crate) fn shape_text(shape: &Shape) -> String {
+    let nodes = |n: Network| shape.topology(n).nodes();
+    let islands = shape.islands.max(1);
+    format!(
+        "Hub: every pair of the {} nodes linked; Chained: {} nodes in a line; Islands: {} nodes \
+         in {islands} islands of {} (a random spanning tree plus random extra links each), every \
+         {} s one of: join two islands, split two, join all, split all, drawn from the seed.",
+        nodes(Network::Hub),
+        nodes(Network::Chained),
+        nodes(Network::Islands),
+        nodes(Network::Islands).div_ceil(islands),
+        shape.period_ms as f64 / 1e3
     )
 }
 
@@ -271,6 +314,16 @@ fn run_all(eval: &Eval, mut runs: Vec<Run>, jobs: usize) -> Result<Vec<CallRecor
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(run, _)| *run);
     Ok(results.into_iter().flat_map(|(_, r)| r).collect())
+}
+
+/// Parses a time scale: a factor above 0 and at most 100.
+fn parse_time_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 100.0 => Ok(f),
+        _ => Err(format!(
+            "{s:?} is not a factor above 0 and at most 100, like 0.1"
+        )),
+    }
 }
 
 /// Parses a bit rate: `10M`, `1G`, `500k`, `54000000`.

@@ -35,6 +35,7 @@ mod recv_cmd;
 mod send_cmd;
 mod sim_cmd;
 mod stubs;
+mod testbed_cmd;
 mod trace_cmd;
 
 use std::process::ExitCode;
@@ -70,6 +71,12 @@ enum Command {
     /// Run the DTN-RPC paper's evaluation (Hub, Chained, Islands × 0/1/100 MB × ten modes) in the
     /// simulator, or part of it, and write a report with plots.
     Eval(eval_cmd::EvalArgs),
+    /// Run the paper's evaluation with real processes: a network namespace and a `ferry node`
+    /// per node, links shaped with tc and taken down and up (root), and write the same report.
+    Testbed(testbed_cmd::TestbedArgs),
+    /// The echo `ferry testbed`'s servers run for each call.
+    #[command(hide = true)]
+    TestbedEcho(testbed_cmd::EchoArgs),
     /// Run a node: the daemon (TCPCLv4, UDP, discovery, persistent store, local API).
     Node(node_cmd::NodeArgs),
     /// Run a small network of real nodes on loopback and watch calls survive a broken link.
@@ -162,6 +169,8 @@ fn run_command() -> ExitCode {
         Command::Bundle(cmd) => bundle_cmd::run(cmd),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Eval(args) => eval_cmd::run(args),
+        Command::Testbed(args) => testbed_cmd::run(args),
+        Command::TestbedEcho(args) => testbed_cmd::run_echo(args),
         Command::Node(args) => node_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Status(args) => info_cmd::run(info_cmd::Info::Status, args),

@@ -78,6 +78,58 @@ impl std::str::FromStr for Network {
     }
 }
 
+/// The size and pace of the networks: the paper's (Hub 28, Chained 32, Islands 64 in 4 islands
+/// changing every 60 s), or smaller and faster ones a real-process testbed also runs (`ferry
+/// testbed`), so that the two can be compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Nodes of every network run, when not the paper's.
+    pub nodes: Option<usize>,
+    /// Islands of the Islands network.
+    pub islands: usize,
+    /// Time between the Islands network's changes.
+    pub period_ms: u64,
+}
+
+impl Default for Shape {
+    /// The paper's.
+    fn default() -> Self {
+        Shape {
+            nodes: None,
+            islands: 4,
+            period_ms: 60_000,
+        }
+    }
+}
+
+impl Shape {
+    /// `network` in this shape.
+    pub fn topology(&self, network: Network) -> Topology {
+        match (network, self.nodes) {
+            (Network::Islands, nodes) => Topology::Islands {
+                nodes: nodes.unwrap_or(64),
+                islands: self.islands.max(1),
+                period_ms: self.period_ms.max(1),
+            },
+            (_, None) => network.topology(),
+            (Network::Hub, Some(nodes)) => Topology::Hub { nodes },
+            (Network::Chained, Some(nodes)) => Topology::Chained { nodes },
+        }
+    }
+}
+
+/// Where a run's client and servers are, and which server each explicit call names: drawn from
+/// the seed ([`Eval::placement`]), the same for the simulator and the testbed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The node that makes the calls.
+    pub client: usize,
+    /// The nodes that serve `echo`, ascending.
+    pub servers: Vec<usize>,
+    /// For an explicit mode, call k's server; empty otherwise.
+    pub explicit_targets: Vec<usize>,
+}
+
 /// One of the paper's test sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TestSet {
@@ -231,6 +283,8 @@ pub struct Eval {
     pub start_ms: u64,
     /// Pause between the end of one call and the next.
     pub gap_ms: u64,
+    /// Sizes and pace of the networks.
+    pub shape: Shape,
 }
 
 impl Default for Eval {
@@ -251,6 +305,7 @@ impl Default for Eval {
             quota: fig5.quota,
             start_ms: fig5.start_ms,
             gap_ms: 1_000,
+            shape: Shape::default(),
         }
     }
 }
@@ -296,7 +351,7 @@ impl Eval {
     /// (broadcast modes carry the file to every node), times nodes.
     pub fn weight(&self, run: &Run) -> u64 {
         let s = &run.setup;
-        let nodes = s.network.topology().nodes() as u64;
+        let nodes = self.shape.topology(s.network).nodes() as u64;
         let spread = if s.mode.mode == Mode::Explicit {
             4
         } else {
@@ -326,15 +381,13 @@ impl Eval {
         (bits * 1_000).div_ceil(self.link.bandwidth_bps.max(1)) + self.link.latency_ms
     }
 
-    /// Runs one setup with one seed: one record per call.
-    pub fn run(&self, run: Run) -> Result<Vec<CallRecord>, Violation> {
-        let Run { setup, seed } = run;
-        let topology = setup.network.topology();
-        let nodes = topology.nodes();
-        // Placement as in `paper::Fig5::run_cell`: a stream of its own, so it does not move with
-        // the network's draws, and the same servers for the same seed.
-        let mut place = Rng::new(seed ^ 0x0f19_5e11_ca11_5eed);
-        let (client, servers) = match setup.servers_percent {
+    /// Where run's client and servers are and whom its explicit calls name. Its own stream of
+    /// the seed, so it does not move with the network's draws: the same servers for the same
+    /// seed in every mode (as `paper::Fig5::run_cell` places them).
+    pub fn placement(&self, run: &Run) -> Placement {
+        let nodes = self.shape.topology(run.setup.network).nodes();
+        let mut place = Rng::new(run.seed ^ 0x0f19_5e11_ca11_5eed);
+        let (client, servers) = match run.setup.servers_percent {
             None => (0, vec![nodes - 1]),
             Some(percent) => {
                 let count = ((nodes * percent as usize + 50) / 100).clamp(1, nodes - 1);
@@ -349,6 +402,78 @@ impl Eval {
                 (client, servers)
             }
         };
+        let mut choose = place.fork();
+        let explicit_targets = if run.setup.mode.mode == Mode::Explicit {
+            (0..self.calls)
+                .map(|_| servers[choose.below(servers.len() as u64) as usize])
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Placement {
+            client,
+            servers,
+            explicit_targets,
+        }
+    }
+
+    /// The simulator's scenario of a run: its network, links, routing and length. Its
+    /// [`Scenario::link_schedule`] is the testbed's schedule too.
+    pub fn scenario(&self, run: &Run) -> Scenario {
+        let duration =
+            self.start_ms + self.calls as u64 * (run.setup.budget_ms + self.gap_ms) + 60_000;
+        let mut scenario = Scenario::new(
+            run.seed,
+            self.shape.topology(run.setup.network),
+            self.strategy,
+            duration,
+        );
+        scenario.link = self.link;
+        // The calls are all the traffic (Scenario::new comes with a bundle workload).
+        scenario.workload.bundles = 0;
+        scenario.quota = self.quota;
+        scenario
+    }
+
+    /// Whether, as the links came and went (`schedule`), any journey led from `client` to one
+    /// of `servers` and back within `window` (ms from the run's start), each hop taking as long
+    /// as the set's file needs on an idle link: a call without a result is Ferry's fault only
+    /// if one did.
+    pub fn journey_existed(
+        &self,
+        schedule: &[crate::LinkEvent],
+        nodes: usize,
+        client: usize,
+        servers: &[usize],
+        window: (u64, u64),
+        set: TestSet,
+    ) -> bool {
+        round_trip_possible(
+            schedule,
+            nodes,
+            client,
+            servers,
+            window,
+            self.file_hop_ms(set),
+        )
+    }
+
+    /// The file call `k` of a run with `seed` sends in `set` (empty for 0MB): what the echo
+    /// gets, and inverted, what it sends back.
+    pub fn call_file(k: usize, seed: u64, set: TestSet) -> bytes::Bytes {
+        test_file(k, seed, set.bytes())
+    }
+
+    /// Runs one setup with one seed: one record per call.
+    pub fn run(&self, run: Run) -> Result<Vec<CallRecord>, Violation> {
+        let Run { setup, seed } = run;
+        let Placement {
+            client,
+            servers,
+            explicit_targets,
+        } = self.placement(&run);
+        let scenario = self.scenario(&run);
+        let nodes = scenario.topology.nodes();
 
         let mut rpc = RpcApp::new(nodes);
         let with_file = setup.set != TestSet::Zero;
@@ -370,17 +495,10 @@ impl Eval {
         let budget = setup.budget_ms;
         let size = setup.set.bytes();
         let mode = setup.mode;
-        let pick = servers.clone();
-        let mut choose = place.fork();
-        let targets = std::rc::Rc::new(std::cell::RefCell::new(BTreeMap::new()));
-        let noted = targets.clone();
+        let pick = explicit_targets.clone();
         let make = move |k: usize, now: DtnTime| {
             let target = match mode.mode {
-                Mode::Explicit => {
-                    let server = pick[choose.below(pick.len() as u64) as usize];
-                    noted.borrow_mut().insert(k, server);
-                    Target::Node(node_id(server))
-                }
+                Mode::Explicit => Target::Node(node_id(pick[k])),
                 Mode::Any => Target::Any,
                 Mode::All => Target::All,
             };
@@ -409,18 +527,10 @@ impl Eval {
             first_result: BTreeMap::new(),
             log: None,
         };
-        let duration = self.start_ms + self.calls as u64 * (budget + self.gap_ms) + 60_000;
-        let mut scenario = Scenario::new(seed, topology, self.strategy, duration);
-        scenario.link = self.link;
-        // The calls are all the traffic (Scenario::new comes with a bundle workload).
-        scenario.workload.bundles = 0;
-        scenario.quota = self.quota;
         let mut sim = Sim::with_app(scenario, app);
         sim.schedule_action(self.start_ms, client, START);
         sim.run_until(Sequence::done)?;
         let app = sim.app();
-        let hop_ms = self.file_hop_ms(setup.set);
-        let targets = targets.borrow();
         let mut records = Vec::with_capacity(self.calls);
         for tag in 0..self.calls as u64 {
             let k = tag as usize;
@@ -438,7 +548,7 @@ impl Eval {
                 seed,
                 call: k,
                 client,
-                target: targets.get(&k).copied(),
+                target: explicit_targets.get(k).copied(),
                 called_by: String::new(),
                 went_dtn: false,
                 outcome: Outcome::None,
@@ -507,13 +617,13 @@ impl Eval {
                             .collect(),
                         None => servers.clone(),
                     };
-                    record.journey = Some(round_trip_possible(
+                    record.journey = Some(self.journey_existed(
                         sim.link_events(),
                         nodes,
                         client,
                         &eligible,
                         (start, end),
-                        hop_ms,
+                        setup.set,
                     ));
                 }
             }

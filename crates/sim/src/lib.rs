@@ -187,7 +187,40 @@ pub struct Scenario {
     pub route_by_plan: bool,
 }
 
+/// The random streams of a run, all drawn from its seed: one seed per node, the simulator's own
+/// (links, workload), and the topology's (its schedule of link changes). One derivation, so that
+/// a real-process testbed given the same scenario takes its links up and down as the simulator
+/// does ([`Scenario::link_schedule`]).
+struct Streams {
+    node_seeds: Vec<u64>,
+    sim: Rng,
+    topology: Rng,
+}
+
+impl Streams {
+    fn of(scenario: &Scenario) -> Self {
+        let mut rng = Rng::new(scenario.seed);
+        let node_seeds = (0..scenario.topology.nodes())
+            .map(|_| rng.next_u64())
+            .collect();
+        let mut sim = rng.fork();
+        let topology = sim.fork();
+        Streams {
+            node_seeds,
+            sim,
+            topology,
+        }
+    }
+}
+
 impl Scenario {
+    /// The link changes this scenario's run makes, as the simulator draws them from the seed
+    /// (sorted by time): what a testbed replays with real links.
+    pub fn link_schedule(&self) -> Vec<LinkEvent> {
+        let mut rng = Streams::of(self).topology;
+        self.topology.schedule(self.duration_ms, &mut rng)
+    }
+
     /// A scenario with default links, workload and quotas.
     pub fn new(seed: u64, topology: Topology, strategy: StrategyKind, duration_ms: u64) -> Self {
         Self {
@@ -574,13 +607,17 @@ impl Sim<NoApp> {
 impl<A: App> Sim<A> {
     /// Builds the network of a scenario with an application layer above every node.
     pub fn with_app(scenario: Scenario, app: A) -> Self {
-        let mut rng = Rng::new(scenario.seed);
+        let Streams {
+            node_seeds,
+            sim: sim_rng,
+            topology: mut topo_rng,
+        } = Streams::of(&scenario);
         let count = scenario.topology.nodes();
         let interner = Interner::default();
         let nodes = (0..count)
             .map(|i| {
                 let mut config = NodeConfig::new(node_id(i));
-                config.seed = rng.next_u64();
+                config.seed = node_seeds[i];
                 config.strategy = scenario.strategy;
                 config.beacon_period = Duration::from_millis(scenario.beacon_period_ms);
                 config.max_bundle_piece = scenario.max_bundle_piece;
@@ -617,10 +654,9 @@ impl<A: App> Sim<A> {
             link_events: Vec::new(),
             transfer_log: None,
             interner,
-            rng: rng.fork(),
+            rng: sim_rng,
             scenario,
         };
-        let mut topo_rng = sim.rng.fork();
         let schedule = sim
             .scenario
             .topology
