@@ -15,6 +15,9 @@ use sim::eval_record::{CallRecord, read_csv};
 
 use crate::eval_report::{ReportMeta, write_report};
 
+/// The simulated links' one-way latency unless `--latency` says otherwise.
+const SIM_LATENCY: Duration = Duration::from_millis(5);
+
 #[derive(Args)]
 pub(crate) struct EvalArgs {
     /// Directory the report is written to (created if needed).
@@ -81,14 +84,15 @@ pub(crate) struct MatrixArgs {
     /// Link bandwidth, bits per second (e.g. 100M).
     #[arg(long, default_value = "100M", value_parser = parse_rate)]
     bandwidth: u64,
-    /// One-way link latency (simulator only: the testbed's links have the kernel's).
-    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
-    latency: Duration,
+    /// One-way link latency of the simulated links [default: 5ms in `ferry eval`; 0 in `ferry
+    /// testbed`, whose veth links add none, so that its simulated runs model its links].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    latency: Option<Duration>,
 }
 
 impl MatrixArgs {
-    /// The runs these flags name.
-    pub(crate) fn eval(&self) -> Result<Eval> {
+    /// The runs these flags name; simulated links have `default_latency` unless `--latency`.
+    pub(crate) fn eval(&self, default_latency: Duration) -> Result<Eval> {
         if self.calls == 0 || self.seeds == 0 {
             bail!("--calls and --seeds must be at least 1");
         }
@@ -119,7 +123,7 @@ impl MatrixArgs {
             calls: self.calls,
             link: LinkParams {
                 bandwidth_bps: self.bandwidth,
-                latency_ms: self.latency.as_millis() as u64,
+                latency_ms: self.latency.unwrap_or(default_latency).as_millis() as u64,
                 loss: 0.0,
             },
             shape: Shape {
@@ -138,7 +142,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
             std::fs::File::open(csv).with_context(|| format!("opening {}", csv.display()))?;
         let records = read_csv(std::io::BufReader::new(file))
             .with_context(|| format!("reading {}", csv.display()))?;
-        let link = args.matrix.eval()?;
+        let link = args.matrix.eval(SIM_LATENCY)?;
         let meta = ReportMeta {
             command: command_line(),
             link_model: format!(
@@ -155,7 +159,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
         print_written(&written);
         return Ok(());
     }
-    let eval = args.matrix.eval()?;
+    let eval = args.matrix.eval(SIM_LATENCY)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))

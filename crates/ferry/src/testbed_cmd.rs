@@ -67,7 +67,8 @@ pub(crate) fn run_echo(args: EchoArgs) -> Result<()> {
 
 pub(crate) fn run(args: TestbedArgs) -> Result<()> {
     testbed::net::can_run()?;
-    let eval = args.matrix.eval()?;
+    // The veth links add no latency: the simulated runs model them so.
+    let eval = args.matrix.eval(Duration::ZERO)?;
     let ferry = std::env::current_exe().context("finding the ferry executable")?;
     let (work, temporary) = match &args.work {
         Some(w) => (w.clone(), false),
@@ -148,8 +149,8 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
              (netem is not available: the veth's own, tens of microseconds); each link's lower \
              node dials the higher as a static TCPCL peer (no beacons), keepalive {} s; the \
              Islands links are set down and up as the simulator's schedule for the seed says. {} \
-             Simulated runs (source `sim`, with --compare-sim): the simulator's link model with \
-             {} ms latency.",
+             Simulated runs (source `sim`, with --compare-sim): the simulator's link model at the \
+             same rate with {} ms latency.",
             eval.link.bandwidth_bps as f64 / 1e6,
             bed.keepalive_s,
             shape_text(&eval.shape),
