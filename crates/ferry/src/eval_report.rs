@@ -533,7 +533,7 @@ fn markdown(summaries: &[SetupSummary], records: &[CallRecord], meta: &ReportMet
     let _ = writeln!(m, "## Every setup\n");
     let _ = writeln!(
         m,
-        "Shares of the calls over every seed. Lost: no complete result within the call's time, split into calls for which no journey existed (the links as they came and went offered no way from the client to a server it called and back in time, each hop taking as long as the file needs on an idle link) and the rest, Ferry's fault. The journey check allows store-carry-forward at every node, so for a call by datagram or by stream alone (no dtn fallback: the mode itself does not carry a call across a partition) a lost call with a journey is the mode's limit more than Ferry's fault. RTT: from the call to its first complete result, answered calls only. Runs: the most times a call ran on one server.\n"
+        "Shares of the calls over every seed. Lost: no complete result within the call's time, split into calls for which no journey existed (the links as they came and went offered no way from the client to a server it called and back in time, each hop taking as long as the file needs on an idle link) and the rest, Ferry's fault. A call by datagram or by stream alone, which neither stores nor carries, has a journey only if a path joined the client to such a server at one instant: before its acknowledgement timer (the engine stops resending then), or, for a call the client's engine refused as it found no path, at the instant it was refused (its file, 1MB and 100MB, still needs its dtn journey). RTT: from the call to its first complete result, answered calls only. Runs: the most times a call ran on one server.\n"
     );
     let _ = writeln!(
         m,

@@ -22,7 +22,8 @@ use wire::rpc::{Mode, Transport, Value};
 
 use crate::eval_record::{CallRecord, Outcome};
 use crate::paper::{
-    PAPER_BUDGET_MS, START, Sequence, complete_result, round_trip_possible, summarise, test_file,
+    PAPER_BUDGET_MS, START, Sequence, complete_result, path_at_some_instant, round_trip_possible,
+    summarise, test_file,
 };
 use crate::rpc::{Behaviour, RpcApp, procedure};
 use crate::{LinkParams, Rng, SIM_EPOCH, Scenario, Sim, Topology, Violation, node_id};
@@ -435,10 +436,14 @@ impl Eval {
         scenario
     }
 
-    /// Whether, as the links came and went (`schedule`), any journey led from `client` to one
-    /// of `servers` and back within `window` (ms from the run's start), each hop taking as long
-    /// as the set's file needs on an idle link: a call without a result is Ferry's fault only
-    /// if one did.
+    /// Whether any protocol could have answered a call by `transport` made in `window` (ms from
+    /// the run's start) as the links came and went (`schedule`): by dtn or transparent, a journey
+    /// from `client` to one of `servers` and back, waiting at nodes allowed, each hop taking as
+    /// long as the set's file needs on an idle link; by datagram or stream alone, which neither
+    /// store nor carry, a path at some instant of the window (for a call refused when made, the
+    /// window is that instant), and for a file the journey its dtn-borne file needs. A call
+    /// without a result is Ferry's fault only if this holds.
+    #[allow(clippy::too_many_arguments)]
     pub fn journey_existed(
         &self,
         schedule: &[crate::LinkEvent],
@@ -447,15 +452,25 @@ impl Eval {
         servers: &[usize],
         window: (u64, u64),
         set: TestSet,
+        transport: Transport,
     ) -> bool {
-        round_trip_possible(
-            schedule,
-            nodes,
-            client,
-            servers,
-            window,
-            self.file_hop_ms(set),
-        )
+        let store_carry_forward = || {
+            round_trip_possible(
+                schedule,
+                nodes,
+                client,
+                servers,
+                window,
+                self.file_hop_ms(set),
+            )
+        };
+        match transport {
+            Transport::Datagram | Transport::Stream => {
+                path_at_some_instant(schedule, nodes, client, servers, window)
+                    && (set == TestSet::Zero || store_carry_forward())
+            }
+            _ => store_carry_forward(),
+        }
     }
 
     /// The file call `k` of a run with `seed` sends in `set` (empty for 0MB): what the echo
@@ -560,6 +575,10 @@ impl Eval {
                 made_at_ms: 0,
             };
             let made = app.rpc.made_by(tag);
+            let eligible: Vec<usize> = match record.target {
+                Some(server) => vec![server],
+                None => servers.clone(),
+            };
             if let Some(id) = made.and_then(|m| m.id.as_ref().ok()) {
                 let runs: Vec<u32> = app
                     .rpc
@@ -573,8 +592,18 @@ impl Eval {
             }
             let Some(view) = app.rpc.outcome(tag) else {
                 // Never made, or never ended (the run stops once the last call is over, so
-                // this is a call the engine refused).
-                record.journey = Some(true);
+                // this is a call the engine refused when it was made).
+                let at = made.map_or(0, |m| wire::time::millis(m.at - SIM_EPOCH));
+                record.made_at_ms = at;
+                record.journey = Some(self.journey_existed(
+                    sim.link_events(),
+                    nodes,
+                    client,
+                    &eligible,
+                    call_window(at, budget, mode.transport, true),
+                    setup.set,
+                    mode.transport,
+                ));
                 records.push(record);
                 continue;
             };
@@ -609,27 +638,35 @@ impl Eval {
                     record.rtt_ms = Some(wire::time::millis(done - view.created));
                 }
                 None => {
-                    let eligible: Vec<usize> = match &view.call.server {
-                        Some(server) => servers
-                            .iter()
-                            .copied()
-                            .filter(|&n| node_id(n) == *server)
-                            .collect(),
-                        None => servers.clone(),
-                    };
                     record.journey = Some(self.journey_existed(
                         sim.link_events(),
                         nodes,
                         client,
                         &eligible,
-                        (start, end),
+                        call_window(start, end - start, mode.transport, false),
                         setup.set,
+                        mode.transport,
                     ));
                 }
             }
             records.push(record);
         }
         Ok(records)
+    }
+}
+
+/// The window in which a call made (or `refused`) at `at_ms` with `budget_ms` could have been
+/// answered: by dtn or transparent its whole time; by datagram or stream alone, which give up
+/// resending at the acknowledgement timer and then only wait, until that timer, and for a call
+/// refused when made (no path then), that instant.
+pub fn call_window(at_ms: u64, budget_ms: u64, transport: Transport, refused: bool) -> (u64, u64) {
+    match transport {
+        Transport::Datagram | Transport::Stream if refused => (at_ms, at_ms),
+        Transport::Datagram | Transport::Stream => {
+            let ack = wire::time::millis(Eval::timers(budget_ms).ack_timeout);
+            (at_ms, at_ms + ack)
+        }
+        _ => (at_ms, at_ms + budget_ms),
     }
 }
 

@@ -881,6 +881,63 @@ pub(crate) fn round_trip_possible(
     })
 }
 
+/// Whether at some instant of `window` the links then up joined `client` to one of `servers`:
+/// what a call by datagram or by stream alone needs, as neither stores and carries (a path that
+/// exists only piecewise over time is no use to it).
+pub(crate) fn path_at_some_instant(
+    events: &[LinkEvent],
+    nodes: usize,
+    client: usize,
+    servers: &[usize],
+    (start, end): (u64, u64),
+) -> bool {
+    let mut up: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let connected = |up: &BTreeSet<(usize, usize)>| {
+        let mut seen = vec![false; nodes];
+        let mut stack = vec![client];
+        while let Some(u) = stack.pop() {
+            if u >= nodes || std::mem::replace(&mut seen[u], true) {
+                continue;
+            }
+            if servers.contains(&u) {
+                return true;
+            }
+            for &(a, b) in up {
+                if a == u {
+                    stack.push(b);
+                } else if b == u {
+                    stack.push(a);
+                }
+            }
+        }
+        false
+    };
+    let mut sorted: Vec<&LinkEvent> = events.iter().filter(|e| e.at <= end).collect();
+    sorted.sort_by_key(|e| e.at);
+    // The state in force at each instant: after all the changes of one time, from the last one
+    // at or before the window's start.
+    let mut k = 0;
+    while k < sorted.len() {
+        let at = sorted[k].at;
+        while k < sorted.len() && sorted[k].at == at {
+            let e = sorted[k];
+            let key = (e.a.min(e.b), e.a.max(e.b));
+            if e.up {
+                up.insert(key);
+            } else {
+                up.remove(&key);
+            }
+            k += 1;
+        }
+        let next = sorted.get(k).map_or(u64::MAX, |e| e.at);
+        // In force over [at, next): does that span meet the window?
+        if next > start && connected(&up) {
+            return true;
+        }
+    }
+    false
+}
+
 /// The file call `k` carries: `size` bytes whose first bytes name the call and the seed, so every
 /// call's file has a hash of its own.
 pub(crate) fn test_file(k: usize, seed: u64, size: usize) -> Bytes {
@@ -1346,6 +1403,34 @@ mod tests {
             earliest_arrivals(&events, 3, 0, 5_000, 22_000, 4_000)[2],
             None
         );
+    }
+
+    #[test]
+    fn real_time_calls_need_a_path_at_one_instant() {
+        let e = |at, up, a, b| LinkEvent { at, up, a, b };
+        // 0-1 until 10 s, 1-2 from 20 s: a journey 0 → 2 through time, never a path at once.
+        let events = [
+            e(0, true, 0, 1),
+            e(10_000, false, 0, 1),
+            e(20_000, true, 1, 2),
+        ];
+        assert!(!path_at_some_instant(&events, 3, 0, &[2], (0, 60_000)));
+        assert!(path_at_some_instant(&events, 3, 0, &[1], (5_000, 5_000)));
+        assert!(path_at_some_instant(&events, 3, 0, &[1], (9_999, 9_999)));
+        assert!(!path_at_some_instant(&events, 3, 0, &[1], (10_000, 10_000)));
+        assert!(!path_at_some_instant(&events, 3, 0, &[1], (10_000, 60_000)));
+        // 0-1 back at 30 s while 1-2 is up: a path, if the window reaches it.
+        let mut more = events.to_vec();
+        more.push(e(30_000, true, 0, 1));
+        assert!(path_at_some_instant(&more, 3, 0, &[2], (25_000, 30_000)));
+        assert!(!path_at_some_instant(&more, 3, 0, &[2], (25_000, 29_999)));
+        // Changes of one instant count together: a link swapped for another never joins 0 to 2.
+        let swap = [
+            e(0, true, 0, 1),
+            e(10_000, false, 0, 1),
+            e(10_000, true, 1, 2),
+        ];
+        assert!(!path_at_some_instant(&swap, 3, 0, &[2], (0, 60_000)));
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub struct Made {
     pub tag: u64,
     /// The call's id, or why it could not be made.
     pub id: Result<CallId, NotMade>,
+    /// When it was made, or refused.
+    pub at: DtnTime,
     /// When the call became durable at its node (the daemon answers its caller only then): a
     /// power cut before it may take the call with it, unnoticed by anyone.
     pub durable_at: Option<DtnTime>,
@@ -193,6 +195,7 @@ impl RpcApp {
             node: i,
             tag,
             id,
+            at: now,
             durable_at: None,
         });
     }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
-use sim::eval::{Eval, Placement, Run, TestSet};
+use sim::eval::{Eval, Placement, Run, TestSet, call_window};
 use sim::eval_record::{CallRecord, Outcome, SetupKey, SetupSummary, summarise};
 use wire::rpc::Mode;
 
@@ -223,7 +223,12 @@ impl Testbed {
                         result: timers.result_timeout,
                         arg,
                     };
-                    let outcome = calls::make(&nodes, client, &spec)?;
+                    let asked_unix = unix_ms(SystemTime::now());
+                    let mut outcome = calls::make(&nodes, client, &spec)?;
+                    if outcome.id.is_empty() {
+                        // Refused when made: it was made (and refused) now.
+                        outcome.made_unix_ms = asked_unix;
+                    }
                     progress(&format!(
                         "call {k}: {}",
                         match &outcome.result {
@@ -263,28 +268,16 @@ impl Testbed {
         let mut records = Vec::with_capacity(outcomes.len());
         for (k, o) in outcomes.into_iter().enumerate() {
             let ran = runs.get(&o.id).cloned().unwrap_or_default();
-            let made_at_ms = if o.id.is_empty() {
-                0
-            } else {
-                o.made_unix_ms.saturating_sub(t0_unix)
-            };
+            let made_at_ms = o.made_unix_ms.saturating_sub(t0_unix);
             let target = explicit_targets.get(k).copied();
-            let journey = match (&o.result, o.id.is_empty()) {
-                (Some(_), _) => None,
-                // Refused by the client's engine: counted against Ferry, as the simulator does.
-                (None, true) => Some(true),
-                (None, false) => {
-                    let eligible: Vec<usize> = target.map_or(servers.clone(), |t| vec![t]);
-                    Some(eval.journey_existed(
-                        &schedule,
-                        count,
-                        client,
-                        &eligible,
-                        (made_at_ms, made_at_ms + setup.budget_ms),
-                        setup.set,
-                    ))
-                }
-            };
+            let transport = setup.mode.transport;
+            let window = call_window(made_at_ms, setup.budget_ms, transport, o.id.is_empty());
+            let journey = o.result.is_none().then(|| {
+                let eligible: Vec<usize> = target.map_or(servers.clone(), |t| vec![t]);
+                eval.journey_existed(
+                    &schedule, count, client, &eligible, window, setup.set, transport,
+                )
+            });
             records.push(CallRecord {
                 source: "testbed".into(),
                 topology: setup.network.name().into(),
