@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use sim::LinkParams;
 use sim::eval::{Eval, EvalMode, Network, Run, Shape, TestSet};
 use sim::eval_record::{CallRecord, read_csv};
+use sim::{DiskModel, LinkParams};
 
 use crate::eval_report::{ReportMeta, write_report};
 
@@ -84,6 +84,10 @@ pub(crate) struct MatrixArgs {
     /// Link bandwidth, bits per second (e.g. 100M).
     #[arg(long, default_value = "100M", value_parser = parse_rate)]
     bandwidth: u64,
+    /// How long a simulated node's disk takes to sync a commit (e.g. 4ms) [default: no time in
+    /// `ferry eval`; in `ferry testbed`, the median of fsyncs measured in its work directory].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    disk_sync: Option<Duration>,
     /// One-way link latency of the simulated links [default: 5ms in `ferry eval`; 0 in `ferry
     /// testbed`, whose veth links add none, so that its simulated runs model its links].
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -91,8 +95,13 @@ pub(crate) struct MatrixArgs {
 }
 
 impl MatrixArgs {
-    /// The runs these flags name; simulated links have `default_latency` unless `--latency`.
-    pub(crate) fn eval(&self, default_latency: Duration) -> Result<Eval> {
+    /// The runs these flags name; simulated links have `default_latency` unless `--latency`,
+    /// simulated disks sync in `default_sync` unless `--disk-sync`.
+    pub(crate) fn eval(
+        &self,
+        default_latency: Duration,
+        default_sync: Option<Duration>,
+    ) -> Result<Eval> {
         if self.calls == 0 || self.seeds == 0 {
             bail!("--calls and --seeds must be at least 1");
         }
@@ -126,6 +135,13 @@ impl MatrixArgs {
                 latency_ms: self.latency.unwrap_or(default_latency).as_millis() as u64,
                 loss: 0.0,
             },
+            disk: self
+                .disk_sync
+                .or(default_sync)
+                .filter(|d| !d.is_zero())
+                .map(|d| DiskModel {
+                    sync_ms: d.as_millis().max(1) as u64,
+                }),
             shape: Shape {
                 nodes: self.nodes.map(usize::from),
                 islands: usize::from(self.islands),
@@ -142,7 +158,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
             std::fs::File::open(csv).with_context(|| format!("opening {}", csv.display()))?;
         let records = read_csv(std::io::BufReader::new(file))
             .with_context(|| format!("reading {}", csv.display()))?;
-        let link = args.matrix.eval(SIM_LATENCY)?;
+        let link = args.matrix.eval(SIM_LATENCY, None)?;
         let meta = ReportMeta {
             command: command_line(),
             link_model: format!(
@@ -159,7 +175,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
         print_written(&written);
         return Ok(());
     }
-    let eval = args.matrix.eval(SIM_LATENCY)?;
+    let eval = args.matrix.eval(SIM_LATENCY, None)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -216,7 +232,7 @@ fn command_line() -> String {
 
 fn link_model(eval: &Eval) -> String {
     format!(
-        "every link carries {} Mbit/s each way with {} ms one-way latency, shared by everything \
+        "{}every link carries {} Mbit/s each way with {} ms one-way latency, shared by everything \
          crossing it; real-time frames (beacons, control, datagram and stream calls) are not \
          lost; bundles ride a reliable convergence layer (as TCPCL does), and a link going down \
          cuts the transfer in progress (the receiver keeps what arrived as a fragment). Routing: \
@@ -225,6 +241,10 @@ fn link_model(eval: &Eval) -> String {
          explicit calls' servers and the islands' schedule are drawn from the seed; the echo \
          answers at once (0MB) or after 10 ms (1MB, 100MB), sending the file back with every \
          byte inverted.",
+        eval.disk.map_or(String::new(), |d| format!(
+            "every node's commits wait for a disk sync of {} ms; ",
+            d.sync_ms
+        )),
         eval.link.bandwidth_bps as f64 / 1e6,
         eval.link.latency_ms,
         eval.strategy,

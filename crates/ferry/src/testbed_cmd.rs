@@ -67,8 +67,6 @@ pub(crate) fn run_echo(args: EchoArgs) -> Result<()> {
 
 pub(crate) fn run(args: TestbedArgs) -> Result<()> {
     testbed::net::can_run()?;
-    // The veth links add no latency: the simulated runs model them so.
-    let eval = args.matrix.eval(Duration::ZERO)?;
     let ferry = std::env::current_exe().context("finding the ferry executable")?;
     let (work, temporary) = match &args.work {
         Some(w) => (w.clone(), false),
@@ -77,6 +75,14 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
             true,
         ),
     };
+    // The simulated runs model this testbed: veth links add no latency, and a commit costs
+    // what a sync costs on the disk the nodes keep their stores on.
+    let sync = testbed::measure_sync(&work)?;
+    eprintln!(
+        "a 4 KiB write and fdatasync in {}: {sync:.1?} (median of 21)",
+        work.display()
+    );
+    let eval = args.matrix.eval(Duration::ZERO, Some(sync))?;
     let bed = Testbed {
         ferry,
         work: work.clone(),
@@ -150,11 +156,13 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
              node dials the higher as a static TCPCL peer (no beacons), keepalive {} s; the \
              Islands links are set down and up as the simulator's schedule for the seed says. {} \
              Simulated runs (source `sim`, with --compare-sim): the simulator's link model at the \
-             same rate with {} ms latency.",
+             same rate with {} ms latency, each commit waiting for a disk sync of {} ms (the \
+             median fdatasync measured in the nodes' directory at the start: {sync:.1?}).",
             eval.link.bandwidth_bps as f64 / 1e6,
             bed.keepalive_s,
             shape_text(&eval.shape),
-            eval.link.latency_ms
+            eval.link.latency_ms,
+            eval.disk.map_or(0, |d| d.sync_ms)
         ),
         wall_s: Some(wall_s),
         runs: runs.len(),

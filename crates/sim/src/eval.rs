@@ -286,6 +286,8 @@ pub struct Eval {
     pub gap_ms: u64,
     /// Sizes and pace of the networks.
     pub shape: Shape,
+    /// Every node's disk: each commit waits for a sync this long (None: syncs take no time).
+    pub disk: Option<crate::DiskModel>,
 }
 
 impl Default for Eval {
@@ -307,6 +309,7 @@ impl Default for Eval {
             start_ms: fig5.start_ms,
             gap_ms: 1_000,
             shape: Shape::default(),
+            disk: None,
         }
     }
 }
@@ -433,6 +436,7 @@ impl Eval {
         // The calls are all the traffic (Scenario::new comes with a bundle workload).
         scenario.workload.bundles = 0;
         scenario.quota = self.quota;
+        scenario.disk = self.disk;
         scenario
     }
 

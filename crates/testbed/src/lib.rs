@@ -443,3 +443,25 @@ pub fn echo(
     }
     Ok(())
 }
+
+/// The median time of a small write and its `fdatasync` in `dir`, over 21 tries: what a node's
+/// store pays per commit there, for the simulated runs that model this testbed's disks.
+pub fn measure_sync(dir: &std::path::Path) -> Result<Duration> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("sync-probe");
+    let mut file =
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let block = [0x5a_u8; 4096];
+    let mut times = Vec::with_capacity(21);
+    for _ in 0..21 {
+        let t = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        times.push(t.elapsed());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    times.sort_unstable();
+    Ok(times[times.len() / 2])
+}
