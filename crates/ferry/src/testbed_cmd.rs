@@ -90,6 +90,7 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
         keepalive_s: args.keepalive.as_secs().max(1),
         settle: Duration::from_secs(60),
     };
+    clean_up_on_signal(bed.prefix.clone());
     let runs = eval.runs();
     eprintln!(
         "{} setups × {} seeds = {} runs of {} calls, one at a time",
@@ -217,6 +218,39 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
         bail!("{}", failures.join("; "));
     }
     Ok(())
+}
+
+/// On Ctrl-C or SIGTERM: stops the nodes, removes the namespaces and exits (130), since the
+/// process would otherwise end without dropping them and leave nodes running in namespaces.
+fn clean_up_on_signal(prefix: String) {
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let signalled = rt.block_on(async {
+                let Ok(mut term) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                else {
+                    return tokio::signal::ctrl_c().await.is_ok();
+                };
+                tokio::select! {
+                    r = tokio::signal::ctrl_c() => r.is_ok(),
+                    _ = term.recv() => true,
+                }
+            });
+            if signalled {
+                eprintln!(
+                    "\nferry testbed: interrupted; stopping the nodes and removing the namespaces"
+                );
+                testbed::net::remove_namespaces(&prefix);
+                std::process::exit(130);
+            }
+        });
 }
 
 fn ms(v: Option<u64>) -> String {

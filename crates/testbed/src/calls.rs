@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 
 /// The DTN epoch (2000-01-01) in Unix milliseconds: the API's `*_ms` times count from it.
@@ -113,24 +113,29 @@ pub fn make(
     }
     let out = nodes.client(client, &args)?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let Ok(json) = serde_json::from_str::<Value>(&text) else {
-        // Refused before it was made (the client's engine found no way): not made.
-        return Ok(CallOutcome {
-            error: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            ..CallOutcome::default()
-        });
-    };
+    let json: Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "ferry call in node {client} printed no JSON ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })?;
     // A failed call prints {"error": …, "call": {…}}; a finished one the call itself.
     let call = json.get("call").unwrap_or(&json);
     let Some(id) = call.get("id").and_then(Value::as_str) else {
-        return Ok(CallOutcome {
-            error: json
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            ..CallOutcome::default()
-        });
+        let error = json
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        // The client's node refused to make it (its engine found no way, say): not made. Any
+        // other error (no API, a broken exchange) is the testbed's, not the call's.
+        if json.pointer("/error/status").and_then(Value::as_str) == Some("refused") {
+            return Ok(CallOutcome {
+                error: error.to_string(),
+                ..CallOutcome::default()
+            });
+        }
+        bail!("ferry call in node {client} failed: {error}");
     };
     let mut outcome = read(call);
     outcome.id = id.to_string();

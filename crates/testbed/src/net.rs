@@ -232,3 +232,41 @@ mod tests {
         assert!(subnet(16_384).is_err());
     }
 }
+
+/// Stops every process in the namespaces whose names start with `prefix` (SIGTERM, SIGKILL a
+/// second later) and removes the namespaces: the clean-up of a run interrupted before its
+/// [`Net`] and nodes were dropped.
+pub fn remove_namespaces(prefix: &str) {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect();
+    let pids = |ns: &str| -> Vec<String> {
+        Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for signal in ["-TERM", "-KILL"] {
+        for ns in &names {
+            for pid in pids(ns) {
+                let _ = Command::new("kill").args([signal, &pid]).output();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    for ns in &names {
+        let _ = Command::new("ip").args(["netns", "del", ns]).output();
+    }
+}
