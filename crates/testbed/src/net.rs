@@ -212,27 +212,6 @@ impl Switch {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn links_get_disjoint_subnets() {
-        let (a0, b0) = subnet(0).unwrap();
-        let (a1, b1) = subnet(1).unwrap();
-        assert_eq!(
-            (a0, b0),
-            (Ipv4Addr::new(10, 99, 0, 1), Ipv4Addr::new(10, 99, 0, 2))
-        );
-        assert_eq!(
-            (a1, b1),
-            (Ipv4Addr::new(10, 99, 0, 5), Ipv4Addr::new(10, 99, 0, 6))
-        );
-        assert_eq!(subnet(16_383).unwrap().1, Ipv4Addr::new(10, 99, 255, 254));
-        assert!(subnet(16_384).is_err());
-    }
-}
-
 /// Stops every process in the namespaces whose names start with `prefix` (SIGTERM, SIGKILL a
 /// second later) and removes the namespaces: the clean-up of a run interrupted before its
 /// [`Net`] and nodes were dropped.
@@ -268,5 +247,26 @@ pub fn remove_namespaces(prefix: &str) {
     }
     for ns in &names {
         let _ = Command::new("ip").args(["netns", "del", ns]).output();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_get_disjoint_subnets() {
+        let (a0, b0) = subnet(0).unwrap();
+        let (a1, b1) = subnet(1).unwrap();
+        assert_eq!(
+            (a0, b0),
+            (Ipv4Addr::new(10, 99, 0, 1), Ipv4Addr::new(10, 99, 0, 2))
+        );
+        assert_eq!(
+            (a1, b1),
+            (Ipv4Addr::new(10, 99, 0, 5), Ipv4Addr::new(10, 99, 0, 6))
+        );
+        assert_eq!(subnet(16_383).unwrap().1, Ipv4Addr::new(10, 99, 255, 254));
+        assert!(subnet(16_384).is_err());
     }
 }
