@@ -185,8 +185,6 @@ pub fn read_csv(input: impl BufRead) -> Result<Vec<CallRecord>, CsvError> {
 /// What makes a setup: everything about a call but its seed and index.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SetupKey {
-    /// `sim` or `testbed`.
-    pub source: String,
     /// `hub`, `chained`, `islands`.
     pub topology: String,
     /// Nodes.
@@ -203,6 +201,8 @@ pub struct SetupKey {
     pub transport: String,
     /// Time each call had, ms.
     pub budget_ms: u64,
+    /// `sim` or `testbed` (last: the same setup from both sit side by side in order).
+    pub source: String,
 }
 
 impl SetupKey {
@@ -215,11 +215,17 @@ impl SetupKey {
         format!("{} {how}", self.mode)
     }
 
-    /// `chained-32`, `hub-28 5 %`, `islands-64 50 %`.
+    /// `chained-32`, `hub-28 5 %`, `islands-64 50 %`; a setup run on the testbed says so:
+    /// `islands-16 25 % (testbed)`.
     pub fn network_name(&self) -> String {
-        match self.servers_percent {
+        let name = match self.servers_percent {
             Some(p) => format!("{}-{} {p} %", self.topology, self.nodes),
             None => format!("{}-{}", self.topology, self.nodes),
+        };
+        if self.source == "sim" {
+            name
+        } else {
+            format!("{name} ({})", self.source)
         }
     }
 }
