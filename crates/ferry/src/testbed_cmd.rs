@@ -90,7 +90,7 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
         keepalive_s: args.keepalive.as_secs().max(1),
         settle: Duration::from_secs(60),
     };
-    clean_up_on_signal(bed.prefix.clone());
+    clean_up_on_signal(bed.prefix.clone(), temporary.then(|| work.clone()));
     let runs = eval.runs();
     eprintln!(
         "{} setups × {} seeds = {} runs of {} calls, one at a time",
@@ -100,54 +100,58 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
         eval.calls
     );
     let started = Instant::now();
-    let mut records: Vec<CallRecord> = Vec::new();
-    let mut facts_text = String::new();
-    for (i, run) in runs.iter().enumerate() {
-        let s = run.setup;
-        let name = format!(
-            "{}{}, {}, {}, {} ms, seed {}",
-            s.network.name(),
-            s.servers_percent
-                .map_or(String::new(), |p| format!(" {p} %")),
-            s.set.name(),
-            s.mode.name(),
-            s.budget_ms,
-            run.seed
-        );
-        eprintln!("[{}/{}] {name}", i + 1, runs.len());
-        let (got, facts) = bed
-            .run(&eval, *run, &|line| eprintln!("  {line}"))
-            .with_context(|| format!("testbed run {name}"))?;
-        let answered = got.iter().filter(|r| r.rtt_ms.is_some()).count();
-        eprintln!(
-            "  {answered}/{} answered; {} links, {} link changes ({} failed), {:.1} s",
-            got.len(),
-            facts.links,
-            facts.link_changes,
-            facts.link_change_errors,
-            facts.wall.as_secs_f64()
-        );
-        writeln!(
-            facts_text,
-            "| {name} | {} | {} | {} | {:.1} s |",
-            facts.links,
-            facts.link_changes,
-            facts.link_change_errors,
-            facts.wall.as_secs_f64()
-        )?;
-        records.extend(got);
-        if args.compare_sim {
-            let simulated = eval
-                .run(*run)
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("simulating {name}"))?;
-            records.extend(simulated);
+    let made = (|| -> Result<(Vec<CallRecord>, String)> {
+        let mut records: Vec<CallRecord> = Vec::new();
+        let mut facts_text = String::new();
+        for (i, run) in runs.iter().enumerate() {
+            let s = run.setup;
+            let name = format!(
+                "{}{}, {}, {}, {} ms, seed {}",
+                s.network.name(),
+                s.servers_percent
+                    .map_or(String::new(), |p| format!(" {p} %")),
+                s.set.name(),
+                s.mode.name(),
+                s.budget_ms,
+                run.seed
+            );
+            eprintln!("[{}/{}] {name}", i + 1, runs.len());
+            let (got, facts) = bed
+                .run(&eval, *run, &|line| eprintln!("  {line}"))
+                .with_context(|| format!("testbed run {name}"))?;
+            let answered = got.iter().filter(|r| r.rtt_ms.is_some()).count();
+            eprintln!(
+                "  {answered}/{} answered; {} links, {} link changes ({} failed), {:.1} s",
+                got.len(),
+                facts.links,
+                facts.link_changes,
+                facts.link_change_errors,
+                facts.wall.as_secs_f64()
+            );
+            writeln!(
+                facts_text,
+                "| {name} | {} | {} | {} | {:.1} s |",
+                facts.links,
+                facts.link_changes,
+                facts.link_change_errors,
+                facts.wall.as_secs_f64()
+            )?;
+            records.extend(got);
+            if args.compare_sim {
+                let simulated = eval
+                    .run(*run)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("simulating {name}"))?;
+                records.extend(simulated);
+            }
         }
-    }
+        Ok((records, facts_text))
+    })();
     let wall_s = started.elapsed().as_secs_f64();
     if temporary {
         let _ = std::fs::remove_dir_all(&work);
     }
+    let (records, facts_text) = made?;
     let meta = ReportMeta {
         command: command_line(),
         link_model: format!(
@@ -220,9 +224,10 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
     Ok(())
 }
 
-/// On Ctrl-C or SIGTERM: stops the nodes, removes the namespaces and exits (130), since the
+/// On Ctrl-C or SIGTERM: stops the nodes, removes the namespaces (and a temporary work
+/// directory) and exits (130), since the
 /// process would otherwise end without dropping them and leave nodes running in namespaces.
-fn clean_up_on_signal(prefix: String) {
+fn clean_up_on_signal(prefix: String, temporary_work: Option<PathBuf>) {
     let _ = std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -248,6 +253,9 @@ fn clean_up_on_signal(prefix: String) {
                     "\nferry testbed: interrupted; stopping the nodes and removing the namespaces"
                 );
                 testbed::net::remove_namespaces(&prefix);
+                if let Some(work) = &temporary_work {
+                    let _ = std::fs::remove_dir_all(work);
+                }
                 std::process::exit(130);
             }
         });
