@@ -14,7 +14,7 @@ use clap::Args;
 use sim::eval_record::CallRecord;
 use testbed::{Testbed, Tolerance, agreement};
 
-use crate::eval_cmd::{MatrixArgs, shape_text};
+use crate::eval_cmd::{MatrixArgs, command_line, shape_text};
 use crate::eval_report::{ReportMeta, write_report};
 
 #[derive(Args)]
@@ -302,10 +302,4 @@ fn agreement_markdown(rows: &[testbed::Agreement], t: Tolerance, facts: &str) ->
         "\n## The testbed's runs\n\n| run | links | link changes | failed | wall time |\n|---|---|---|---|---|\n{facts}"
     );
     s
-}
-
-fn command_line() -> String {
-    let mut words: Vec<String> = std::env::args().skip(1).collect();
-    words.insert(0, "ferry".into());
-    words.join(" ")
 }
