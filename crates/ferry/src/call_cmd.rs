@@ -1029,22 +1029,12 @@ static WRITING: Mutex<()> = Mutex::new(());
 /// Ctrl-C ends the process as usual, which also leaves the call alone.
 fn stop_waiting_on_ctrl_c(id: &str) {
     let id = id.to_owned();
-    let _ = std::thread::Builder::new()
-        .name("ctrl-c".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
-                // A write in progress ends first (a poisoned lock is as good as a free one).
-                let _writing = WRITING.lock();
-                eprintln!("\nferry: stopped waiting; the call goes on: ferry wait {id}");
-                std::process::exit(130);
-            }
-        });
+    crate::exit::on_interrupt(false, move || {
+        // A write in progress ends first (a poisoned lock is as good as a free one).
+        let _writing = WRITING.lock();
+        eprintln!("\nferry: stopped waiting; the call goes on: ferry wait {id}");
+        std::process::exit(130);
+    });
 }
 
 /// Keeps Ctrl-C from ending the process until the guard is dropped, so an interrupt never

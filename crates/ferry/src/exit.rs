@@ -5,7 +5,8 @@
 //! error the node's API answered ([`ClientError`]) anywhere in the chain already says "the node
 //! refused, with this code" or "no node there". The failures only the command can judge (a
 //! call's result never came, it was cancelled, a server refused it, the command line was wrong)
-//! carry a [`Failure`] with their [`Status`].
+//! carry a [`Failure`] with their [`Status`]. A command that must end its own way when
+//! interrupted says what to do on a signal with [`on_interrupt`].
 
 use std::fmt;
 use std::process::ExitCode;
@@ -122,6 +123,40 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
+
+/// From now on, Ctrl-C (and SIGTERM too, with `terminate`) runs `then` on a thread of its own
+/// instead of ending the process; `then` ends it. Without this (before it, or if the thread or
+/// its signal handler cannot start) a signal ends the process as usual.
+pub(crate) fn on_interrupt(terminate: bool, then: impl FnOnce() + Send + 'static) {
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let signalled = rt.block_on(async {
+                let term = terminate
+                    .then(|| {
+                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                            .ok()
+                    })
+                    .flatten();
+                match term {
+                    Some(mut term) => tokio::select! {
+                        r = tokio::signal::ctrl_c() => r.is_ok(),
+                        _ = term.recv() => true,
+                    },
+                    None => tokio::signal::ctrl_c().await.is_ok(),
+                }
+            });
+            if signalled {
+                then();
+            }
+        });
+}
 
 /// A wrong command line that clap could not see (an argument's type, a target's form).
 pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {

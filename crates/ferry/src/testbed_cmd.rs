@@ -228,37 +228,14 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
 /// directory) and exits (130), since the
 /// process would otherwise end without dropping them and leave nodes running in namespaces.
 fn clean_up_on_signal(prefix: String, temporary_work: Option<PathBuf>) {
-    let _ = std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            let signalled = rt.block_on(async {
-                let Ok(mut term) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                else {
-                    return tokio::signal::ctrl_c().await.is_ok();
-                };
-                tokio::select! {
-                    r = tokio::signal::ctrl_c() => r.is_ok(),
-                    _ = term.recv() => true,
-                }
-            });
-            if signalled {
-                eprintln!(
-                    "\nferry testbed: interrupted; stopping the nodes and removing the namespaces"
-                );
-                testbed::net::remove_namespaces(&prefix);
-                if let Some(work) = &temporary_work {
-                    let _ = std::fs::remove_dir_all(work);
-                }
-                std::process::exit(130);
-            }
-        });
+    crate::exit::on_interrupt(true, move || {
+        eprintln!("\nferry testbed: interrupted; stopping the nodes and removing the namespaces");
+        testbed::net::remove_namespaces(&prefix);
+        if let Some(work) = &temporary_work {
+            let _ = std::fs::remove_dir_all(work);
+        }
+        std::process::exit(130);
+    });
 }
 
 fn ms(v: Option<u64>) -> String {

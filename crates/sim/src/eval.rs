@@ -20,7 +20,7 @@ use rpc::{CallRequest, CallState, Param, ParamType, Target, Timers};
 use wire::DtnTime;
 use wire::rpc::{Mode, Transport, Value};
 
-use crate::eval_record::{CallRecord, Outcome};
+use crate::eval_record::{CallRecord, Outcome, first_transport};
 use crate::paper::{
     PAPER_BUDGET_MS, START, Sequence, complete_result, path_at_some_instant, round_trip_possible,
     summarise, test_file,
@@ -614,17 +614,8 @@ impl Eval {
             let start = wire::time::millis(view.created - SIM_EPOCH);
             let end = wire::time::millis(view.call.deadline - SIM_EPOCH);
             record.made_at_ms = start;
-            record.called_by = view
-                .timeline
-                .iter()
-                .find(|(_, t)| t.starts_with("called"))
-                .and_then(|(_, t)| {
-                    ["stream", "datagram", "dtn"]
-                        .into_iter()
-                        .find(|how| t.contains(&format!(" by {how}")))
-                })
-                .unwrap_or("")
-                .to_string();
+            record.called_by =
+                first_transport(view.timeline.iter().map(|(_, t)| t.as_str())).to_string();
             let s = summarise(view);
             record.went_dtn = s.went_dtn;
             let reply = (view.state == CallState::Succeeded)

@@ -13,6 +13,27 @@ use std::io::{self, BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 
+/// How a call first left, read from its timeline's texts (the RPC engine's words, as the API
+/// and `ferry call --json` show them too): `stream`, `datagram` or `dtn`; empty if it never left.
+pub fn first_transport<'a>(timeline: impl IntoIterator<Item = &'a str>) -> &'static str {
+    timeline
+        .into_iter()
+        .find(|t| t.starts_with("called"))
+        .and_then(|t| {
+            ["stream", "datagram", "dtn"]
+                .into_iter()
+                .find(|how| t.contains(&format!(" by {how}")))
+        })
+        .unwrap_or("")
+}
+
+/// Whether a call was sent by dtn at some point, read from its timeline's texts.
+pub fn went_dtn<'a>(timeline: impl IntoIterator<Item = &'a str>) -> bool {
+    timeline.into_iter().any(|t| {
+        (t.starts_with("called") && t.contains(" by dtn")) || t.contains("call sent by dtn")
+    })
+}
+
 /// How a call ended, in the paper's Fig. 5 terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -175,9 +175,7 @@ pub(crate) fn summarise(view: &CallView) -> CallSummary {
     let first = view.timeline.first().map(|(_, t)| t.as_str()).unwrap_or("");
     let first_realtime = first.starts_with("called")
         && (first.contains(" by stream") || first.contains(" by datagram"));
-    let went_dtn = view.timeline.iter().any(|(_, t)| {
-        (t.starts_with("called") && t.contains(" by dtn")) || t.contains("call sent by dtn")
-    });
+    let went_dtn = crate::eval_record::went_dtn(view.timeline.iter().map(|(_, t)| t.as_str()));
     let result_realtime = (view.state == CallState::Succeeded)
         .then(|| complete_result(view).map(|r| r.via != "dtn"))
         .flatten();

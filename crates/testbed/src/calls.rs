@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
+use sim::eval_record::{first_transport, went_dtn};
 
 /// The DTN epoch (2000-01-01) in Unix milliseconds: the API's `*_ms` times count from it.
 const DTN_EPOCH_UNIX_MS: u64 = 946_684_800_000;
@@ -168,19 +169,8 @@ pub fn read(call: &Value) -> CallOutcome {
                 .collect()
         })
         .unwrap_or_default();
-    let called_by = timeline
-        .iter()
-        .find(|(_, t)| t.starts_with("called"))
-        .and_then(|(_, t)| {
-            ["stream", "datagram", "dtn"]
-                .into_iter()
-                .find(|how| t.contains(&format!(" by {how}")))
-        })
-        .unwrap_or("")
-        .to_string();
-    let went_dtn = timeline.iter().any(|(_, t)| {
-        (t.starts_with("called") && t.contains(" by dtn")) || t.contains("call sent by dtn")
-    });
+    let called_by = first_transport(timeline.iter().map(|(_, t)| *t)).to_string();
+    let went_dtn = went_dtn(timeline.iter().map(|(_, t)| *t));
     let state = call
         .get("state")
         .and_then(Value::as_str)
