@@ -86,6 +86,23 @@ impl Link {
         })
     }
 
+    /// The earliest of the link's timers (beacon, summary, summary grace, neighbour expiry):
+    /// [`crate::Node::handle_timeout`] has nothing to do for a link before it.
+    pub(crate) fn next_due(&self, missed_periods: u64) -> DtnTime {
+        let mut next = self.next_beacon;
+        for t in [
+            self.next_summary,
+            self.summary_due,
+            self.expiry(missed_periods),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = next.min(t);
+        }
+        next
+    }
+
     /// Bytes the rest of the contact can still carry, if the contact's end and bandwidth are known.
     pub(crate) fn remaining_capacity(&self, now: DtnTime) -> Option<u64> {
         let end = self.contact_end?;

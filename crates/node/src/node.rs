@@ -2,6 +2,7 @@
 //! forwarding classes and the store together.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -640,10 +641,7 @@ impl Node {
             }
         };
         for link in self.links.values() {
-            consider(Some(link.next_beacon));
-            consider(link.next_summary);
-            consider(link.summary_due);
-            consider(link.expiry(self.config.missed_beacons));
+            consider(Some(link.next_due(self.config.missed_beacons)));
         }
         consider(self.held.first_expiry().map(|(t, _)| t));
         consider(self.purged.next_expiry());
@@ -773,8 +771,22 @@ impl Node {
 
     /// Timers: beacons, neighbour expiry, summaries, bundle expiry, mesh and stream timers.
     pub fn handle_timeout(&mut self, now: DtnTime) {
-        let links: Vec<LinkId> = self.links.keys().copied().collect();
-        for link in links {
+        // The links whose timers are due, in order, each found when the previous one is done
+        // (as its handling may change the others): one walk over the table, and a link with
+        // nothing due is only looked at.
+        let missed = self.config.missed_beacons;
+        let mut after: Option<LinkId> = None;
+        loop {
+            let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+            let Some(link) = self
+                .links
+                .range((from, Bound::Unbounded))
+                .find(|(_, l)| l.next_due(missed) <= now)
+                .map(|(id, _)| *id)
+            else {
+                break;
+            };
+            after = Some(link);
             let Some(l) = self.links.get(&link) else {
                 continue;
             };

@@ -1834,10 +1834,18 @@ impl Rpc {
                 held.1 = held.1.max(expiry);
             }
         }
-        let mut value = Vec::with_capacity(8 + content.len());
-        value.extend_from_slice(&expiry.as_millis().to_le_bytes());
-        value.extend_from_slice(content);
-        self.persist(node, RpcTable::Files, &hash, Some(&value));
+        // The content goes to the store as it is: a store that can share it (the simulator's)
+        // does not have to copy a file of hundreds of megabytes for every node it reaches.
+        let head = expiry.as_millis().to_le_bytes();
+        if let Err(source) = node
+            .tables_mut()
+            .rpc_put_parts(RpcTable::Files, &hash, &head, content)
+        {
+            self.errors.push(StateError::Write {
+                table: RpcTable::Files,
+                source,
+            });
+        }
     }
 
     // ----- timers -----
