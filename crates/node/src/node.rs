@@ -771,10 +771,7 @@ impl Node {
         // The links whose timers are due, in id order, each found when the previous one is done
         // (as its handling may change the others); a link with nothing due is not looked at.
         let mut after: Option<LinkId> = None;
-        loop {
-            let Some(link) = self.links.next_due_link(now, after) else {
-                break;
-            };
+        while let Some(link) = self.links.next_due_link(now, after) {
             after = Some(link);
             let Some(l) = self.links.get(&link) else {
                 continue;

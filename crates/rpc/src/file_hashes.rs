@@ -18,9 +18,12 @@ const MIN_BYTES: usize = 64 * 1024;
 /// Buffers remembered at most (those still held elsewhere; a broadcast carries few at once).
 const MAX_ENTRIES: usize = 32;
 
+/// A remembered buffer (a clone, which keeps its bytes) and its hash.
+type Entry = (Bytes, [u8; 32]);
+
 /// The hashes of large buffers that several engines see, shared by cloning.
 #[derive(Clone, Default)]
-pub struct FileHashes(Arc<Mutex<Vec<(Bytes, [u8; 32])>>>);
+pub struct FileHashes(Arc<Mutex<Vec<Entry>>>);
 
 impl std::fmt::Debug for FileHashes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
