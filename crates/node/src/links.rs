@@ -1,9 +1,119 @@
-//! The link table: what the node knows about each adjacency the shell maintains.
+//! The link table: what the node knows about each adjacency the shell maintains, with the
+//! links' timers in time order ([`LinkTable`]).
 
-use std::collections::BTreeMap;
+use std::cell::{RefCell, RefMut};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Deref;
 use std::time::Duration;
 
 use wire::{BundleId, DtnTime, Eid};
+
+use crate::LinkId;
+
+/// The node's links, and each link's earliest timer ([`Link::next_due`]) in time order, so that
+/// the node finds its next wake-up and the links with a timer due without looking at every link
+/// (a node of a full mesh has a link, with a beacon timer, to every other node).
+///
+/// Reads go through `Deref` to the map. Every way to change a link goes through this table,
+/// which notes the link as changed; its entry in the time order is brought up to date at the
+/// next look at the timers.
+#[derive(Debug)]
+pub(crate) struct LinkTable {
+    links: BTreeMap<LinkId, Link>,
+    /// Beacon periods missed before a neighbour counts as gone ([`Link::expiry`]).
+    missed: u64,
+    timers: RefCell<LinkTimers>,
+}
+
+#[derive(Debug, Default)]
+struct LinkTimers {
+    /// (earliest timer, link), for every link not in `changed`.
+    by_time: BTreeSet<(DtnTime, LinkId)>,
+    /// The same, by link.
+    of: BTreeMap<LinkId, DtnTime>,
+    /// Links handed out to be changed since their entry was made.
+    changed: BTreeSet<LinkId>,
+}
+
+impl Deref for LinkTable {
+    type Target = BTreeMap<LinkId, Link>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.links
+    }
+}
+
+impl LinkTable {
+    pub(crate) fn new(missed: u64) -> Self {
+        Self {
+            links: BTreeMap::new(),
+            missed,
+            timers: RefCell::default(),
+        }
+    }
+
+    /// A link, to change.
+    pub(crate) fn get_mut(&mut self, id: &LinkId) -> Option<&mut Link> {
+        let link = self.links.get_mut(id)?;
+        self.timers.get_mut().changed.insert(*id);
+        Some(link)
+    }
+
+    /// Adds a link, or replaces the one with this id.
+    pub(crate) fn insert(&mut self, id: LinkId, link: Link) -> Option<Link> {
+        self.timers.get_mut().changed.insert(id);
+        self.links.insert(id, link)
+    }
+
+    /// Removes a link.
+    pub(crate) fn remove(&mut self, id: &LinkId) -> Option<Link> {
+        let t = self.timers.get_mut();
+        t.changed.remove(id);
+        if let Some(at) = t.of.remove(id) {
+            t.by_time.remove(&(at, *id));
+        }
+        self.links.remove(id)
+    }
+
+    /// Takes a bundle out of every link's backlog (which no timer depends on).
+    pub(crate) fn remove_from_backlogs(&mut self, id: &BundleId) {
+        for l in self.links.values_mut() {
+            l.backlog.remove(id);
+        }
+    }
+
+    /// The timers, with the links changed since the last look put in their place.
+    fn timers(&self) -> RefMut<'_, LinkTimers> {
+        let mut t = self.timers.borrow_mut();
+        for id in std::mem::take(&mut t.changed) {
+            if let Some(at) = t.of.remove(&id) {
+                t.by_time.remove(&(at, id));
+            }
+            if let Some(l) = self.links.get(&id) {
+                let at = l.next_due(self.missed);
+                t.by_time.insert((at, id));
+                t.of.insert(id, at);
+            }
+        }
+        t
+    }
+
+    /// The earliest timer of any link.
+    pub(crate) fn next_due(&self) -> Option<DtnTime> {
+        self.timers().by_time.first().map(|(at, _)| *at)
+    }
+
+    /// The first link after `after` (in id order; from the first if `None`) with a timer due
+    /// at `now`.
+    pub(crate) fn next_due_link(&self, now: DtnTime, after: Option<LinkId>) -> Option<LinkId> {
+        self.timers()
+            .by_time
+            .range(..=(now, LinkId(u64::MAX)))
+            .map(|(_, id)| *id)
+            .filter(|id| after.is_none_or(|a| *id > a))
+            .min()
+    }
+}
 
 /// A dtn-class bundle (or a piece of one) handed to the shell on a link, awaiting its result.
 #[derive(Debug, Clone)]
@@ -84,6 +194,23 @@ impl Link {
             let missed = u32::try_from(missed_periods).unwrap_or(u32::MAX);
             self.last_heard + self.peer_period.saturating_mul(missed)
         })
+    }
+
+    /// The earliest of the link's timers (beacon, summary, summary grace, neighbour expiry):
+    /// [`crate::Node::handle_timeout`] has nothing to do for a link before it.
+    pub(crate) fn next_due(&self, missed_periods: u64) -> DtnTime {
+        let mut next = self.next_beacon;
+        for t in [
+            self.next_summary,
+            self.summary_due,
+            self.expiry(missed_periods),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = next.min(t);
+        }
+        next
     }
 
     /// Bytes the rest of the contact can still carry, if the contact's end and bandwidth are known.

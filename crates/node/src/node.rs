@@ -24,7 +24,7 @@ use crate::classes::{
     self, Class, copies_of, count_hop, ensure_hop_limit, is_broadcast, set_class, set_copies,
     set_previous_node,
 };
-use crate::links::{InFlight, Link};
+use crate::links::{InFlight, Link, LinkTable};
 use crate::mesh::{Mesh, MeshConfig, RouteEvent};
 use crate::strategy::{Decision, Strategy, StrategyKind};
 use crate::stream::{StreamConfig, StreamError, StreamId, Streams};
@@ -347,7 +347,7 @@ pub struct Node {
     stream_output_at: Option<DtnTime>,
     /// Buffers the stream traffic of a round is gathered in, kept with their room.
     room: StreamRoom,
-    links: BTreeMap<LinkId, Link>,
+    links: LinkTable,
     /// Identified neighbours and the link each is reached on.
     neighbours: BTreeMap<Eid, LinkId>,
     /// The bundles in the store, indexed.
@@ -404,7 +404,7 @@ impl Node {
             strategy: config.strategy.build(),
             me,
             store,
-            links: BTreeMap::new(),
+            links: LinkTable::new(config.missed_beacons),
             neighbours: BTreeMap::new(),
             held: HeldIndex::default(),
             known: BTreeMap::new(),
@@ -639,12 +639,7 @@ impl Node {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for link in self.links.values() {
-            consider(Some(link.next_beacon));
-            consider(link.next_summary);
-            consider(link.summary_due);
-            consider(link.expiry(self.config.missed_beacons));
-        }
+        consider(self.links.next_due());
         consider(self.held.first_expiry().map(|(t, _)| t));
         consider(self.purged.next_expiry());
         consider(self.foreign.next_expiry());
@@ -773,8 +768,11 @@ impl Node {
 
     /// Timers: beacons, neighbour expiry, summaries, bundle expiry, mesh and stream timers.
     pub fn handle_timeout(&mut self, now: DtnTime) {
-        let links: Vec<LinkId> = self.links.keys().copied().collect();
-        for link in links {
+        // The links whose timers are due, in id order, each found when the previous one is done
+        // (as its handling may change the others); a link with nothing due is not looked at.
+        let mut after: Option<LinkId> = None;
+        while let Some(link) = self.links.next_due_link(now, after) {
+            after = Some(link);
             let Some(l) = self.links.get(&link) else {
                 continue;
             };
@@ -1689,9 +1687,7 @@ impl Node {
             self.reassembly.remove(&(id.source.clone(), id.creation));
         }
         self.partial.retain(|(b, _), _| b != id);
-        for l in self.links.values_mut() {
-            l.backlog.remove(id);
-        }
+        self.links.remove_from_backlogs(id);
         Some(removed.held)
     }
 

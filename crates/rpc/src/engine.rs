@@ -22,6 +22,7 @@ use wire::{DtnTime, Eid};
 
 use crate::ParamType;
 use crate::config::{ProcedureSpec, RpcConfig, Timers};
+use crate::file_hashes::{FileHashes, hash_of};
 use crate::record::{Reader, RecordError, Writer};
 use crate::require::{Facts, ParseError, Requirement, Verdict};
 use archive::Archive;
@@ -790,6 +791,9 @@ pub struct Rpc {
     local: VecDeque<Bytes>,
     stats: RpcStats,
     errors: Vec<StateError>,
+    /// Hashes of large files shared with other engines of the process, if the shell gave some
+    /// ([`Rpc::share_file_hashes`]).
+    file_hashes: Option<FileHashes>,
 }
 
 /// Data-channel files held: by hash, with their size and expiry, and their total size.
@@ -876,10 +880,6 @@ fn serve_key_bytes(key: &ServeKey) -> [u8; 48] {
     out
 }
 
-fn hash_of(content: &[u8]) -> [u8; 32] {
-    *blake3::hash(content).as_bytes()
-}
-
 /// Whether `value` may stand for a parameter declared as `ty`.
 fn type_matches(ty: ParamType, value: &Value) -> bool {
     matches!(
@@ -944,6 +944,7 @@ impl Rpc {
             local: VecDeque::new(),
             stats: RpcStats::default(),
             errors: Vec::new(),
+            file_hashes: None,
         };
         rpc.load(node, now);
         rpc.write_dirty(node);
@@ -1142,6 +1143,21 @@ impl Rpc {
     /// Executions running now.
     pub fn running(&self) -> usize {
         self.jobs.len()
+    }
+
+    /// Names the files this engine receives, makes and serves by hashes shared with other
+    /// engines of the process that see the same buffers (the simulator's nodes), so that a file
+    /// is hashed once however many nodes it reaches. The hashes are the same either way.
+    pub fn share_file_hashes(&mut self, hashes: FileHashes) {
+        self.file_hashes = Some(hashes);
+    }
+
+    /// The hash a file is named by.
+    fn hash_file(&self, content: &Bytes) -> [u8; 32] {
+        match &self.file_hashes {
+            Some(memo) => memo.hash(content),
+            None => hash_of(content),
+        }
     }
 
     /// What the server-wide and per-call predicates are checked against. The shell refreshes it;
@@ -1615,7 +1631,7 @@ impl Rpc {
         content: Bytes,
         expiry: DtnTime,
     ) {
-        let hash = hash_of(&content);
+        let hash = self.hash_file(&content);
         if self
             .fit_new_files(now, node, &[(hash, content.len() as u64)])
             .is_err()
@@ -1834,10 +1850,18 @@ impl Rpc {
                 held.1 = held.1.max(expiry);
             }
         }
-        let mut value = Vec::with_capacity(8 + content.len());
-        value.extend_from_slice(&expiry.as_millis().to_le_bytes());
-        value.extend_from_slice(content);
-        self.persist(node, RpcTable::Files, &hash, Some(&value));
+        // The content goes to the store as it is: a store that can share it (the simulator's)
+        // does not have to copy a file of hundreds of megabytes for every node it reaches.
+        let head = expiry.as_millis().to_le_bytes();
+        if let Err(source) = node
+            .tables_mut()
+            .rpc_put_parts(RpcTable::Files, &hash, &head, content)
+        {
+            self.errors.push(StateError::Write {
+                table: RpcTable::Files,
+                source,
+            });
+        }
     }
 
     // ----- timers -----

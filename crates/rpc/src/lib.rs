@@ -41,6 +41,7 @@
 
 mod config;
 mod engine;
+mod file_hashes;
 mod port;
 mod record;
 pub mod require;
@@ -52,6 +53,7 @@ pub use engine::{
     RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, ServedView, StateError, Target, TimelineRef, Via,
     check_params,
 };
+pub use file_hashes::FileHashes;
 pub use port::NodePort;
 pub use record::RecordError;
 

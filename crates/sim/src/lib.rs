@@ -11,7 +11,9 @@
 //! [`Topology`]. A link going down cuts the transfer in progress: the receiver keeps the bytes that
 //! arrived as a fragment and the sender learns how far it got (reactive fragmentation). Payloads
 //! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB;
-//! so are the large data-channel files the RPC engines keep in their stores (`sim_store.rs`).
+//! so are the large data-channel files the RPC engines keep in their stores (`sim_store.rs`), and
+//! the engines share the hashes of the file buffers they see (`rpc::FileHashes`), so a file is
+//! hashed once however many nodes it reaches.
 //!
 //! Invariants are checked as the run goes: no bundle delivered twice to an application, nothing
 //! delivered that was never sent (or delivered altered), nothing held past its lifetime, every store

@@ -11,8 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use host::Output;
 use rpc::{
-    CallRequest, CallState, CallView, Job, JobId, Outcome, ParamType, ProcedureSpec, Rpc,
-    RpcConfig, RpcEvent, Target,
+    CallRequest, CallState, CallView, FileHashes, Job, JobId, Outcome, ParamType, ProcedureSpec,
+    Rpc, RpcConfig, RpcEvent, Target,
 };
 use wire::DtnTime;
 use wire::rpc::{CallId, Message, RejectCode, Value};
@@ -114,6 +114,9 @@ pub struct RpcApp {
     /// Results of [`Behaviour::EchoFiles`] for the last few files echoed (file hash → echo), so
     /// that many servers echoing one file share one buffer.
     echoed: VecDeque<([u8; 32], Bytes)>,
+    /// Hashes of the large files every node's engine sees: the nodes share a file's buffer, so
+    /// its hash is computed once, not at every node it reaches.
+    file_hashes: FileHashes,
     /// Calls the script made, in order.
     pub made: Vec<Made>,
     /// How many times each server ran each call: (server, call) → runs.
@@ -143,6 +146,7 @@ impl RpcApp {
             nested: BTreeMap::new(),
             script: BTreeMap::new(),
             echoed: VecDeque::new(),
+            file_hashes: FileHashes::default(),
             made: Vec::new(),
             executions: BTreeMap::new(),
             aborted: 0,
@@ -397,13 +401,14 @@ impl App for RpcApp {
         seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
         seed[8..16].copy_from_slice(&self.starts[i].to_le_bytes());
         self.starts[i] += 1;
-        let rpc = Rpc::new(
+        let mut rpc = Rpc::new(
             self.configs[i].clone(),
             identity,
             seed,
             host.node_mut(),
             now,
         );
+        rpc.share_file_hashes(self.file_hashes.clone());
         host.set_rpc(rpc);
     }
 

@@ -36,21 +36,27 @@ type ValueKey = (Bytes, usize, [u8; 8]);
 pub(crate) struct Interner(Arc<Mutex<BTreeMap<ValueKey, Bytes>>>);
 
 impl Interner {
-    /// The shared buffer holding `value`, made if no node holds it yet.
-    fn intern(&self, key: &[u8], value: &[u8]) -> Bytes {
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&value[..8]);
-        let k = (Bytes::copy_from_slice(key), value.len(), prefix);
+    /// The shared buffer holding `head` followed by `body` (`head` is the 8-byte expiry), made
+    /// if no node holds it yet: only the first node a file reaches copies it.
+    fn intern(&self, key: &[u8], head: &[u8; 8], body: &[u8]) -> Bytes {
+        let len = head.len() + body.len();
+        let k = (Bytes::copy_from_slice(key), len, *head);
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(v) = map.get(&k) {
             // The key is the hash of the content after the prefix: equal keys, lengths and
-            // prefixes are equal values. Spot-check both ends anyway.
-            let edge = value.len().min(4096);
-            if v[..edge] == value[..edge] && v[v.len() - edge..] == value[value.len() - edge..] {
+            // prefixes are equal values. Spot-check both ends of the content anyway.
+            let edge = body.len().min(4096);
+            let held = &v[head.len()..];
+            if held[..edge] == body[..edge]
+                && held[held.len() - edge..] == body[body.len() - edge..]
+            {
                 return v.clone();
             }
         }
-        let v = Bytes::copy_from_slice(value);
+        let mut joined = Vec::with_capacity(len);
+        joined.extend_from_slice(head);
+        joined.extend_from_slice(body);
+        let v = Bytes::from(joined);
         // Buffers no node holds any more are let go.
         map.retain(|_, held| !held.is_unique());
         map.insert(k, v.clone());
@@ -212,13 +218,37 @@ impl Tables for SimStore {
         if table != RpcTable::Files {
             return self.inner.rpc_put(table, key, value);
         }
-        let value = if value.len() >= INTERN_MIN {
-            self.interner.intern(key, value)
-        } else {
-            Bytes::copy_from_slice(value)
+        let value = match value.split_first_chunk::<8>() {
+            Some((head, body)) if value.len() >= INTERN_MIN => {
+                self.interner.intern(key, head, body)
+            }
+            _ => Bytes::copy_from_slice(value),
         };
         self.files.insert(Bytes::copy_from_slice(key), value);
         Ok(())
+    }
+
+    fn rpc_put_parts(
+        &mut self,
+        table: RpcTable,
+        key: &[u8],
+        head: &[u8],
+        body: &Bytes,
+    ) -> Result<()> {
+        match <&[u8; 8]>::try_from(head) {
+            Ok(head) if table == RpcTable::Files && 8 + body.len() >= INTERN_MIN => {
+                self.dirty = true;
+                let value = self.interner.intern(key, head, body);
+                self.files.insert(Bytes::copy_from_slice(key), value);
+                Ok(())
+            }
+            _ => {
+                let mut value = Vec::with_capacity(head.len() + body.len());
+                value.extend_from_slice(head);
+                value.extend_from_slice(body);
+                self.rpc_put(table, key, &value)
+            }
+        }
     }
 
     fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
@@ -301,6 +331,13 @@ mod tests {
         let vb = b.rpc_get(RpcTable::Files, &key).unwrap().unwrap();
         assert_eq!(&va[..], &value[..]);
         assert_eq!(va.as_ptr(), vb.as_ptr(), "one buffer for both nodes");
+        // A value given in parts (expiry, content) is the same value, in the same buffer.
+        let mut c = SimStore::new(1 << 20, interner.clone(), None);
+        let (head, body) = value.split_at(8);
+        c.rpc_put_parts(RpcTable::Files, &key, head, &Bytes::copy_from_slice(body))
+            .unwrap();
+        let vc = c.rpc_get(RpcTable::Files, &key).unwrap().unwrap();
+        assert_eq!(vc.as_ptr(), va.as_ptr());
         // Another expiry is another value.
         let mut later = value.clone();
         later[0] = 1;

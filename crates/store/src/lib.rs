@@ -316,6 +316,23 @@ pub trait Tables {
     /// Puts a value in an RPC table, replacing any value under the same key.
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()>;
 
+    /// Puts `head` followed by `body` as one value, as [`Tables::rpc_put`] does: for a large
+    /// value made of a short header and content the caller holds already (an RPC file: its
+    /// expiry, then its bytes), so that a store able to keep the content as it is need not have
+    /// it copied into one buffer first. Reads return the joined value.
+    fn rpc_put_parts(
+        &mut self,
+        table: RpcTable,
+        key: &[u8],
+        head: &[u8],
+        body: &Bytes,
+    ) -> Result<()> {
+        let mut value = Vec::with_capacity(head.len() + body.len());
+        value.extend_from_slice(head);
+        value.extend_from_slice(body);
+        self.rpc_put(table, key, &value)
+    }
+
     /// Puts several values in one RPC table, in order, as [`Tables::rpc_put`] does each: for a
     /// store that writes many rows at a lower cost per row together (the disk store prepares
     /// its statement once for all of them). Stops at the first error.

@@ -42,8 +42,7 @@ impl DtnTime {
 
     /// `self + span`, or `None` past [`DtnTime::MAX`].
     pub fn checked_add(self, span: Duration) -> Option<Self> {
-        u64::try_from(span.as_millis())
-            .ok()
+        span_millis(span)
             .and_then(|ms| self.0.checked_add(ms))
             .map(DtnTime)
     }
@@ -55,8 +54,7 @@ impl DtnTime {
 
     /// `self - span`, or `None` before the epoch.
     pub fn checked_sub(self, span: Duration) -> Option<Self> {
-        u64::try_from(span.as_millis())
-            .ok()
+        span_millis(span)
             .and_then(|ms| self.0.checked_sub(ms))
             .map(DtnTime)
     }
@@ -90,6 +88,14 @@ impl DtnTime {
 /// Whole milliseconds of a span, at most `u64::MAX`: what a wire field of milliseconds holds.
 pub fn millis(span: Duration) -> u64 {
     u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `span` in whole milliseconds, if that fits a `u64`: what `u64::try_from(span.as_millis())`
+/// gives, without its 128-bit arithmetic (every timer of every node adds spans to times).
+fn span_millis(span: Duration) -> Option<u64> {
+    span.as_secs()
+        .checked_mul(1_000)
+        .and_then(|ms| ms.checked_add(u64::from(span.subsec_millis())))
 }
 
 impl Add<Duration> for DtnTime {
@@ -163,6 +169,19 @@ mod tests {
             DtnTime::from_millis(1_001)
         );
         assert_eq!(millis(Duration::MAX), u64::MAX);
+        // The 64-bit conversion gives what the 128-bit one does, at the edges too.
+        let edge = u64::MAX / 1_000;
+        for span in [
+            Duration::ZERO,
+            Duration::from_nanos(999_999),
+            Duration::from_micros(1_999),
+            Duration::new(edge, 615_999_999),
+            Duration::new(edge, 616_000_000),
+            Duration::new(edge + 1, 0),
+            Duration::MAX,
+        ] {
+            assert_eq!(span_millis(span), u64::try_from(span.as_millis()).ok());
+        }
     }
 
     #[test]

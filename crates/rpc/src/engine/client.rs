@@ -75,7 +75,7 @@ impl Rpc {
                 }
                 Param::File { name, content } => (name, content),
             };
-            let hash = hash_of(&content);
+            let hash = self.hash_file(&content);
             params.push(Value::File(FileRef {
                 hash,
                 size: content.len() as u64,

@@ -469,7 +469,7 @@ impl Rpc {
                 contents.extend(files);
                 let hashed: Vec<([u8; 32], String, Bytes)> = contents
                     .into_iter()
-                    .map(|(name, content)| (hash_of(&content), name, content))
+                    .map(|(name, content)| (self.hash_file(&content), name, content))
                     .collect();
                 let sizes: Vec<([u8; 32], u64)> = hashed
                     .iter()
