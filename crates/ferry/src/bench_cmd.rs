@@ -280,7 +280,11 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         "kib" => 1024.0,
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("{text:?}: unknown unit (B, KB, MB, GB, KiB, MiB, GiB)")),
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit (B, KB, MB, GB, KiB, MiB, GiB)"
+            ));
+        }
     };
     let bytes = (num * factor).round();
     if !(1.0..=1e12).contains(&bytes) {
@@ -319,13 +323,13 @@ pub(crate) fn parse_rate(text: &str) -> Result<u64, String> {
 /// A size as the report writes it: `10 KB`, `1 MiB`, `100 MB`, `5 B`.
 pub(crate) fn size_text(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes % MIB == 0 {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
-    } else if bytes >= 1024 && bytes % 1024 == 0 && bytes < 1_000_000 {
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) && bytes < 1_000_000 {
         format!("{} KiB", bytes / 1024)
-    } else if bytes >= 1_000_000 && bytes % 1_000_000 == 0 {
+    } else if bytes >= 1_000_000 && bytes.is_multiple_of(1_000_000) {
         format!("{} MB", bytes / 1_000_000)
-    } else if bytes >= 1_000 && bytes % 1_000 == 0 {
+    } else if bytes >= 1_000 && bytes.is_multiple_of(1_000) {
         format!("{} KB", bytes / 1_000)
     } else {
         format!("{bytes} B")
@@ -334,7 +338,7 @@ pub(crate) fn size_text(bytes: u64) -> String {
 
 /// A rate as the report writes it: `24 Mbit/s`.
 pub(crate) fn rate_text(bits: u64) -> String {
-    if bits % 1_000_000 == 0 {
+    if bits.is_multiple_of(1_000_000) {
         format!("{} Mbit/s", bits / 1_000_000)
     } else {
         format!("{:.3} Mbit/s", bits as f64 / 1e6)

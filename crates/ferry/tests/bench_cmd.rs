@@ -74,7 +74,10 @@ fn a_quick_contact_and_queue_bench_writes_its_report_and_cleans_up() {
         "Ferry delivered {share} % of the capacity:\n{csv}\n{text}"
     );
     let readme = std::fs::read_to_string(contact.join("README.md")).unwrap();
-    assert!(readme.contains("## Machine") && readme.contains("ferry"), "{readme}");
+    assert!(
+        readme.contains("## Machine") && readme.contains("ferry"),
+        "{readme}"
+    );
 
     let queue = dir.join("queue");
     let text = bench(
@@ -83,7 +86,13 @@ fn a_quick_contact_and_queue_bench_writes_its_report_and_cleans_up() {
         ],
         &queue,
     );
-    for file in ["README.md", "queue.csv", "references.csv", "queue.svg", "queue.png"] {
+    for file in [
+        "README.md",
+        "queue.csv",
+        "references.csv",
+        "queue.svg",
+        "queue.png",
+    ] {
         assert!(queue.join(file).is_file(), "no {file}; output:\n{text}");
     }
     let csv = std::fs::read_to_string(queue.join("queue.csv")).unwrap();

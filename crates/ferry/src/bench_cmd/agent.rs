@@ -155,7 +155,9 @@ pub(crate) fn run(args: AgentArgs) -> Result<()> {
                     )
                     .map_err(|e| anyhow!("listing: {e}"))?;
                 for item in list {
-                    let seq = item["seq"].as_u64().context("a listed bundle without seq")?;
+                    let seq = item["seq"]
+                        .as_u64()
+                        .context("a listed bundle without seq")?;
                     let item_path = waiting_item_path(ENDPOINT, seq);
                     let (_, mut body) = client
                         .get_stream(&format!("{item_path}/payload"))
@@ -242,7 +244,8 @@ fn feed(kind: Kind, api: &str, dest: &str, size: u64, count: u64, threads: u64) 
         })
         .collect();
     for w in workers {
-        w.join().map_err(|_| anyhow!("a feeding thread panicked"))??;
+        w.join()
+            .map_err(|_| anyhow!("a feeding thread panicked"))??;
     }
     Ok(())
 }

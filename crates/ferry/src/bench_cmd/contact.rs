@@ -29,7 +29,9 @@ use clap::Args;
 use super::netns::{ADDR_B, Pair, rx_bytes};
 use super::procs::{Impl, Node, Watch, instant_of};
 use super::stats::Spread;
-use super::{Common, WorkDir, check_interrupt, parse_rate, parse_size, pause, rate_text, size_text};
+use super::{
+    Common, WorkDir, check_interrupt, parse_rate, parse_size, pause, rate_text, size_text,
+};
 
 /// Bytes b must have received since the link came up before the first payload is taken to
 /// have arrived: a TCP handshake, TCPCL's contact header and session init, and ARP come to well
@@ -40,7 +42,7 @@ pub(crate) const FIRST_BYTES: u64 = 1_500;
 pub(crate) const FIRST_POLL: Duration = Duration::from_millis(2);
 
 /// How often the agent asks b for its deliveries.
-const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+const WATCH_INTERVAL: Duration = Duration::from_millis(50);
 
 #[derive(Args)]
 pub(crate) struct ContactArgs {
@@ -100,7 +102,9 @@ impl Plan {
                 &[10_000, 100_000, 1_000_000, 10_000_000, 100_000_000],
                 &[100_000, 1_000_000],
             ),
-            up: o.up.unwrap_or(Duration::from_secs(if quick { 3 } else { 20 })),
+            up: o
+                .up
+                .unwrap_or(Duration::from_secs(if quick { 3 } else { 20 })),
             period: o
                 .period
                 .unwrap_or(Duration::from_secs(if quick { 6 } else { 60 })),
@@ -195,7 +199,13 @@ impl Row {
         Spread::of(&self.runs.iter().map(Run::share).collect::<Vec<_>>())
     }
     pub(crate) fn first_byte(&self) -> Option<Spread> {
-        Spread::of(&self.runs.iter().flat_map(Run::first_bytes).collect::<Vec<_>>())
+        Spread::of(
+            &self
+                .runs
+                .iter()
+                .flat_map(Run::first_bytes)
+                .collect::<Vec<_>>(),
+        )
     }
     /// Wire bytes per payload byte delivered, minus one, per cent.
     pub(crate) fn overhead(&self) -> Option<Spread> {
@@ -292,7 +302,14 @@ fn one_run(
     pair.limit(Some(rate))?;
     let link_down = Instant::now();
     let tag = kind.kind();
-    let b = Node::start(kind, &pair.b, "b", &work.fresh(&format!("{tag}-b"))?, None, dtnd)?;
+    let b = Node::start(
+        kind,
+        &pair.b,
+        "b",
+        &work.fresh(&format!("{tag}-b"))?,
+        None,
+        dtnd,
+    )?;
     let peer = format!("{ADDR_B}:4556");
     let a = Node::start(
         kind,

@@ -89,8 +89,18 @@ impl Pair {
             }
         }
         ip(&[
-            "link", "add", &pair.dev_a, "netns", &pair.a, "type", "veth", "peer", "name",
-            &pair.dev_b, "netns", &pair.b,
+            "link",
+            "add",
+            &pair.dev_a,
+            "netns",
+            &pair.a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &pair.dev_b,
+            "netns",
+            &pair.b,
         ])?;
         for (ns, dev, addr) in [
             (&pair.a, &pair.dev_a, "10.99.0.1/24"),
@@ -125,8 +135,17 @@ impl Pair {
                 let rate = format!("{bits}bit");
                 let mut args = base.to_vec();
                 args.extend([
-                    "replace", "dev", &self.dev_a, "root", "tbf", "rate", &rate, "burst", &burst,
-                    "latency", "100ms",
+                    "replace",
+                    "dev",
+                    &self.dev_a,
+                    "root",
+                    "tbf",
+                    "rate",
+                    &rate,
+                    "burst",
+                    &burst,
+                    "latency",
+                    "100ms",
                 ]);
                 ip(&args)
             }

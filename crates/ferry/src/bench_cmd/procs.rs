@@ -140,8 +140,8 @@ impl Node {
                 cmd
             }
         };
-        let file = std::fs::File::create(&log)
-            .with_context(|| format!("creating {}", log.display()))?;
+        let file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = cmd
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
@@ -183,7 +183,10 @@ impl Node {
                     .filter(|t| !t.is_empty());
             }
             if (self.kind == Impl::Dtnd || self.token.is_some())
-                && self.agent(&["delivered"]).output().is_ok_and(|o| o.status.success())
+                && self
+                    .agent(&["delivered"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
             {
                 return Ok(());
             }
@@ -260,7 +263,12 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    pub(crate) fn start(node: &Node, interval: Duration, until: u64, timeout: Duration) -> Result<Self> {
+    pub(crate) fn start(
+        node: &Node,
+        interval: Duration,
+        until: u64,
+        timeout: Duration,
+    ) -> Result<Self> {
         let mut child = node
             .agent(&[
                 "watch",

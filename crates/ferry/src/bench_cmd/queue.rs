@@ -41,7 +41,13 @@ pub(crate) struct Row {
 impl Row {
     pub(crate) fn mbytes_per_s(&self, count: u64) -> Option<Spread> {
         let bytes = (count * self.size) as f64;
-        Spread::of(&self.seconds.iter().map(|s| bytes / s / 1e6).collect::<Vec<_>>())
+        Spread::of(
+            &self
+                .seconds
+                .iter()
+                .map(|s| bytes / s / 1e6)
+                .collect::<Vec<_>>(),
+        )
     }
     pub(crate) fn bundles_per_s(&self, count: u64) -> Option<Spread> {
         Spread::of(
@@ -165,7 +171,14 @@ fn one_run(size: u64, count: u64, kind: Impl, work: &WorkDir, dtnd: Option<&Path
     let pair = Pair::create("q")?;
     pair.set_link(false)?;
     let tag = kind.kind();
-    let b = Node::start(kind, &pair.b, "b", &work.fresh(&format!("q{tag}-b"))?, None, dtnd)?;
+    let b = Node::start(
+        kind,
+        &pair.b,
+        "b",
+        &work.fresh(&format!("q{tag}-b"))?,
+        None,
+        dtnd,
+    )?;
     let peer = format!("{ADDR_B}:4556");
     let a = Node::start(
         kind,
@@ -234,12 +247,14 @@ fn iperf3_run() -> Result<f64> {
                 .stdin(Stdio::null())
                 .output()
                 .context("running iperf3 -c")?;
-            let json: serde_json::Value =
-                serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
             if let Some(bits) = json["end"]["sum_received"]["bits_per_second"].as_f64() {
                 return Ok(bits / 8.0 / 1e6);
             }
-            last = String::from_utf8_lossy(&out.stdout).chars().take(300).collect();
+            last = String::from_utf8_lossy(&out.stdout)
+                .chars()
+                .take(300)
+                .collect();
         }
         bail!("iperf3 gave no result: {last}")
     })();
@@ -271,9 +286,10 @@ fn dd_run(dir: &Path, mib: u64) -> Result<f64> {
 fn dd_rate(text: &str) -> Option<f64> {
     let line = text.lines().rev().find(|l| l.contains("copied"))?;
     let bytes: f64 = line.split_whitespace().next()?.parse().ok()?;
+    // After "copied, ": the size in parentheses has a comma of its own.
     let secs: f64 = line
-        .split(", ")
-        .nth(1)?
+        .split_once("copied, ")?
+        .1
         .split_whitespace()
         .next()?
         .replace(',', ".")

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::procs::Impl;
 use super::stats::Spread;
@@ -34,13 +35,7 @@ pub(crate) struct Report {
 impl Report {
     pub(crate) fn new(common: &Common, dtnd_missing: Option<String>) -> Self {
         let command = std::env::args()
-            .map(|a| {
-                if a.contains(' ') {
-                    format!("'{a}'")
-                } else {
-                    a
-                }
-            })
+            .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
             .collect::<Vec<_>>()
             .join(" ");
         Report {
@@ -86,7 +81,8 @@ impl Report {
             files += 1;
         }
         let md = dir.join("README.md");
-        std::fs::write(&md, self.markdown()).with_context(|| format!("writing {}", md.display()))?;
+        std::fs::write(&md, self.markdown())
+            .with_context(|| format!("writing {}", md.display()))?;
         print!("{}", self.tables());
         Ok(files + 1)
     }
@@ -101,9 +97,8 @@ impl Report {
             );
             for row in &c.rows {
                 for (k, r) in row.runs.iter().enumerate() {
-                    let first = Spread::of(&r.first_bytes()).map_or(String::new(), |s| {
-                        format!("{:.4}", s.median)
-                    });
+                    let first = Spread::of(&r.first_bytes())
+                        .map_or(String::new(), |s| format!("{:.4}", s.median));
                     let _ = writeln!(
                         t,
                         "{},{},{},{},{:.3},{first},{},{},{},{},{},{},{:.3}",
@@ -250,9 +245,10 @@ fn contact_section(c: &contact::Results) -> String {
          - **capacity delivered**: payload bytes at b (whole bundles in b's bench inbox, or \
          counted delivered by dtnd, plus, for Ferry, the payload of fragments b holds at the \
          end) ÷ (rate × the time the link was up while bundles were still missing at b: a \
-         whole contact, or the last one until the last bundle arrived). TCP/IP and TCPCL \
-         framing take about 3–4 % of the wire at an MTU of 1,500, so about 96 % is the most a \
-         TCP convergence layer can show.\n\
+         whole contact, or the last one until the last bundle arrived, as the 50 ms poll of \
+         b's deliveries saw it). The token bucket counts the headers too (TCP/IP, TCPCL, the \
+         bundle's blocks: the next column), and the time to the first payload is part of the \
+         contact, so 100 % is out of reach by a few per cent.\n\
          - **link up → first payload**: from `ip link set up` until b's veth had received \
          {} bytes since (read from `/proc/<b's pid>/net/dev` every {} ms from outside the \
          namespace): more than a TCP handshake, TCPCL's contact header, the session's init and \
@@ -262,7 +258,8 @@ fn contact_section(c: &contact::Results) -> String {
          changes in one queue, at most once a second), the node's redial, and TCP and session \
          setup.\n\
          - **wire ÷ payload − 1**: bytes b's veth received over the run against the payload \
-         delivered: framing, plus whatever was sent and thrown away (a transfer cut at a \
+         delivered: framing (small: the veth carries segments of up to 64 KB, so the counters \
+         see few headers), plus whatever was sent and thrown away (a transfer cut at a \
          contact's end that is sent again from its start). Ferry keeps what arrived of a cut \
          transfer (reactive fragmentation) and sends only the rest; dtnd starts the bundle \
          again.\n\
@@ -391,10 +388,17 @@ fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|x| x.1.trim()))
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|x| x.1.trim())
+        })
         .unwrap_or("unknown")
         .to_owned();
-    let cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+    let cpus = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
     let uname = std::process::Command::new("uname")
         .arg("-a")
         .output()
@@ -450,11 +454,7 @@ impl Figure for Sweep {
     fn render<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
         e(root.fill(&WHITE))?;
         let ty = |v: f64| {
-            if self.log_y {
-                v.max(1e-9).log10()
-            } else {
-                v
-            }
+            if self.log_y { v.max(1e-9).log10() } else { v }
         };
         let xs: Vec<f64> = self
             .series
@@ -484,27 +484,41 @@ impl Figure for Sweep {
             .configure_mesh()
             .x_desc("bundle size")
             .y_desc(&self.y_label)
-            .x_labels(10)
-            .x_label_formatter(&|v| size_text(10f64.powf(*v).round() as u64))
+            // The sizes measured are labelled below, each where it was measured.
+            .x_labels(0)
             .y_label_formatter(&|v| {
                 let v = if log_y { 10f64.powf(*v) } else { *v };
-                if v.abs() >= 100.0 || v == 0.0 {
+                if v.abs() >= 10.0 || v == 0.0 {
                     format!("{v:.0}")
+                } else if v.abs() >= 1.0 {
+                    format!("{v:.1}")
                 } else {
                     format!("{v:.2}")
                 }
             })
             .label_style(("sans-serif", 12))
             .draw())?;
+        let mut sizes: Vec<u64> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let label = ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for size in sizes {
+            let (px, py) = chart.backend_coord(&((size as f64).log10(), y0));
+            e(root.draw(&Text::new(size_text(size), (px, py + 6), label.clone())))?;
+        }
         for (label, value, color) in &self.lines {
             let y = ty(*value);
             let color = *color;
-            e(chart.draw_series(LineSeries::new(
-                [(x0, y), (x1, y)],
-                color.stroke_width(1),
-            )))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color));
+            e(chart.draw_series(LineSeries::new([(x0, y), (x1, y)], color.stroke_width(1))))?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color));
         }
         for s in &self.series {
             let color = s.color;
