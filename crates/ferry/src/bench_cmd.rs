@@ -226,20 +226,14 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         check_interrupt()?;
         match part {
             Selected::Contact(options) => {
-                let results = contact::run(&common, &options, &work, dtnd.as_ref().ok())?;
+                let results = contact::run(&common, &options, &work, dtnd_arg(&dtnd))?;
                 report.contact = Some(results);
             }
             Selected::Store(sizes, count) => {
                 report.store = Some(store::run(&common, &sizes, count, &work)?);
             }
             Selected::Queue(sizes, count) => {
-                report.queue = Some(queue::run(
-                    &common,
-                    &sizes,
-                    count,
-                    &work,
-                    dtnd.as_ref().ok(),
-                )?);
+                report.queue = Some(queue::run(&common, &sizes, count, &work, dtnd_arg(&dtnd))?);
             }
             Selected::Rpc(options) => report.rpc = Some(rpc::run(&options, &common)?),
         }
@@ -252,6 +246,11 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         written
     );
     Ok(())
+}
+
+/// dtnd's path, or why there is none (its rows say so).
+fn dtnd_arg(dtnd: &Result<PathBuf, String>) -> Result<&PathBuf, &str> {
+    dtnd.as_ref().map_err(String::as_str)
 }
 
 enum Selected {

@@ -233,9 +233,12 @@ fn feed(kind: Kind, api: &str, dest: &str, size: u64, count: u64, threads: u64) 
                                 .map_err(|e| anyhow!("sending to Ferry: {e}"))?;
                         }
                         Kind::Dtnd => {
-                            dtnd.post(&dtnd_url)
-                                .send(payload.as_slice())
-                                .map_err(|e| anyhow!("sending to dtnd: {e}"))?;
+                            dtnd.post(&dtnd_url).send(payload.as_slice()).map_err(|e| {
+                                anyhow!(
+                                    "sending a {} body to dtnd's POST /send: {e}",
+                                    super::size_text(size)
+                                )
+                            })?;
                         }
                     }
                 }

@@ -138,6 +138,9 @@ impl Plan {
 pub(crate) struct Contact {
     /// Link up → first payload at b (None: none came in this contact).
     pub(crate) first_byte: Option<Duration>,
+    /// Bytes b's veth had received since link up, every 20 ms or so after the first payload
+    /// (seconds since link up): where a contact's time went (gaps between bundles, a slow start).
+    pub(crate) received: Vec<(f64, u64)>,
     /// The time this contact counts for capacity: the whole up time, or until the last bundle
     /// was at b.
     pub(crate) counted: Duration,
@@ -230,8 +233,9 @@ pub(crate) fn run(
     common: &Common,
     options: &ContactOptions,
     work: &WorkDir,
-    dtnd: Option<&std::path::PathBuf>,
+    dtnd: Result<&std::path::PathBuf, &str>,
 ) -> Result<Results> {
+    let (dtnd, no_dtnd) = (dtnd.ok(), dtnd.err().unwrap_or_default());
     let plan = Plan::of(options, common.quick)?;
     let mut rows = Vec::new();
     for &rate in &plan.rates {
@@ -245,7 +249,7 @@ pub(crate) fn run(
                     missing: None,
                 };
                 if kind == Impl::Dtnd && dtnd.is_none() {
-                    row.missing = Some("dtnd not found".into());
+                    row.missing = Some(format!("dtnd {no_dtnd}"));
                     rows.push(row);
                     continue;
                 }
@@ -351,6 +355,7 @@ fn one_run(
         let end = up_at + plan.up;
         let mut first_byte = None;
         let mut done_at = None;
+        let mut received = Vec::new();
         loop {
             let now = Instant::now();
             if now >= end {
@@ -367,6 +372,8 @@ fn one_run(
                 }
                 pause(FIRST_POLL)?;
             } else {
+                let rx = rx_bytes(b.pid(), &pair.dev_b)?.saturating_sub(rx_up);
+                received.push(((now - up_at).as_secs_f64(), rx));
                 pause(Duration::from_millis(20))?;
             }
         }
@@ -374,6 +381,7 @@ fn one_run(
         let counted = done_at.map_or(plan.up, |d| d - up_at).min(plan.up);
         contacts.push(Contact {
             first_byte,
+            received,
             counted,
         });
         if done_at.is_some() {

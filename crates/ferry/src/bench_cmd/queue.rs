@@ -77,8 +77,9 @@ pub(crate) fn run(
     sizes: &[u64],
     count: Option<u64>,
     work: &WorkDir,
-    dtnd: Option<&PathBuf>,
+    dtnd: Result<&PathBuf, &str>,
 ) -> Result<Results> {
+    let (dtnd, no_dtnd) = (dtnd.ok(), dtnd.err().unwrap_or_default());
     let sizes = if !sizes.is_empty() {
         sizes.to_vec()
     } else if common.quick {
@@ -95,7 +96,7 @@ pub(crate) fn run(
                 size,
                 kind,
                 seconds: Vec::new(),
-                missing: (kind == Impl::Dtnd && dtnd.is_none()).then(|| "dtnd not found".into()),
+                missing: (kind == Impl::Dtnd && dtnd.is_none()).then(|| format!("dtnd {no_dtnd}")),
             });
         }
     }

@@ -118,6 +118,25 @@ impl Report {
                 }
             }
             out.push(("contact.csv", t));
+            let mut t = String::from("rate_bit_s,bundle_bytes,node,run,contact,t_s,rx_bytes\n");
+            for row in &c.rows {
+                for (k, r) in row.runs.iter().enumerate() {
+                    for (n, contact) in r.contacts.iter().enumerate() {
+                        for (at, rx) in &contact.received {
+                            let _ = writeln!(
+                                t,
+                                "{},{},{},{},{},{at:.3},{rx}",
+                                r.rate,
+                                r.size,
+                                r.kind.kind(),
+                                k + 1,
+                                n + 1
+                            );
+                        }
+                    }
+                }
+            }
+            out.push(("contact-timeline.csv", t));
         }
         if let Some(q) = &self.queue {
             let mut t = String::from("bundle_bytes,node,run,bundles,seconds\n");
@@ -236,8 +255,8 @@ fn contact_section(c: &contact::Results) -> String {
          as its static peer (discovery off); {} queued at a for `dtn://b/bench` in bundles of \
          one size through a's API; the link kept down for the rest of the off time ({} s); then \
          contacts of {} s every {} s (`ip link set up|down` on a's end: both ends lose carrier), \
-         until every bundle is at b or {} contacts have passed at 24 Mbit/s ({} at 100 Mbit/s) \
-         (enough to carry it all twice, and two more).\n\n\
+         until every bundle is at b or the contacts that could carry it all twice, and two \
+         more, have passed ({}).\n\n\
          Nodes: Ferry (this build; defaults, `--no-discovery`, `--peer 10.99.0.2:4556`) and \
          dtn7-rs `dtnd` 0.21 (defaults: memory store, epidemic routing; `-s \
          tcp://10.99.0.2:4556/b`, `--disable_nd`, janitor 1 s).\n\n\
@@ -269,8 +288,11 @@ fn contact_section(c: &contact::Results) -> String {
         (p.period - p.up).as_secs_f64(),
         p.up.as_secs_f64(),
         p.period.as_secs_f64(),
-        p.max_contacts(24_000_000),
-        p.max_contacts(100_000_000),
+        p.rates
+            .iter()
+            .map(|&r| format!("{} at {}", p.max_contacts(r), rate_text(r)))
+            .collect::<Vec<_>>()
+            .join(", "),
         contact::FIRST_BYTES,
         contact::FIRST_POLL.as_millis(),
     );
