@@ -283,7 +283,10 @@ fn contact_section(c: &contact::Results) -> String {
          transfer (reactive fragmentation) and sends only the rest; dtnd starts the bundle \
          again.\n\
          - **cuts kept as fragments at b**: Ferry's `ferry_reactive_fragments_received_total` \
-         at b: transfers cut at a contact's end whose received part b kept.\n\n",
+         at b: transfers cut at a contact's end whose received part b kept.\n\n\
+         `contact.csv` has every run's figures; `contact-timeline.csv` the bytes b's veth had \
+         received, every 20 ms of each contact from the first payload on (where the time went: \
+         pauses between bundles, or a lower steady rate).\n\n",
         size_text(p.total),
         (p.period - p.up).as_secs_f64(),
         p.up.as_secs_f64(),
