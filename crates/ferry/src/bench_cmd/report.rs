@@ -277,8 +277,8 @@ fn contact_section(c: &contact::Results) -> String {
          changes in one queue, at most once a second), the node's redial, and TCP and session \
          setup.\n\
          - **wire ÷ payload − 1**: bytes b's veth received over the run against the payload \
-         delivered: framing (small: the veth carries segments of up to 64 KB, so the counters \
-         see few headers), plus whatever was sent and thrown away (a transfer cut at a \
+         delivered: framing (TCP/IP, TCPCL and bundle headers, as many as the counters see: \
+         a packet segmented late counts its headers once), plus whatever was sent and thrown away (a transfer cut at a \
          contact's end that is sent again from its start). Ferry keeps what arrived of a cut \
          transfer (reactive fragmentation) and sends only the rest; dtnd starts the bundle \
          again.\n\

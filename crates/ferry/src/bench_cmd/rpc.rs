@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use super::{Common, check_interrupt, pause};
+use super::{Common, check_interrupt};
 
 #[derive(Args)]
 pub(crate) struct RpcArgs {
@@ -107,7 +107,8 @@ pub(crate) fn run(options: &RpcOptions, common: &Common) -> Result<Results> {
             check_interrupt()?;
             bail!("{COMMAND} took more than an hour");
         }
-        pause(Duration::from_millis(200))?;
+        // Not `pause`: an interrupt must reach the check above, which stops cargo first.
+        std::thread::sleep(Duration::from_millis(200));
     };
     let text = reader.join().unwrap_or_default();
     let output = if status.success() {
