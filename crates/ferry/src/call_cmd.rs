@@ -1029,7 +1029,7 @@ static WRITING: Mutex<()> = Mutex::new(());
 /// Ctrl-C ends the process as usual, which also leaves the call alone.
 fn stop_waiting_on_ctrl_c(id: &str) {
     let id = id.to_owned();
-    crate::exit::on_interrupt(false, move || {
+    let _ = crate::exit::on_interrupt(false, move || {
         // A write in progress ends first (a poisoned lock is as good as a free one).
         let _writing = WRITING.lock();
         eprintln!("\nferry: stopped waiting; the call goes on: ferry wait {id}");

@@ -24,6 +24,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use sim::eval_record::{CallRecord, SetupSummary, paper_figure, summarise, write_csv};
 
+use crate::plot::{Figure, draw, e};
+
 /// What the report says about how the records were made.
 pub(crate) struct ReportMeta {
     /// The command that made them.
@@ -37,8 +39,6 @@ pub(crate) struct ReportMeta {
     /// Threads.
     pub jobs: usize,
 }
-
-const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 /// The half-the-paper's-loss targets (docs/performance.md, "Targets"): explicit from its 41.9 %,
 /// any and all from its 27.8 %.
@@ -66,8 +66,7 @@ pub(crate) fn write_report(
     written.push(csv);
 
     let summaries = summarise(records);
-    // Ignoring a second registration's error: the font is the same.
-    let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    crate::plot::register_font();
     // Fig. 4: the paper's RTTs are Chained and Hub; Islands only if nothing else was run.
     let rtt_rows: Vec<&SetupSummary> = {
         let fixed: Vec<&SetupSummary> = summaries
@@ -140,25 +139,13 @@ enum Plot<'a> {
     Outcomes(&'a [&'a SetupSummary]),
 }
 
-fn render<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, plot: &Plot<'_>) -> Result<(), String> {
-    match plot {
-        Plot::Rtt(rows) => draw_rtt(root, rows),
-        Plot::Outcomes(rows) => draw_outcomes(root, rows),
+impl Figure for Plot<'_> {
+    fn render<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String> {
+        match self {
+            Plot::Rtt(rows) => draw_rtt(root, rows),
+            Plot::Outcomes(rows) => draw_outcomes(root, rows),
+        }
     }
-}
-
-/// Draws into an SVG or PNG file, by its extension.
-fn draw(path: &Path, plot: &Plot<'_>, size: (u32, u32)) -> Result<()> {
-    let result = if path.extension().is_some_and(|e| e == "svg") {
-        render(SVGBackend::new(path, size).into_drawing_area(), plot)
-    } else {
-        render(BitMapBackend::new(path, size).into_drawing_area(), plot)
-    };
-    result.map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
-}
-
-fn e<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, String> {
-    r.map_err(|e| e.to_string())
 }
 
 /// `islands-64 5 % · 100MB · any transparent · 210 s`.

@@ -125,37 +125,42 @@ impl fmt::Display for Failure {
 impl std::error::Error for Failure {}
 
 /// From now on, Ctrl-C (and SIGTERM too, with `terminate`) runs `then` on a thread of its own
-/// instead of ending the process; `then` ends it. Without this (before it, or if the thread or
-/// its signal handler cannot start) a signal ends the process as usual.
-pub(crate) fn on_interrupt(terminate: bool, then: impl FnOnce() + Send + 'static) {
-    let _ = std::thread::Builder::new()
+/// instead of ending the process; `then` ends it or tells the command to. The handlers are in
+/// place when this returns, so no signal falls between it and what the command does next. If
+/// they cannot be set up (the error says why), a signal ends the process as usual.
+pub(crate) fn on_interrupt(
+    terminate: bool,
+    then: impl FnOnce() + Send + 'static,
+) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (mut interrupt, mut term) = runtime.block_on(async {
+        let term = if terminate {
+            Some(signal(SignalKind::terminate())?)
+        } else {
+            None
+        };
+        Ok::<_, std::io::Error>((signal(SignalKind::interrupt())?, term))
+    })?;
+    std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            let signalled = rt.block_on(async {
-                let term = terminate
-                    .then(|| {
-                        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                            .ok()
-                    })
-                    .flatten();
-                match term {
-                    Some(mut term) => tokio::select! {
-                        r = tokio::signal::ctrl_c() => r.is_ok(),
-                        _ = term.recv() => true,
+            runtime.block_on(async {
+                match &mut term {
+                    Some(term) => tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = term.recv() => {}
                     },
-                    None => tokio::signal::ctrl_c().await.is_ok(),
+                    None => {
+                        interrupt.recv().await;
+                    }
                 }
             });
-            if signalled {
-                then();
-            }
-        });
+            then();
+        })?;
+    Ok(())
 }
 
 /// A wrong command line that clap could not see (an argument's type, a target's form).

@@ -14,6 +14,7 @@
 
 mod api;
 mod api_token;
+mod bench_cmd;
 mod bundle_cmd;
 mod call_cmd;
 mod calls_view;
@@ -31,6 +32,7 @@ mod names;
 mod node_cmd;
 mod output;
 mod ping_cmd;
+mod plot;
 mod recv_cmd;
 mod send_cmd;
 mod sim_cmd;
@@ -81,6 +83,9 @@ enum Command {
     Node(node_cmd::NodeArgs),
     /// Run a small network of real nodes on loopback and watch calls survive a broken link.
     Demo(demo_cmd::DemoArgs),
+    /// Benchmark real nodes beside references measured in the same run (an opportunistic
+    /// contact, the API's store, a queue after an outage, RPC) and write a report with plots.
+    Bench(bench_cmd::BenchArgs),
     /// Show the running node's id, uptime, store usage and counters.
     Status(client::ApiArgs),
     /// List the running node's neighbours.
@@ -173,6 +178,7 @@ fn run_command() -> ExitCode {
         Command::TestbedEcho(args) => testbed_cmd::run_echo(args),
         Command::Node(args) => node_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
         Command::Status(args) => info_cmd::run(info_cmd::Info::Status, args),
         Command::Peers(args) => info_cmd::run(info_cmd::Info::Peers, args),
         Command::Routes(args) => info_cmd::run(info_cmd::Info::Routes, args),

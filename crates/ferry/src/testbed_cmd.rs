@@ -90,7 +90,7 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
         keepalive_s: args.keepalive.as_secs().max(1),
         settle: Duration::from_secs(60),
     };
-    clean_up_on_signal(bed.prefix.clone(), temporary.then(|| work.clone()));
+    clean_up_on_signal(bed.prefix.clone(), temporary.then(|| work.clone()))?;
     let runs = eval.runs();
     eprintln!(
         "{} setups × {} seeds = {} runs of {} calls, one at a time",
@@ -227,7 +227,7 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
 /// On Ctrl-C or SIGTERM: stops the nodes, removes the namespaces (and a temporary work
 /// directory) and exits (130), since the
 /// process would otherwise end without dropping them and leave nodes running in namespaces.
-fn clean_up_on_signal(prefix: String, temporary_work: Option<PathBuf>) {
+fn clean_up_on_signal(prefix: String, temporary_work: Option<PathBuf>) -> Result<()> {
     crate::exit::on_interrupt(true, move || {
         eprintln!("\nferry testbed: interrupted; stopping the nodes and removing the namespaces");
         testbed::net::remove_namespaces(&prefix);
@@ -235,7 +235,8 @@ fn clean_up_on_signal(prefix: String, temporary_work: Option<PathBuf>) {
             let _ = std::fs::remove_dir_all(work);
         }
         std::process::exit(130);
-    });
+    })
+    .context("setting up the signal handlers")
 }
 
 fn ms(v: Option<u64>) -> String {
