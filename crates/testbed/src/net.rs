@@ -9,8 +9,8 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result, bail};
 
-/// Runs `ip ARGS` (or `tc`), failing with its stderr.
-fn run(program: &str, args: &[&str]) -> Result<()> {
+/// Runs `program ARGS` (`ip`, `tc`, …), failing with the command line and its stderr.
+pub fn run(program: &str, args: &[&str]) -> Result<()> {
     let out = Command::new(program)
         .args(args)
         .output()

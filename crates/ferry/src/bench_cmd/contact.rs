@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Args;
 
-use super::netns::{ADDR_B, Pair, rx_bytes};
+use super::netns::{Pair, rx_bytes};
 use super::procs::{Impl, Node, Watch, instant_of};
 use super::stats::Spread;
 use super::{
@@ -306,23 +306,7 @@ fn one_run(
     pair.limit(Some(rate))?;
     let link_down = Instant::now();
     let tag = kind.kind();
-    let b = Node::start(
-        kind,
-        &pair.b,
-        "b",
-        &work.fresh(&format!("{tag}-b"))?,
-        None,
-        dtnd,
-    )?;
-    let peer = format!("{ADDR_B}:4556");
-    let a = Node::start(
-        kind,
-        &pair.a,
-        "a",
-        &work.fresh(&format!("{tag}-a"))?,
-        Some(&peer),
-        dtnd,
-    )?;
+    let (a, b) = Node::start_pair(kind, &pair, work, tag, dtnd)?;
     let count = plan.count(size);
     let feed = a.agent_output(&[
         "feed",

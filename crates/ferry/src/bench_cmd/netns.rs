@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use testbed::net::run;
 
 /// Fails with a message a person can act on unless this is root with iproute2 and tc.
 pub(crate) fn check_root() -> Result<()> {
@@ -32,21 +33,6 @@ pub(crate) fn check_root() -> Result<()> {
 /// Runs `ip ARGS`, with its stderr in the error.
 pub(crate) fn ip(args: &[&str]) -> Result<()> {
     run("ip", args)
-}
-
-fn run(program: &str, args: &[&str]) -> Result<()> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
 }
 
 /// The two namespaces and their veth; removed on drop.

@@ -96,6 +96,35 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// Starts b, then a with b as its static peer, stores fresh under `work` as `<tag>-b` and
+    /// `<tag>-a`: the two nodes of a contact or queue run.
+    pub(crate) fn start_pair(
+        kind: Impl,
+        pair: &Pair,
+        work: &super::WorkDir,
+        tag: &str,
+        dtnd: Option<&Path>,
+    ) -> Result<(Node, Node)> {
+        let b = Node::start(
+            kind,
+            &pair.b,
+            "b",
+            &work.fresh(&format!("{tag}-b"))?,
+            None,
+            dtnd,
+        )?;
+        let peer = format!("{}:4556", super::netns::ADDR_B);
+        let a = Node::start(
+            kind,
+            &pair.a,
+            "a",
+            &work.fresh(&format!("{tag}-a"))?,
+            Some(&peer),
+            dtnd,
+        )?;
+        Ok((a, b))
+    }
+
     /// Starts a node named `name` (`dtn://NAME/`) with its store in `dir`; `peer` is b's TCPCL
     /// address for a (a static peer, discovery off: a field node dialling a known station).
     /// Returns once its API answers.

@@ -172,23 +172,7 @@ fn one_run(size: u64, count: u64, kind: Impl, work: &WorkDir, dtnd: Option<&Path
     let pair = Pair::create("q")?;
     pair.set_link(false)?;
     let tag = kind.kind();
-    let b = Node::start(
-        kind,
-        &pair.b,
-        "b",
-        &work.fresh(&format!("q{tag}-b"))?,
-        None,
-        dtnd,
-    )?;
-    let peer = format!("{ADDR_B}:4556");
-    let a = Node::start(
-        kind,
-        &pair.a,
-        "a",
-        &work.fresh(&format!("q{tag}-a"))?,
-        Some(&peer),
-        dtnd,
-    )?;
+    let (a, b) = Node::start_pair(kind, &pair, work, &format!("q{tag}"), dtnd)?;
     a.agent_output(&[
         "feed",
         "--dest",
