@@ -308,15 +308,7 @@ fn one_run(
     let tag = kind.kind();
     let (a, b) = Node::start_pair(kind, &pair, work, tag, dtnd)?;
     let count = plan.count(size);
-    let feed = a.agent_output(&[
-        "feed",
-        "--dest",
-        &format!("dtn://b/{}", super::agent::ENDPOINT),
-        "--size",
-        &size.to_string(),
-        "--count",
-        &count.to_string(),
-    ])?;
+    let feed = a.feed(size, count)?;
     let feed_s: f64 = feed.trim().parse().unwrap_or(f64::NAN);
     // The rest of the down time: the node has been out of contact for a whole off-period
     // (its redial backoff grown), whatever the feeding took.

@@ -243,6 +243,20 @@ impl Node {
         cmd
     }
 
+    /// Queues `count` bundles of `size` bytes for b's bench endpoint through this node's API
+    /// (the agent's `feed`); the agent's output, the seconds it took.
+    pub(crate) fn feed(&self, size: u64, count: u64) -> Result<String> {
+        self.agent_output(&[
+            "feed",
+            "--dest",
+            &format!("dtn://b/{}", super::agent::ENDPOINT),
+            "--size",
+            &size.to_string(),
+            "--count",
+            &count.to_string(),
+        ])
+    }
+
     /// Runs the agent to its end; its stdout, or an error with its stderr.
     pub(crate) fn agent_output(&self, args: &[&str]) -> Result<String> {
         let out = self

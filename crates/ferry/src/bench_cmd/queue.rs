@@ -173,15 +173,7 @@ fn one_run(size: u64, count: u64, kind: Impl, work: &WorkDir, dtnd: Option<&Path
     pair.set_link(false)?;
     let tag = kind.kind();
     let (a, b) = Node::start_pair(kind, &pair, work, &format!("q{tag}"), dtnd)?;
-    a.agent_output(&[
-        "feed",
-        "--dest",
-        &format!("dtn://b/{}", super::agent::ENDPOINT),
-        "--size",
-        &size.to_string(),
-        "--count",
-        &count.to_string(),
-    ])?;
+    a.feed(size, count)?;
     let limit = Duration::from_secs(300);
     let watch = Watch::start(&b, Duration::from_millis(10), count, limit)?;
     // The watch's first answer (0) before the clock starts, so its start-up is not timed.
