@@ -29,6 +29,47 @@ pub const DEFAULT_API_MAX_UPLOADS: usize = 4;
 pub const DEFAULT_DISCOVERY_PORT: u16 = 4551;
 /// Default address of the local API.
 pub const DEFAULT_API_ADDR: &str = "127.0.0.1:4550";
+/// Default `store_quota` of the disk store (10 GB).
+pub const DEFAULT_DISK_QUOTA: u64 = 10_000_000_000;
+/// Default `store_quota` of the memory store (512 MB): what a stranger's bundles may take of
+/// the machine's memory before the quota refuses or evicts them.
+pub const DEFAULT_MEMORY_QUOTA: u64 = 512_000_000;
+
+/// Where a node keeps its bundles, inboxes and calls (`store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// SQLite and payload files in the data directory, each commit synced: everything a node
+    /// acknowledged survives a crash or a power cut.
+    #[default]
+    Disk,
+    /// Memory only: nothing waits for a disk, and nothing survives the process. For nodes
+    /// without a disk worth writing to, and for measuring what the disk costs.
+    Memory,
+}
+
+impl StoreKind {
+    /// `store_quota` when the configuration gives none.
+    pub fn default_quota(self) -> u64 {
+        match self {
+            Self::Disk => DEFAULT_DISK_QUOTA,
+            Self::Memory => DEFAULT_MEMORY_QUOTA,
+        }
+    }
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "disk" => Ok(Self::Disk),
+            "memory" => Ok(Self::Memory),
+            other => Err(format!(
+                "unknown store \"{other}\": expected disk or memory"
+            )),
+        }
+    }
+}
 
 /// A complete, checked configuration.
 #[derive(Debug, Clone)]
@@ -37,6 +78,8 @@ pub struct Config {
     pub node_id: Eid,
     /// Where the store lives; `None` means the user's default data directory.
     pub data_dir: Option<PathBuf>,
+    /// Where bundles are kept: on disk (the default) or in memory only.
+    pub store: StoreKind,
     /// Store quota in bytes.
     pub store_quota: u64,
     /// Store-carry-forward strategy.
@@ -176,6 +219,7 @@ pub struct BeaconFormats {
 struct File {
     node_id: Option<String>,
     data_dir: Option<PathBuf>,
+    store: Option<String>,
     store_quota: Option<String>,
     strategy: Option<String>,
     summary_grace: Option<String>,
@@ -595,6 +639,10 @@ impl Config {
             // Every neighbour would be taken for another implementation before it could answer.
             return Err(ConfigError("summary_grace must be more than 0s".into()));
         }
+        let store: StoreKind = match file.store.as_deref() {
+            None => StoreKind::default(),
+            Some(s) => s.parse().map_err(|e| ConfigError(format!("store: {e}")))?,
+        };
         let keepalive = duration("tcpcl.keepalive", file.tcpcl.keepalive, "30s")?;
         if keepalive.as_secs() > u64::from(u16::MAX) {
             return Err(ConfigError(
@@ -604,7 +652,11 @@ impl Config {
         Ok(Self {
             node_id,
             data_dir: file.data_dir,
-            store_quota: size("store_quota", file.store_quota, "10GB")?,
+            store,
+            store_quota: match file.store_quota {
+                Some(quota) => size("store_quota", Some(quota), "")?,
+                None => store.default_quota(),
+            },
             strategy: file
                 .strategy
                 .as_deref()
@@ -1582,11 +1634,25 @@ mod tests {
     }
 
     #[test]
+    fn the_memory_store_has_its_own_default_quota() {
+        let c = Config::defaults("x");
+        assert_eq!((c.store, c.store_quota), (StoreKind::Disk, 10_000_000_000));
+        let c = Config::from_toml("store = \"memory\"", "x").unwrap();
+        assert_eq!((c.store, c.store_quota), (StoreKind::Memory, 512_000_000));
+        let c = Config::from_toml("store = \"memory\"\nstore_quota = \"2GB\"", "x").unwrap();
+        assert_eq!((c.store, c.store_quota), (StoreKind::Memory, 2_000_000_000));
+    }
+
+    #[test]
     fn every_key_is_checked_with_a_clear_message() {
         let err = |text: &str| Config::from_toml(text, "x").unwrap_err().to_string();
         assert!(err("node_id = \"alpha\"").contains("node_id"));
         assert!(err("node_id = \"dtn://a/b\"").contains("not a node id"));
         assert!(err("strategy = \"flood\"").contains("unknown strategy"));
+        assert_eq!(
+            err("store = \"ram\""),
+            "store: unknown store \"ram\": expected disk or memory"
+        );
         assert!(err("summary_grace = \"0s\"").contains("summary_grace must be more than 0s"));
         assert!(err("store_quota = \"lots\"").contains("store_quota"));
         assert!(err("[tcpcl]\nlisten = [\"localhost\"]").contains("tcpcl.listen"));

@@ -51,7 +51,7 @@ pub mod udp;
 use std::net::SocketAddr;
 
 use node::{Node, NodeConfig};
-use store::{DiskStore, Store, Tables as _};
+use store::{DiskStore, MemoryStore, Store, Tables as _};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -95,31 +95,21 @@ impl Running {
     }
 }
 
-/// Opens the store, binds every listener and starts the event loop. Errors say which address or
-/// directory was the problem.
-pub async fn start(mut config: Config) -> Result<Running, StartError> {
-    raise_open_file_limit();
-    // Certificates first: a mistake there is the operator's to fix before anything runs.
-    let tls = match &config.tls {
-        Some(t) => Some(tls::load(t, &config.node_id)?),
-        None => None,
-    };
-    let clock = core::Clock::new();
-    let data_dir = match &config.data_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            let xdg = std::env::var_os("XDG_DATA_HOME");
-            let home = std::env::var_os("HOME");
-            store::default_data_dir(xdg.as_deref(), home.as_deref()).ok_or_else(|| {
-                StartError::Config(
-                    "finding the default data directory: neither XDG_DATA_HOME nor HOME is an \
-                     absolute path; set data_dir"
-                        .into(),
-                )
-            })?
-        }
-    };
-    let (mut store, recovery) = DiskStore::open(&data_dir, config.store_quota)
+/// The store `config` names: the disk store in `data_dir`, recovered after a crash (what lost
+/// its files is dropped, and said so), or an empty memory store; with how many entries
+/// recovery dropped.
+fn open_store(
+    config: &Config,
+    data_dir: &std::path::Path,
+) -> Result<(Box<dyn Store + Send>, u64), StartError> {
+    if config.store == config::StoreKind::Memory {
+        tracing::info!(
+            "memory store of {} bytes: nothing this node holds survives it",
+            config.store_quota
+        );
+        return Ok((Box::new(MemoryStore::new(config.store_quota)), 0));
+    }
+    let (mut store, recovery) = DiskStore::open(data_dir, config.store_quota)
         .doing(|| format!("opening the store in {}", data_dir.display()))?;
     if !recovery.dropped.is_empty()
         || !recovery.rpc_dropped.is_empty()
@@ -146,6 +136,35 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     store
         .flush()
         .doing(|| "flushing the store after recovery".into())?;
+    let dropped = (recovery.dropped.len() + recovery.rpc_dropped.len()) as u64;
+    Ok((Box::new(store), dropped))
+}
+
+/// Opens the store, binds every listener and starts the event loop. Errors say which address or
+/// directory was the problem.
+pub async fn start(mut config: Config) -> Result<Running, StartError> {
+    raise_open_file_limit();
+    // Certificates first: a mistake there is the operator's to fix before anything runs.
+    let tls = match &config.tls {
+        Some(t) => Some(tls::load(t, &config.node_id)?),
+        None => None,
+    };
+    let clock = core::Clock::new();
+    let data_dir = match &config.data_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let xdg = std::env::var_os("XDG_DATA_HOME");
+            let home = std::env::var_os("HOME");
+            store::default_data_dir(xdg.as_deref(), home.as_deref()).ok_or_else(|| {
+                StartError::Config(
+                    "finding the default data directory: neither XDG_DATA_HOME nor HOME is an \
+                     absolute path; set data_dir"
+                        .into(),
+                )
+            })?
+        }
+    };
+    let (store, recovered_dropped) = open_store(&config, &data_dir)?;
     if config.seed == 0 {
         config.seed = clock.now().as_millis() ^ u64::from(std::process::id()).rotate_left(32);
     }
@@ -298,11 +317,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
             clock.now(),
         )?);
     }
-    let mut node = Node::new(
-        node_config,
-        Box::new(store) as Box<dyn Store + Send>,
-        clock.now(),
-    );
+    let mut node = Node::new(node_config, store, clock.now());
     let (rpc, engine, finished, provider_timers) =
         rpc_shell::RpcShell::new(&config, &data_dir, &mut node, clock.now())?;
     // Working directories a crashed daemon left behind hold nothing anyone waits for: the
@@ -339,7 +354,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
         udp,
         tcpcl_tx,
         connected_tx,
-        (recovery.dropped.len() + recovery.rpc_dropped.len()) as u64,
+        recovered_dropped,
         control_ends.deliveries,
         control_ends.calls,
         (rpc, engine),

@@ -55,6 +55,13 @@ pub(crate) struct NodeArgs {
     /// any size and cannot reassemble fragments.
     #[arg(long)]
     ignore_peer_transfer_mru: bool,
+    /// Where bundles are kept: disk (the default: crash-safe) or memory (nothing survives the
+    /// process; quota 512MB unless store_quota says otherwise).
+    #[arg(long, value_name = "KIND")]
+    store: Option<String>,
+    /// The most bytes the store holds, e.g. 2GB.
+    #[arg(long, value_name = "SIZE")]
+    store_quota: Option<String>,
     /// Routing strategy: epidemic, spray-and-wait[:COPIES] or direct.
     #[arg(long)]
     strategy: Option<String>,
@@ -223,6 +230,19 @@ fn build_config(args: &NodeArgs) -> Result<Config> {
     if args.ignore_peer_transfer_mru {
         config.ignore_peer_transfer_mru = true;
     }
+    if let Some(kind) = &args.store {
+        let kind: daemon::config::StoreKind =
+            kind.parse().map_err(|e| anyhow::anyhow!("--store: {e}"))?;
+        // A quota left at its kind's default becomes the new kind's default.
+        if config.store_quota == config.store.default_quota() {
+            config.store_quota = kind.default_quota();
+        }
+        config.store = kind;
+    }
+    if let Some(quota) = &args.store_quota {
+        config.store_quota =
+            daemon::config::parse_size(quota).map_err(|e| anyhow::anyhow!("--store-quota: {e}"))?;
+    }
     if let Some(s) = &args.strategy {
         config.strategy = s.parse().map_err(anyhow::Error::msg)?;
     }
@@ -273,6 +293,18 @@ mod tests {
             let f = config_of(flags).discovery.formats;
             (f.ferry, f.dtn7)
         };
+        let store = |flags: &[&str]| {
+            let c = config_of(flags);
+            (c.store, c.store_quota)
+        };
+        use daemon::config::StoreKind::{Disk, Memory};
+        assert_eq!(store(&[]), (Disk, 10_000_000_000));
+        assert_eq!(store(&["--store", "memory"]), (Memory, 512_000_000));
+        assert_eq!(
+            store(&["--store", "memory", "--store-quota", "2GB"]),
+            (Memory, 2_000_000_000)
+        );
+        assert_eq!(store(&["--store-quota", "1MiB"]), (Disk, 1 << 20));
         assert_eq!(formats(&[]), (true, true));
         assert_eq!(formats(&["--beacon-format", "dtn7"]), (false, true));
         assert_eq!(

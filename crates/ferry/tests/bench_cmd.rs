@@ -100,6 +100,12 @@ fn a_quick_contact_and_queue_bench_writes_its_report_and_cleans_up() {
         csv.lines().any(|l| l.starts_with("1024,ferry,1,50,")),
         "{csv}\n{text}"
     );
+    // The same with the memory store (`ferry node --store memory`).
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("1024,ferry-memory,1,50,")),
+        "{csv}\n{text}"
+    );
 
     // Every namespace the benches made is gone (another user's may have come or gone).
     let after = namespaces();

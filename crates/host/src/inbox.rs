@@ -120,7 +120,7 @@ impl Inboxes {
                 &encode(&letter.meta, Some(&letter.payload)),
             )?;
         } else {
-            store.rpc_put(RpcTable::InboxPayload, &k, &letter.payload)?;
+            store.rpc_put_bytes(RpcTable::InboxPayload, &k, &letter.payload)?;
             store.rpc_put(RpcTable::Inbox, &k, &encode(&letter.meta, None))?;
         }
         self.next += 1;

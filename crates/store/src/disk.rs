@@ -143,8 +143,8 @@ pub const CHECKPOINT_WAL_BYTES: u64 = 32 * 1024 * 1024;
 /// A WAL frame: a page of the default 4 KiB and its 24-byte header.
 const WAL_FRAME_BYTES: u64 = 4096 + 24;
 
-/// Payload files written but not yet synced are synced early once this many are open, so that a
-/// batch of many large bundles does not hold one descriptor per bundle.
+/// Payload files whose syncs are under way: once this many are, the next write waits for them,
+/// so that a batch of many large bundles holds a bounded number of descriptors and threads.
 const MAX_UNSYNCED_FILES: usize = 64;
 
 const SCHEMA: &str = "
@@ -286,8 +286,9 @@ struct Batch {
     dirty: bool,
     /// Payload files this batch created: removed again if the batch rolls back.
     created: Vec<FileName>,
-    /// Created files whose data is not yet synced.
-    unsynced: Vec<File>,
+    /// Created files whose data is being synced, each on a thread of its own (see
+    /// [`DiskStore::write_file`]); the commit waits for every one.
+    unsynced: Vec<std::thread::JoinHandle<io::Result<()>>>,
     /// Whether a created file's name must still be synced into the payload directory.
     dir_unsynced: bool,
     /// Files to unlink once the batch committed.
@@ -730,36 +731,10 @@ impl DiskStore {
         }
     }
 
-    /// Syncs the payload files written since the last sync and then their directory entries.
+    /// Waits for the syncs of the payload files written since the last commit and then syncs
+    /// their directory entries.
     fn sync_payloads(&mut self) -> Result<()> {
-        let files = std::mem::take(&mut self.batch.unsynced);
-        if files.len() == 1 {
-            files[0]
-                .sync_data()
-                .map_err(|e| io_err("syncing a payload file", e))?;
-        } else if !files.is_empty() {
-            // One thread per file: the file system then writes all of them back at once and
-            // folds their metadata into one journal commit, where one-by-one syncs would wait
-            // for a commit each.
-            std::thread::scope(|scope| {
-                let syncs: Vec<_> = files
-                    .iter()
-                    .map(|file| scope.spawn(move || file.sync_data()))
-                    .collect();
-                for sync in syncs {
-                    match sync.join() {
-                        Ok(result) => result.map_err(|e| io_err("syncing a payload file", e))?,
-                        Err(_) => {
-                            return Err(StoreError::Io {
-                                context: "syncing a payload file".into(),
-                                source: io::Error::other("the syncing thread panicked"),
-                            });
-                        }
-                    }
-                }
-                Ok(())
-            })?;
-        }
+        self.wait_for_file_syncs()?;
         if self.batch.dir_unsynced {
             self.payload_dir_handle
                 .sync_all()
@@ -767,6 +742,25 @@ impl DiskStore {
             self.batch.dir_unsynced = false;
         }
         Ok(())
+    }
+
+    /// Waits for every payload file's sync started by [`DiskStore::write_file`]; the first
+    /// error, after all have ended.
+    fn wait_for_file_syncs(&mut self) -> Result<()> {
+        let mut first_error = None;
+        for sync in std::mem::take(&mut self.batch.unsynced) {
+            let result = match sync.join() {
+                Ok(result) => result.map_err(|e| io_err("syncing a payload file", e)),
+                Err(_) => Err(StoreError::Io {
+                    context: "syncing a payload file".into(),
+                    source: io::Error::other("the syncing thread panicked"),
+                }),
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// An RPC value from its row's `v, file, size` columns: inline, or read from its file.
@@ -938,10 +932,19 @@ impl DiskStore {
             file.write_all(part)
                 .map_err(|e| io_err(format!("writing {}", path.display()), e))?;
         }
-        self.batch.unsynced.push(file);
         if self.batch.unsynced.len() >= MAX_UNSYNCED_FILES {
-            self.sync_payloads()?;
+            self.wait_for_file_syncs()?;
         }
+        // The sync starts now, not at the commit: the disk writes this file while the caller
+        // goes on (receiving the next bundle), and the commit only waits for what is left. The
+        // protocol is unchanged: the row that names the file commits after its sync ended.
+        // Syncs of several files at once also let the file system fold their metadata into
+        // one journal commit.
+        let sync = std::thread::Builder::new()
+            .name("ferry-file-sync".into())
+            .spawn(move || file.sync_data())
+            .map_err(|e| io_err("starting a payload file's sync", e))?;
+        self.batch.unsynced.push(sync);
         Ok(())
     }
 

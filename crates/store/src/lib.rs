@@ -316,6 +316,13 @@ pub trait Tables {
     /// Puts a value in an RPC table, replacing any value under the same key.
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()>;
 
+    /// Puts a value the caller holds as [`Bytes`], as [`Tables::rpc_put`] does: a store that
+    /// keeps values in memory keeps this one as it is instead of copying it (an inbox's
+    /// payload, a mebibyte or more).
+    fn rpc_put_bytes(&mut self, table: RpcTable, key: &[u8], value: &Bytes) -> Result<()> {
+        self.rpc_put(table, key, value)
+    }
+
     /// Puts `head` followed by `body` as one value, as [`Tables::rpc_put`] does: for a large
     /// value made of a short header and content the caller holds already (an RPC file: its
     /// expiry, then its bytes), so that a store able to keep the content as it is need not have

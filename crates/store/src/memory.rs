@@ -216,6 +216,12 @@ impl Tables for MemoryStore {
         Ok(())
     }
 
+    fn rpc_put_bytes(&mut self, table: RpcTable, key: &[u8], value: &Bytes) -> Result<()> {
+        self.rpc
+            .insert((table, Bytes::copy_from_slice(key)), value.clone());
+        Ok(())
+    }
+
     fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
         Ok(self.rpc.get(&(table, Bytes::copy_from_slice(key))).cloned())
     }
@@ -254,6 +260,26 @@ impl Store for MemoryStore {
 mod tests {
     use super::*;
     use crate::Retention;
+
+    #[test]
+    fn a_value_put_as_bytes_is_kept_without_a_copy() {
+        let mut s = MemoryStore::new(1 << 20);
+        let payload = Bytes::from(vec![7u8; 1 << 20]);
+        s.rpc_put_bytes(RpcTable::InboxPayload, b"k", &payload)
+            .unwrap();
+        let got = s.rpc_get(RpcTable::InboxPayload, b"k").unwrap().unwrap();
+        assert_eq!(got, payload);
+        assert_eq!(
+            got.as_ptr(),
+            payload.as_ptr(),
+            "the same buffer, not a copy"
+        );
+        // A put by slice still copies: the caller may reuse its buffer.
+        s.rpc_put(RpcTable::InboxPayload, b"k", &payload).unwrap();
+        let copied = s.rpc_get(RpcTable::InboxPayload, b"k").unwrap().unwrap();
+        assert_eq!(copied, payload);
+        assert_ne!(copied.as_ptr(), payload.as_ptr());
+    }
 
     #[test]
     fn rpc_range_is_bounded_ordered_limited_and_per_table() {

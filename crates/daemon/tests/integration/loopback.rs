@@ -189,6 +189,85 @@ async fn bundles_wait_for_a_peer_that_is_down_and_inboxes_survive_a_restart() {
     b.shut_down().await;
 }
 
+/// Two nodes with memory stores: bundles cross both ways and a mebibyte arrives whole, nothing
+/// is written to the data directory but the node's key, its API token and an empty directory of
+/// execution records, and a restart keeps
+/// nothing (what the memory store promises).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_stores_carry_bundles_and_keep_nothing_on_disk() {
+    let dirs = (TempDir::new("daemon-test"), TempDir::new("daemon-test"));
+    let (pa, pb) = (free_port(), free_port());
+    let b_addr: SocketAddr = format!("127.0.0.1:{pb}").parse().unwrap();
+    let memory = |name, dir, port, peers: &[SocketAddr]| {
+        let mut c = config(name, dir, port, peers);
+        c.store = daemon::config::StoreKind::Memory;
+        c
+    };
+    let b = daemon::start(memory("bravo", dirs.1.path(), pb, &[]))
+        .await
+        .unwrap();
+    // Queued before bravo is known: held in alpha's memory until the session comes.
+    let a = daemon::start(memory("alpha", dirs.0.path(), pa, &[b_addr]))
+        .await
+        .unwrap();
+    let big: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    send(&a, "dtn://bravo/files", &big).await;
+    send(&a, "dtn://bravo/inbox", b"hello bravo").await;
+    wait_for_peers(&a, 1, Duration::from_secs(10)).await;
+    let files = receive(&b, "files", 1, Duration::from_secs(20)).await;
+    assert_eq!(payload(&files[0]), big);
+    send(&b, "dtn://alpha/inbox", b"hello alpha").await;
+    assert_eq!(
+        payload(&receive(&a, "inbox", 1, Duration::from_secs(10)).await[0]),
+        b"hello alpha"
+    );
+
+    for dir in [dirs.0.path(), dirs.1.path()] {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["api-token", "executions", "identity"],
+            "in {}",
+            dir.display()
+        );
+        // Running executions' records (none here): the store's content is not on disk.
+        assert_eq!(
+            std::fs::read_dir(dir.join("executions")).unwrap().count(),
+            0
+        );
+    }
+
+    // Bravo's unread bundle is there, and gone with the process.
+    let unread = b
+        .control
+        .wait_for("inbox", 1, None, false, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(unread.len(), 1);
+    b.shut_down().await;
+    let b = daemon::start(memory("bravo", dirs.1.path(), free_port(), &[]))
+        .await
+        .unwrap();
+    let left = b
+        .control
+        .wait_for("inbox", 10, None, false, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "a memory store kept {} bundles",
+        left.len()
+    );
+    a.shut_down().await;
+    b.shut_down().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_errors_are_clear() {
     let dir = TempDir::new("daemon-test");

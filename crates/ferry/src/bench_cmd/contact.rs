@@ -369,7 +369,7 @@ fn one_run(
     pause(Duration::from_millis(500))?;
     let delivered = b.delivered()?;
     let (fragments, kept_cuts) = match kind {
-        Impl::Ferry => (
+        Impl::Ferry | Impl::FerryMemory => (
             b.agent_output(&["fragments"])?.trim().parse().unwrap_or(0),
             Some(
                 b.agent_output(&["metric", "ferry_reactive_fragments_received_total"])?

@@ -17,7 +17,10 @@ use super::{check_interrupt, pause};
 /// Which implementation a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Impl {
+    /// `ferry node` with its disk store (the default).
     Ferry,
+    /// `ferry node --store memory`.
+    FerryMemory,
     Dtnd,
 }
 
@@ -25,6 +28,7 @@ impl Impl {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Impl::Ferry => "Ferry",
+            Impl::FerryMemory => "Ferry, memory store",
             Impl::Dtnd => "dtn7-rs dtnd 0.21",
         }
     }
@@ -32,15 +36,29 @@ impl Impl {
     /// The `--kind` the agent takes.
     pub(crate) fn kind(self) -> &'static str {
         match self {
-            Impl::Ferry => "ferry",
+            Impl::Ferry | Impl::FerryMemory => "ferry",
             Impl::Dtnd => "dtnd",
         }
+    }
+
+    /// Its name in the reports' CSV files.
+    pub(crate) fn csv_name(self) -> &'static str {
+        match self {
+            Impl::Ferry => "ferry",
+            Impl::FerryMemory => "ferry-memory",
+            Impl::Dtnd => "dtnd",
+        }
+    }
+
+    /// Whether it is a `ferry node`.
+    pub(crate) fn is_ferry(self) -> bool {
+        self != Impl::Dtnd
     }
 
     /// The node's local API inside its namespace.
     pub(crate) fn api(self) -> &'static str {
         match self {
-            Impl::Ferry => "127.0.0.1:4550",
+            Impl::Ferry | Impl::FerryMemory => "127.0.0.1:4550",
             Impl::Dtnd => "127.0.0.1:3000",
         }
     }
@@ -138,12 +156,17 @@ impl Node {
     ) -> Result<Node> {
         let log = dir.with_extension("log");
         let mut cmd = match kind {
-            Impl::Ferry => {
+            Impl::Ferry | Impl::FerryMemory => {
                 let mut cmd = Pair::command(ns, &ferry_exe()?);
                 cmd.args(["node", "--no-discovery", "--node-id"])
                     .arg(format!("dtn://{name}/"))
                     .arg("--data-dir")
                     .arg(dir);
+                if kind == Impl::FerryMemory {
+                    // Room for the largest run (1,000 bundles of 1 MiB, or 200 MB in a contact)
+                    // with the headers: the default 512 MB quota would refuse some.
+                    cmd.args(["--store", "memory", "--store-quota", "4GB"]);
+                }
                 if let Some(peer) = peer {
                     cmd.args(["--peer", peer]);
                 }
@@ -205,7 +228,7 @@ impl Node {
                     self.log_tail()
                 );
             }
-            if self.kind == Impl::Ferry && self.token.is_none() {
+            if self.kind.is_ferry() && self.token.is_none() {
                 self.token = std::fs::read_to_string(dir.join("api-token"))
                     .ok()
                     .map(|t| t.trim().to_owned())

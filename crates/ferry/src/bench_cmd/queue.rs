@@ -88,10 +88,14 @@ pub(crate) fn run(
         vec![5, 1024, 10 * 1024, 100 * 1024, 1 << 20]
     };
     let count = count.unwrap_or(if common.quick { 100 } else { 1000 });
-    let dd_mib = if common.quick { 32 } else { 256 };
+    // As many bytes as the largest bundles' run moves (at least 32 MiB): a disk takes a short
+    // burst faster than a long one (its own cache), and the reference must be the rate at the
+    // volume the nodes write.
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let dd_mib = (count * largest).div_ceil(1 << 20).max(32);
     let mut rows: Vec<Row> = Vec::new();
     for &size in &sizes {
-        for kind in [Impl::Ferry, Impl::Dtnd] {
+        for kind in [Impl::Ferry, Impl::FerryMemory, Impl::Dtnd] {
             rows.push(Row {
                 size,
                 kind,

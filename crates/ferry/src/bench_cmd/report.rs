@@ -104,7 +104,7 @@ impl Report {
                         "{},{},{},{},{:.3},{first},{},{},{},{},{},{},{:.3}",
                         r.rate,
                         r.size,
-                        r.kind.kind(),
+                        r.kind.csv_name(),
                         k + 1,
                         r.share(),
                         r.delivered,
@@ -128,7 +128,7 @@ impl Report {
                                 "{},{},{},{},{},{at:.3},{rx}",
                                 r.rate,
                                 r.size,
-                                r.kind.kind(),
+                                r.kind.csv_name(),
                                 k + 1,
                                 n + 1
                             );
@@ -146,7 +146,7 @@ impl Report {
                         t,
                         "{},{},{},{},{secs:.4}",
                         row.size,
-                        row.kind.kind(),
+                        row.kind.csv_name(),
                         k + 1,
                         q.count
                     );
@@ -162,10 +162,17 @@ impl Report {
             out.push(("references.csv", t));
         }
         if let Some(s) = &self.store {
-            let mut t = String::from("bundle_bytes,run,bundles,store_s,receive_s\n");
+            let mut t = String::from("bundle_bytes,store,run,bundles,store_s,receive_s\n");
             for row in &s.rows {
                 for (k, (a, b)) in row.store_s.iter().zip(&row.receive_s).enumerate() {
-                    let _ = writeln!(t, "{},{},{},{a:.4},{b:.4}", row.size, k + 1, s.count);
+                    let _ = writeln!(
+                        t,
+                        "{},{},{},{},{a:.4},{b:.4}",
+                        row.size,
+                        store::store_name(row.kind),
+                        k + 1,
+                        s.count
+                    );
                 }
             }
             out.push(("store.csv", t));
@@ -227,12 +234,12 @@ impl Report {
                  sent through `POST /v1/bundles/raw` to its own endpoint, one after another, each \
                  answered once durable (\"store\"), then listed, read (`GET …/payload`) and \
                  acknowledged (`DELETE`) one by one (\"receive\"), as `ferry recv` does. \
-                 Seconds are the agent's, inside the namespace, for all {} together.\n\n{}\n\
-                 {}\n\n![store](store.svg)\n",
+                 Seconds are the agent's, inside the namespace, for all {} together. Each size \
+                 runs with the disk store and with the memory store (`ferry node --store \
+                 memory`: nothing waits for a disk).\n\n{}\n\n![store](store.svg)\n",
                 s.count,
                 s.count,
                 store::table(s),
-                store::NO_MEMORY_STORE
             );
         }
         if let Some(q) = &self.queue {
@@ -369,13 +376,88 @@ fn queue_section(q: &queue::Results) -> String {
          (b's deliveries polled every 10 ms inside its namespace). References in the same run, \
          once per repeat: iperf3 a → b over the same kind of veth (TCP, 3 s, the receiver's \
          rate), and `dd if=/dev/zero bs=1M count={} conv=fdatasync` into {} (the stores' \
-         directory, so the same disk).\n\n{}\n![queue](queue.svg)\n\n",
+         directory, so the same disk, as many MiB as the largest bundles' run writes).\n\n{}\n\
+         ![queue](queue.svg)\n\n{}",
         q.count,
         q.count,
         q.dd_mib,
         q.disk.display(),
-        queue::table(q)
+        queue::table(q),
+        queue_targets(q)
     )
+}
+
+/// The issue's bulk and small-bundle targets, judged from the queue's rows.
+fn queue_targets(q: &queue::Results) -> String {
+    let median = |r: &Result<Vec<f64>, String>| r.as_ref().ok().and_then(|v| Spread::of(v));
+    let row = |kind: Impl, size: u64| {
+        q.rows
+            .iter()
+            .find(|r| r.kind == kind && r.size == size && !r.seconds.is_empty())
+    };
+    let verdict = |met: bool| if met { "met" } else { "not met" };
+    let mut m = String::from("### Targets (issue 31)\n\n");
+    let (iperf3, dd) = (median(&q.iperf3), median(&q.dd));
+    for (kind, what, goal, reference) in [
+        (
+            Impl::Ferry,
+            "1 MiB bundles, durable, ≥ 80 % of the slower of iperf3 and dd",
+            0.8,
+            match (iperf3, dd) {
+                (Some(i), Some(d)) => Some(i.median.min(d.median)),
+                _ => None,
+            },
+        ),
+        (
+            Impl::FerryMemory,
+            "1 MiB bundles, memory store, ≥ 50 % of iperf3",
+            0.5,
+            iperf3.map(|i| i.median),
+        ),
+    ] {
+        match (
+            row(kind, 1 << 20).and_then(|r| r.mbytes_per_s(q.count)),
+            reference,
+        ) {
+            (Some(got), Some(reference)) => {
+                let _ = writeln!(
+                    m,
+                    "- {what}: **{}** ({:.1} MB/s, {:.0} % of {reference:.1} MB/s).",
+                    verdict(got.median >= goal * reference),
+                    got.median,
+                    100.0 * got.median / reference
+                );
+            }
+            _ => {
+                let _ = writeln!(m, "- {what}: not measured in this run.");
+            }
+        }
+    }
+    for (kind, what, goal) in [
+        (Impl::Ferry, "1 KiB bundles, durable, ≥ 50,000/s", 50_000.0),
+        (
+            Impl::FerryMemory,
+            "1 KiB bundles, memory store, ≥ 100,000/s",
+            100_000.0,
+        ),
+    ] {
+        match row(kind, 1024).and_then(|r| r.bundles_per_s(q.count)) {
+            Some(got) => {
+                let _ = writeln!(
+                    m,
+                    "- {what}: **{}** ({:.0}/s over {} bundles; b's deliveries are polled \
+                     every 10 ms, so short runs are coarse).",
+                    verdict(got.median >= goal),
+                    got.median,
+                    q.count
+                );
+            }
+            None => {
+                let _ = writeln!(m, "- {what}: not measured in this run.");
+            }
+        }
+    }
+    m
 }
 
 fn rpc_section(r: &rpc::Results) -> String {
@@ -645,7 +727,7 @@ fn contact_first(c: &contact::Results) -> Sweep {
 
 fn queue_plot(q: &queue::Results) -> Sweep {
     let mut series = Vec::new();
-    for kind in [Impl::Ferry, Impl::Dtnd] {
+    for kind in [Impl::Ferry, Impl::FerryMemory, Impl::Dtnd] {
         let points: Vec<(u64, Spread)> = q
             .rows
             .iter()
@@ -664,12 +746,12 @@ fn queue_plot(q: &queue::Results) -> Sweep {
     if let Ok(v) = &q.iperf3
         && let Some(s) = Spread::of(v)
     {
-        lines.push(("iperf3 a → b".into(), s.median, COLORS[2]));
+        lines.push(("iperf3 a → b".into(), s.median, COLORS[3]));
     }
     if let Ok(v) = &q.dd
         && let Some(s) = Spread::of(v)
     {
-        lines.push(("dd conv=fdatasync".into(), s.median, COLORS[3]));
+        lines.push(("dd conv=fdatasync".into(), s.median, COLORS[4]));
     }
     Sweep {
         title: format!("{} bundles queued, link up → all at b", q.count),
@@ -682,24 +764,27 @@ fn queue_plot(q: &queue::Results) -> Sweep {
 
 fn store_plot(s: &store::Results) -> Sweep {
     let mut series = Vec::new();
-    for (name, f) in [
-        (
-            "store (disk)",
-            store::store_rate as fn(&store::Results, &store::Row) -> Option<Spread>,
-        ),
-        ("receive (disk)", store::receive_rate),
-    ] {
-        let points: Vec<(u64, Spread)> = s
-            .rows
-            .iter()
-            .filter_map(|r| Some((r.size, f(s, r)?)))
-            .collect();
-        if !points.is_empty() {
-            series.push(Series {
-                name: name.into(),
-                color: COLORS[series.len()],
-                points,
-            });
+    for kind in [Impl::Ferry, Impl::FerryMemory] {
+        for (what, f) in [
+            (
+                "store",
+                store::store_rate as fn(&store::Results, &store::Row) -> Option<Spread>,
+            ),
+            ("receive", store::receive_rate),
+        ] {
+            let points: Vec<(u64, Spread)> = s
+                .rows
+                .iter()
+                .filter(|r| r.kind == kind)
+                .filter_map(|r| Some((r.size, f(s, r)?)))
+                .collect();
+            if !points.is_empty() {
+                series.push(Series {
+                    name: format!("{what} ({})", store::store_name(kind)),
+                    color: COLORS[series.len() % COLORS.len()],
+                    points,
+                });
+            }
         }
     }
     Sweep {

@@ -1,11 +1,9 @@
 //! `ferry bench store`: IBR-DTN Sec. 5.1. Per bundle size and repeat, a fresh `ferry node` in a
 //! namespace of its own is handed `--count` bundles (default 100) for its own endpoint through
 //! the HTTP API, each answered once durable ("store"), then they are listed, read and
-//! acknowledged one by one ("receive"), as `ferry recv` does. Ferry's daemon has one store, on
-//! disk (SQLite in WAL mode and payload files, synced before a send is answered); the
-//! `MemoryStore` of `crates/store` serves tests and the simulator and no daemon can be told to
-//! use it, so the report says there is no memory-store row rather than inventing one. It never
-//! measures anything but the API's answers.
+//! acknowledged one by one ("receive"), as `ferry recv` does; once with the disk store
+//! (SQLite in WAL mode and payload files, synced before a send is answered) and once with the
+//! memory store (`ferry node --store memory`). It never measures anything but the API's answers.
 
 use std::time::Duration;
 
@@ -29,9 +27,11 @@ pub(crate) struct StoreArgs {
     pub(crate) count: u64,
 }
 
-/// One size over the repeats: seconds to store and to receive `count` bundles.
+/// One size and store over the repeats: seconds to store and to receive `count` bundles.
 pub(crate) struct Row {
     pub(crate) size: u64,
+    /// [`Impl::Ferry`] (disk store) or [`Impl::FerryMemory`].
+    pub(crate) kind: Impl,
     pub(crate) store_s: Vec<f64>,
     pub(crate) receive_s: Vec<f64>,
     pub(crate) missing: Option<String>,
@@ -41,12 +41,6 @@ pub(crate) struct Results {
     pub(crate) count: u64,
     pub(crate) rows: Vec<Row>,
 }
-
-/// Why there is no memory-store row.
-pub(crate) const NO_MEMORY_STORE: &str = "Ferry's daemon has no memory store: it keeps every \
-    bundle in its disk store (SQLite in WAL mode and payload files, synced before a send is \
-    answered). `crates/store`'s `MemoryStore` serves the simulator and tests; no configuration \
-    key or flag makes `ferry node` use it, so there is no memory-store row.";
 
 pub(crate) fn run(common: &Common, sizes: &[u64], count: u64, work: &WorkDir) -> Result<Results> {
     let sizes = if !sizes.is_empty() {
@@ -58,22 +52,26 @@ pub(crate) fn run(common: &Common, sizes: &[u64], count: u64, work: &WorkDir) ->
     };
     let mut rows: Vec<Row> = sizes
         .iter()
-        .map(|&size| Row {
-            size,
-            store_s: Vec::new(),
-            receive_s: Vec::new(),
-            missing: None,
+        .flat_map(|&size| {
+            [Impl::Ferry, Impl::FerryMemory].map(|kind| Row {
+                size,
+                kind,
+                store_s: Vec::new(),
+                receive_s: Vec::new(),
+                missing: None,
+            })
         })
         .collect();
     let pair = Pair::create("s")?;
     for repeat in 0..common.repeat {
         for row in rows.iter_mut().filter(|r| r.missing.is_none()) {
             check_interrupt()?;
-            match one_run(&pair, row.size, count, work) {
+            match one_run(&pair, row.kind, row.size, count, work) {
                 Ok((store, receive)) => {
                     eprintln!(
-                        "store {count} × {} #{}: store {:.0} bundles/s, receive {:.0} bundles/s",
+                        "store {count} × {} {} store #{}: store {:.0} bundles/s, receive {:.0} bundles/s",
                         size_text(row.size),
+                        store_name(row.kind),
                         repeat + 1,
                         count as f64 / store,
                         count as f64 / receive
@@ -83,7 +81,11 @@ pub(crate) fn run(common: &Common, sizes: &[u64], count: u64, work: &WorkDir) ->
                 }
                 Err(e) => {
                     check_interrupt()?;
-                    eprintln!("store {}: failed: {e:#}", size_text(row.size));
+                    eprintln!(
+                        "store {} {} store: failed: {e:#}",
+                        size_text(row.size),
+                        store_name(row.kind)
+                    );
                     row.missing = Some(format!("failed: {e:#}"));
                 }
             }
@@ -92,8 +94,17 @@ pub(crate) fn run(common: &Common, sizes: &[u64], count: u64, work: &WorkDir) ->
     Ok(Results { count, rows })
 }
 
-fn one_run(pair: &Pair, size: u64, count: u64, work: &WorkDir) -> Result<(f64, f64)> {
-    let node = Node::start(Impl::Ferry, &pair.a, "s", &work.fresh("store")?, None, None)?;
+/// "disk" or "memory".
+pub(crate) fn store_name(kind: Impl) -> &'static str {
+    if kind == Impl::FerryMemory {
+        "memory"
+    } else {
+        "disk"
+    }
+}
+
+fn one_run(pair: &Pair, kind: Impl, size: u64, count: u64, work: &WorkDir) -> Result<(f64, f64)> {
+    let node = Node::start(kind, &pair.a, "s", &work.fresh("store")?, None, None)?;
     let out = node.agent_output(&[
         "store",
         "--dest",
@@ -142,20 +153,24 @@ pub(crate) fn table(results: &Results) -> String {
     for row in &results.rows {
         if row.store_s.is_empty() {
             let why = row.missing.clone().unwrap_or_else(|| "–".into());
-            t += &format!("| {} | disk | {why} | – | – | – |\n", size_text(row.size));
+            t += &format!(
+                "| {} | {} | {why} | – | – | – |\n",
+                size_text(row.size),
+                store_name(row.kind)
+            );
             continue;
         }
         let (s_n, s_mb) = rates(results.count, row.size, &row.store_s);
         let (r_n, r_mb) = rates(results.count, row.size, &row.receive_s);
         t += &format!(
-            "| {} | disk | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} |\n",
             size_text(row.size),
+            store_name(row.kind),
             super::stats::text(s_n, 0),
             super::stats::text(s_mb, 2),
             super::stats::text(r_n, 0),
             super::stats::text(r_mb, 2)
         );
     }
-    t += "| all | memory | not available (below) | – | – | – |\n";
     t
 }
