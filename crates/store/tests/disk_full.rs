@@ -21,7 +21,9 @@ use tmpfs::mount_tmpfs;
 #[test]
 fn a_full_disk_is_reported_and_loses_nothing_flushed() {
     // Only bundles kept inline: SQLite runs out of room first (SQLITE_FULL).
-    let message = fill_and_check("inline", 4, |seq| 20_000 + (seq % 7) as usize * 1_000);
+    let message = fill_and_check("inline", 4, 3 << 20, |seq| {
+        20_000 + (seq % 7) as usize * 1_000
+    });
     if let Some(message) = message {
         assert!(message.contains("database"), "{message}");
     }
@@ -31,19 +33,26 @@ fn a_full_disk_is_reported_and_loses_nothing_flushed() {
 fn a_payload_file_that_does_not_fit_is_reported_and_loses_nothing_flushed() {
     // Only large bundles: writing a payload file runs out of room first, in the middle of a
     // batch of seven, so the bundles inserted before it in that batch are rolled back with it.
-    let message = fill_and_check("large", 7, |_| PAYLOAD_FILE_MIN as usize + 50_000);
+    // Room for a few batches of them beside the database and the reserve.
+    let size = 3 * 7 * (PAYLOAD_FILE_MIN + 50_000);
+    let message = fill_and_check("large", 7, size, |_| PAYLOAD_FILE_MIN as usize + 50_000);
     if let Some(message) = message {
         assert!(message.contains("writing"), "{message}");
         assert!(message.contains("were rolled back"), "{message}");
     }
 }
 
-/// Fills a 3 MiB tmpfs with bundles of `len(seq)` bytes, `per_flush` per flush, and checks the
-/// failure and what survives it. Returns the error message, or `None` if no tmpfs could be
-/// mounted.
-fn fill_and_check(name: &str, per_flush: usize, len: impl Fn(u64) -> usize) -> Option<String> {
+/// Fills a tmpfs of `size` bytes with bundles of `len(seq)` bytes, `per_flush` per flush, and
+/// checks the failure and what survives it. Returns the error message, or `None` if no tmpfs
+/// could be mounted.
+fn fill_and_check(
+    name: &str,
+    per_flush: usize,
+    size: u64,
+    len: impl Fn(u64) -> usize,
+) -> Option<String> {
     let temp = tempfile::tempdir().expect("tempdir");
-    let mount = match mount_tmpfs(temp.path(), "3m") {
+    let mount = match mount_tmpfs(temp.path(), &size.to_string()) {
         Ok(mount) => mount,
         Err(why) => {
             eprintln!(
@@ -77,7 +86,7 @@ fn fill_and_check(name: &str, per_flush: usize, len: impl Fn(u64) -> usize) -> O
             flushed.append(&mut batch);
         }
     }
-    let failure = failure.expect("a 3 MiB file system must fill up");
+    let failure = failure.expect("a small file system must fill up");
     let message = failure.to_string();
     assert!(matches!(failure, StoreError::DiskFull(_)), "{failure:?}");
     assert!(message.starts_with("disk full while "), "{message}");

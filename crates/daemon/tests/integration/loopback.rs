@@ -432,7 +432,7 @@ async fn an_inbox_bundle_whose_payload_file_was_lost_is_not_listed_after_a_resta
         .await
         .unwrap();
     // Large enough for a payload file of its own (the store keeps small values inline).
-    let big = vec![7u8; 200_000];
+    let big = vec![7u8; 600_000];
     send(&a, "dtn://alpha/inbox", &big).await;
     send(&a, "dtn://alpha/inbox", b"small").await;
     let waiting = a
