@@ -334,6 +334,15 @@ enum Ev {
         result: TransferResult,
     },
     Link(LinkEvent),
+    /// The session on a link that came up is established: both ends learn the link and who is
+    /// at its other end (`epoch`: the link's coming up it belongs to).
+    Session {
+        a: usize,
+        b: usize,
+        epoch: u64,
+        /// When the contact ends, if known in advance (contact plans).
+        contact_end: Option<DtnTime>,
+    },
     Inject(usize),
     Check,
     AppTimer {
@@ -377,6 +386,7 @@ impl Ev {
             Ev::Restart(node) => 10 + ((*node as u64) << 8),
             Ev::PowerCut(node) => 11 + ((*node as u64) << 8),
             Ev::Synced { node, upto, .. } => 12 + ((*node as u64) << 8) + (upto << 32),
+            Ev::Session { a, b, .. } => 13 + ((*a as u64) << 8) + ((*b as u64) << 32),
         }
     }
 }
@@ -986,11 +996,17 @@ impl<A: App> Sim<A> {
             }
             Ev::Link(e) => {
                 if e.up {
-                    self.link_up(e)?;
+                    self.link_up(e);
                 } else {
                     self.link_down(e.a, e.b)?;
                 }
             }
+            Ev::Session {
+                a,
+                b,
+                epoch,
+                contact_end,
+            } => self.session_up(a, b, epoch, contact_end)?,
             Ev::Inject(i) => self.inject(i)?,
             Ev::AppTimer { node, generation } => {
                 if self.app_timers[node].0 != generation {
@@ -1052,7 +1068,11 @@ impl<A: App> Sim<A> {
         self.links.get(&(a.min(b), a.max(b))).is_some_and(|l| l.up)
     }
 
-    fn link_up(&mut self, e: LinkEvent) -> Result<(), Violation> {
+    /// A link comes up: the nodes at its ends hold a session on it one link latency later (the
+    /// daemon's nodes learn of a link only from a TCPCL session, with the peer's node id, and a
+    /// session carries no beacons; the latency is what a first beacon took to tell the peer's id
+    /// before sessions were modelled).
+    fn link_up(&mut self, e: LinkEvent) {
         let key = (e.a.min(e.b), e.a.max(e.b));
         let link = self.links.entry(key).or_insert_with(|| SimLink {
             up: false,
@@ -1060,28 +1080,55 @@ impl<A: App> Sim<A> {
             dirs: [Direction::default(), Direction::default()],
         });
         if link.up {
-            return Ok(());
+            return;
         }
         link.up = true;
         link.epoch += 1;
-        let contact = self
+        let epoch = link.epoch;
+        let contact_end = self
             .contact_ends
             .get(&(key.0, key.1, e.at))
-            .map(|end| Duration::from_millis(end - e.at));
-        for (me, other) in [(key.0, key.1), (key.1, key.0)] {
+            .map(|end| SIM_EPOCH + Duration::from_millis(*end));
+        let at = self.now + Duration::from_millis(self.scenario.link.latency_ms);
+        let ev = Ev::Session {
+            a: key.0,
+            b: key.1,
+            epoch,
+            contact_end,
+        };
+        self.schedule(at, ev);
+    }
+
+    /// The session on a link is up, unless the link went down (or down and up) meanwhile.
+    fn session_up(
+        &mut self,
+        a: usize,
+        b: usize,
+        epoch: u64,
+        contact_end: Option<DtnTime>,
+    ) -> Result<(), Violation> {
+        if !self
+            .links
+            .get(&(a, b))
+            .is_some_and(|l| l.up && l.epoch == epoch)
+        {
+            return Ok(());
+        }
+        let contact = contact_end.map(|end| end - self.now);
+        for (me, other) in [(a, b), (b, a)] {
             self.nodes[me].host.node_mut().handle_link(
                 self.now,
                 LinkChange::Up {
                     link: LinkId(other as u64),
-                    peer: None,
+                    peer: Some(node_id(other)),
                     mtu: None,
                     bandwidth_bps: self.scenario.link.bandwidth_bps,
                     contact,
                 },
             );
         }
-        self.drain_checked(key.0)?;
-        self.drain_checked(key.1)
+        self.drain_checked(a)?;
+        self.drain_checked(b)
     }
 
     fn link_down(&mut self, a: usize, b: usize) -> Result<(), Violation> {
@@ -1508,7 +1555,7 @@ impl<A: App> Sim<A> {
                 b,
                 up: true,
             };
-            self.link_up(e)?;
+            self.link_up(e);
         }
         Ok(())
     }
