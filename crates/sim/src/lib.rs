@@ -8,8 +8,11 @@
 //!
 //! Links have a bandwidth, a latency, a loss rate (for real-time frames; store-carry-forward
 //! bundles ride a reliable convergence layer, as TCPCL is) and an up/down schedule from a
-//! [`Topology`]. A link going down cuts the transfer in progress: the receiver keeps the bytes that
-//! arrived as a fragment and the sender learns how far it got (reactive fragmentation). Payloads
+//! [`Topology`]. A link that comes up holds a session one latency later, as the daemon's nodes
+//! learn of a link only from a TCPCL session: both ends are told who is at the other, and a
+//! session carries no beacons. A link going down cuts the transfer in progress: the receiver keeps
+//! the bytes that arrived as a fragment and the sender learns how far it got (reactive
+//! fragmentation). Payloads
 //! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB;
 //! so are the large data-channel files the RPC engines keep in their stores (`sim_store.rs`), and
 //! the engines share the hashes of the file buffers they see (`rpc::FileHashes`), so a file is
