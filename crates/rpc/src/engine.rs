@@ -1357,7 +1357,11 @@ impl Rpc {
             return payload;
         }
         let me = self.trust.identity.public();
-        if let Some(content) = self.file_hashes.as_ref().and_then(|m| m.opened(&payload, &me)) {
+        if let Some(content) = self
+            .file_hashes
+            .as_ref()
+            .and_then(|m| m.opened(&payload, &me))
+        {
             return content;
         }
         match self.open(&payload) {
