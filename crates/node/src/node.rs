@@ -81,7 +81,7 @@ pub struct NodeConfig {
     pub seed: u64,
     /// Store-carry-forward strategy.
     pub strategy: StrategyKind,
-    /// Beacon period on every link.
+    /// Beacon period on every link without a session (see [`crate::LinkChange::Up`]).
     pub beacon_period: Duration,
     /// A neighbour is gone after this many beacon periods without a beacon.
     pub missed_beacons: u64,

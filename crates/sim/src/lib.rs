@@ -170,7 +170,8 @@ pub struct Scenario {
     pub workload: Workload,
     /// Store quota of each node, bytes.
     pub quota: u64,
-    /// Beacon period of each node.
+    /// Beacon period of each node: what it announces, and how often it beacons on a link
+    /// without a session (the simulator's links are sessions once up, and carry none).
     pub beacon_period_ms: u64,
     /// Proactive fragmentation piece size (see `NodeConfig::max_bundle_piece`).
     pub max_bundle_piece: Option<u64>,
