@@ -234,8 +234,10 @@ pub(crate) fn command_line() -> String {
 fn link_model(eval: &Eval) -> String {
     format!(
         "{}every link carries {} Mbit/s each way with {} ms one-way latency, shared by everything \
-         crossing it; real-time frames (beacons, control, datagram and stream calls) are not \
-         lost; bundles ride a reliable convergence layer (as TCPCL does), and a link going down \
+         crossing it; a link that comes up holds a session one latency later (both ends know \
+         who is at the other, as after TCPCL's SESS_INIT), which carries no beacons, as the \
+         daemon's sessions carry none; real-time frames (control, datagram and stream calls) \
+         are not lost; bundles ride a reliable convergence layer (as TCPCL does), and a link going down \
          cuts the transfer in progress (the receiver keeps what arrived as a fragment). Routing: \
          {}; stores: {} GB per node. The paper's CORE links were not limited (its Fig. 3a stacks \
          up to 500 Mbit/s); 100 Mbit/s is below that. {} Placement of client and servers, \

@@ -85,7 +85,7 @@ pub(crate) struct SimArgs {
     /// Store quota per node [default: 1GiB; --rpc fig5: 10GB, `ferry node`'s default].
     #[arg(long, value_parser = parse_size)]
     quota: Option<u64>,
-    /// Beacon period.
+    /// Beacon period the nodes announce (links are sessions once up, and carry no beacons).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     beacon: std::time::Duration,
     /// Split bundles larger than this before sending (proactive fragmentation).

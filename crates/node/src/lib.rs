@@ -73,8 +73,10 @@ pub enum LinkChange {
     Up {
         /// Which link.
         link: LinkId,
-        /// The node at the other end, if the convergence layer learnt it (TCPCL's SESS_INIT);
-        /// otherwise the first beacon tells.
+        /// The node at the other end, if the convergence layer learnt it (TCPCL's SESS_INIT):
+        /// the link is then a session, which carries no beacons (the node sends none on it, and
+        /// the shell reports its end). Otherwise the node beacons on the link, and the first
+        /// beacon it hears tells.
         peer: Option<Eid>,
         /// Largest bundle the link carries in one piece, if bounded (a datagram link).
         mtu: Option<u64>,

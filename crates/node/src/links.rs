@@ -12,7 +12,7 @@ use crate::LinkId;
 
 /// The node's links, and each link's earliest timer ([`Link::next_due`]) in time order, so that
 /// the node finds its next wake-up and the links with a timer due without looking at every link
-/// (a node of a full mesh has a link, with a beacon timer, to every other node).
+/// (a node of a full mesh has a link, with a summary timer, to every other node).
 ///
 /// Reads go through `Deref` to the map. Every way to change a link goes through this table,
 /// which notes the link as changed; its entry in the time order is brought up to date at the
@@ -89,8 +89,7 @@ impl LinkTable {
             if let Some(at) = t.of.remove(&id) {
                 t.by_time.remove(&(at, id));
             }
-            if let Some(l) = self.links.get(&id) {
-                let at = l.next_due(self.missed);
+            if let Some(at) = self.links.get(&id).and_then(|l| l.next_due(self.missed)) {
                 t.by_time.insert((at, id));
                 t.of.insert(id, at);
             }
@@ -146,7 +145,10 @@ pub(crate) struct Link {
     /// Whether beacons keep the neighbour alive (false until the first beacon: a link reported up
     /// by the shell with a known peer stays until the shell says it is down).
     pub beacon_liveness: bool,
-    pub next_beacon: DtnTime,
+    /// When the next beacon goes out on this link; never on a session (a link reported up with
+    /// its peer): the session's handshake told the peer who we are, and the shell says when the
+    /// session ends, so a beacon would tell nothing (the daemon's TCPCL sessions carry none).
+    pub next_beacon: Option<DtnTime>,
     pub next_summary: Option<DtnTime>,
     /// When the peer's summary vector is due at the latest, after contact start: past it
     /// without one, the peer is another implementation ([`crate::NodeConfig::summary_grace`]).
@@ -169,6 +171,7 @@ impl Link {
         contact_end: Option<DtnTime>,
         now: DtnTime,
         peer_period: Duration,
+        beacons: bool,
     ) -> Self {
         Self {
             peer: None,
@@ -178,7 +181,7 @@ impl Link {
             last_heard: now,
             peer_period,
             beacon_liveness: false,
-            next_beacon: now,
+            next_beacon: beacons.then_some(now),
             next_summary: None,
             summary_due: None,
             foreign: false,
@@ -196,21 +199,18 @@ impl Link {
         })
     }
 
-    /// The earliest of the link's timers (beacon, summary, summary grace, neighbour expiry):
-    /// [`crate::Node::handle_timeout`] has nothing to do for a link before it.
-    pub(crate) fn next_due(&self, missed_periods: u64) -> DtnTime {
-        let mut next = self.next_beacon;
-        for t in [
+    /// The earliest of the link's timers (beacon, summary, summary grace, neighbour expiry), if
+    /// it has any: [`crate::Node::handle_timeout`] has nothing to do for a link before it.
+    pub(crate) fn next_due(&self, missed_periods: u64) -> Option<DtnTime> {
+        [
+            self.next_beacon,
             self.next_summary,
             self.summary_due,
             self.expiry(missed_periods),
         ]
         .into_iter()
         .flatten()
-        {
-            next = next.min(t);
-        }
-        next
+        .min()
     }
 
     /// Bytes the rest of the contact can still carry, if the contact's end and bandwidth are known.

@@ -81,7 +81,7 @@ pub struct NodeConfig {
     pub seed: u64,
     /// Store-carry-forward strategy.
     pub strategy: StrategyKind,
-    /// Beacon period on every link.
+    /// Beacon period on every link without a session (see [`crate::LinkChange::Up`]).
     pub beacon_period: Duration,
     /// A neighbour is gone after this many beacon periods without a beacon.
     pub missed_beacons: u64,
@@ -674,12 +674,15 @@ impl Node {
                         contact.map(|span| now + span),
                         now,
                         self.config.beacon_period,
+                        peer.is_none(),
                     ),
                 );
-                // Announce ourselves at once so the peer learns who we are.
-                self.send_beacon(now, link);
-                if let Some(peer) = peer {
-                    self.identify(now, link, peer.node_id());
+                match peer {
+                    // A session: the peer knows who we are from its handshake, and the shell
+                    // says when it ends, so it carries no beacons.
+                    Some(peer) => self.identify(now, link, peer.node_id()),
+                    // Announce ourselves at once so the peer learns who we are.
+                    None => self.send_beacon(now, link),
                 }
             }
             LinkChange::Down { link } => self.link_down(now, link),
@@ -784,7 +787,7 @@ impl Node {
             let Some(l) = self.links.get(&link) else {
                 continue;
             };
-            if l.next_beacon <= now {
+            if l.next_beacon.is_some_and(|t| t <= now) {
                 self.send_beacon(now, link);
             }
             let Some(l) = self.links.get_mut(&link) else {
@@ -1071,7 +1074,7 @@ impl Node {
         let Some(l) = self.links.get_mut(&link) else {
             return;
         };
-        l.next_beacon = next;
+        l.next_beacon = Some(next);
         self.beacon_sequence += 1;
         let beacon = Beacon {
             node: self.me.clone(),

@@ -1147,7 +1147,9 @@ impl Rpc {
 
     /// Names the files this engine receives, makes and serves by hashes shared with other
     /// engines of the process that see the same buffers (the simulator's nodes), so that a file
-    /// is hashed once however many nodes it reaches. The hashes are the same either way.
+    /// is hashed once however many nodes it reaches; and takes a large file sealed to it by one
+    /// of those engines as the content that engine sealed, rather than decrypting a copy. The
+    /// hashes and contents are the same either way.
     pub fn share_file_hashes(&mut self, hashes: FileHashes) {
         self.file_hashes = Some(hashes);
     }
@@ -1338,21 +1340,34 @@ impl Rpc {
     /// node, or one whose key we do not know, as it is.
     fn seal_file(&mut self, content: Bytes, to: Option<PublicKey>) -> Bytes {
         let entropy = self.entropy();
-        match to.and_then(|peer| self.pair_key(&peer)) {
-            Some(pair) => Bytes::from(pair.seal(&content, entropy)),
-            None => content,
+        let Some(pair) = to.and_then(|peer| self.pair_key(&peer)) else {
+            return content;
+        };
+        let (sealed, peer) = (Bytes::from(pair.seal(&content, entropy)), pair.peer());
+        if let Some(memo) = &self.file_hashes {
+            memo.sealed(&sealed, peer, &content);
         }
+        sealed
     }
 
     /// A received data-channel file: opened if it is sealed for us, else as it came (a file is
     /// taken only if a call or result names its hash, so a forged one is never used).
     fn open_file(&mut self, payload: Bytes) -> Bytes {
-        if seal::pairwise_sender(&payload).is_some()
-            && let Ok(opened) = self.open(&payload)
-        {
-            return Bytes::from(opened.body);
+        if seal::pairwise_sender(&payload).is_none() {
+            return payload;
         }
-        payload
+        let me = self.trust.identity.public();
+        if let Some(content) = self
+            .file_hashes
+            .as_ref()
+            .and_then(|m| m.opened(&payload, &me))
+        {
+            return content;
+        }
+        match self.open(&payload) {
+            Ok(opened) => Bytes::from(opened.body),
+            Err(_) => payload,
+        }
     }
 
     /// The key shared with `peer`, computed on first use; `None` if `peer` is no valid key.

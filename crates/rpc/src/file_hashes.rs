@@ -1,5 +1,5 @@
-//! BLAKE3 hashes of large data-channel files, remembered by buffer for the engines that share
-//! one ([`Rpc::share_file_hashes`](crate::Rpc::share_file_hashes)).
+//! BLAKE3 hashes of large data-channel files, and what large sealed files open to, remembered by
+//! buffer for the engines that share one ([`Rpc::share_file_hashes`](crate::Rpc::share_file_hashes)).
 //!
 //! Every engine a file reaches names it by its hash, so a file broadcast to many nodes is hashed
 //! by each. Where those nodes live in one process and share the file's buffer (the simulator's
@@ -7,10 +7,16 @@
 //! buffer's address and length, and holds a clone of the buffer, so that while it stands the
 //! memory can be neither freed nor reused for other bytes (a `Bytes` is immutable). An entry is
 //! let go as soon as nothing but the memo holds its buffer.
+//!
+//! The same goes for a file sealed pairwise to one node: the engine that sealed it notes the
+//! sealed buffer with the content it sealed, and the recipient's engine, handed that very buffer,
+//! takes the content instead of decrypting a copy. Opening it would give the same bytes: the
+//! buffer is the sealer's own envelope for this recipient, unchanged.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
+use seal::PublicKey;
 
 /// Files shorter than this are hashed every time: cheaper than a look-up.
 const MIN_BYTES: usize = 64 * 1024;
@@ -21,17 +27,36 @@ const MAX_ENTRIES: usize = 32;
 /// A remembered buffer (a clone, which keeps its bytes) and its hash.
 type Entry = (Bytes, [u8; 32]);
 
-/// The hashes of large buffers that several engines see, shared by cloning.
+/// A file sealed pairwise: the envelope's buffer, its recipient, and the content sealed in it.
+struct Sealed {
+    envelope: Bytes,
+    recipient: PublicKey,
+    content: Bytes,
+}
+
+#[derive(Default)]
+struct Memo {
+    hashes: Vec<Entry>,
+    sealed: Vec<Sealed>,
+}
+
+/// The hashes of large buffers that several engines see, and the contents of large files sealed
+/// among them, shared by cloning.
 #[derive(Clone, Default)]
-pub struct FileHashes(Arc<Mutex<Vec<Entry>>>);
+pub struct FileHashes(Arc<Mutex<Memo>>);
 
 impl std::fmt::Debug for FileHashes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let entries = self.0.lock().unwrap_or_else(PoisonError::into_inner).len();
+        let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("FileHashes")
-            .field("entries", &entries)
+            .field("entries", &memo.hashes.len())
+            .field("sealed", &memo.sealed.len())
             .finish()
     }
+}
+
+fn same(a: &Bytes, b: &Bytes) -> bool {
+    a.as_ptr() == b.as_ptr() && a.len() == b.len()
 }
 
 impl FileHashes {
@@ -40,22 +65,54 @@ impl FileHashes {
         if content.len() < MIN_BYTES {
             return hash_of(content);
         }
-        let same = |b: &Bytes| b.as_ptr() == content.as_ptr() && b.len() == content.len();
         {
             let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((_, hash)) = memo.iter().find(|(b, _)| same(b)) {
+            if let Some((_, hash)) = memo.hashes.iter().find(|(b, _)| same(b, content)) {
                 return *hash;
             }
         }
         // Hashed without the lock: another engine of the process may hash meanwhile.
         let hash = hash_of(content);
         let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        memo.retain(|(b, _)| !b.is_unique());
-        if memo.len() >= MAX_ENTRIES {
-            memo.remove(0);
+        let hashes = &mut memo.hashes;
+        hashes.retain(|(b, _)| !b.is_unique());
+        if hashes.len() >= MAX_ENTRIES {
+            hashes.remove(0);
         }
-        memo.push((content.clone(), hash));
+        hashes.push((content.clone(), hash));
         hash
+    }
+
+    /// Notes that `envelope` is `content` sealed pairwise to `recipient` (by the caller, just
+    /// now: the envelope is its own, unchanged).
+    pub(crate) fn sealed(&self, envelope: &Bytes, recipient: PublicKey, content: &Bytes) {
+        if envelope.len() < MIN_BYTES {
+            return;
+        }
+        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let sealed = &mut memo.sealed;
+        sealed.retain(|s| !s.envelope.is_unique());
+        if sealed.len() >= MAX_ENTRIES {
+            sealed.remove(0);
+        }
+        sealed.push(Sealed {
+            envelope: envelope.clone(),
+            recipient,
+            content: content.clone(),
+        });
+    }
+
+    /// The content sealed in `envelope`, if this very buffer was sealed to `recipient` by an
+    /// engine sharing the memo: what opening it would give.
+    pub(crate) fn opened(&self, envelope: &Bytes, recipient: &PublicKey) -> Option<Bytes> {
+        if envelope.len() < MIN_BYTES {
+            return None;
+        }
+        let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        memo.sealed
+            .iter()
+            .find(|s| same(&s.envelope, envelope) && s.recipient == *recipient)
+            .map(|s| s.content.clone())
     }
 }
 
@@ -83,6 +140,26 @@ mod tests {
         assert_eq!(memo.hash(&part), hash_of(&part));
         drop((a, b, part));
         memo.hash(&Bytes::from(vec![1u8; MIN_BYTES]));
-        assert_eq!(memo.0.lock().unwrap().len(), 1);
+        assert_eq!(memo.0.lock().unwrap().hashes.len(), 1);
+    }
+
+    #[test]
+    fn a_sealed_buffer_opens_to_its_content_for_its_recipient_only() {
+        let memo = FileHashes::default();
+        let (alice, bob) = (PublicKey([1; 32]), PublicKey([2; 32]));
+        let content = Bytes::from(vec![7u8; MIN_BYTES]);
+        let envelope = Bytes::from(vec![9u8; MIN_BYTES + 10]);
+        memo.sealed(&envelope, bob, &content);
+        let opened = memo.opened(&envelope.clone(), &bob).unwrap();
+        assert!(same(&opened, &content));
+        assert!(memo.opened(&envelope, &alice).is_none());
+        // Equal bytes in another buffer, or a slice of it, are not the envelope.
+        let copy = Bytes::copy_from_slice(&envelope);
+        assert!(memo.opened(&copy, &bob).is_none());
+        assert!(memo.opened(&envelope.slice(1..), &bob).is_none());
+        // Let go once nobody else holds the envelope.
+        drop(envelope);
+        memo.sealed(&Bytes::from(vec![1u8; MIN_BYTES]), bob, &content);
+        assert_eq!(memo.0.lock().unwrap().sealed.len(), 1);
     }
 }

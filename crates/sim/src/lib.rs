@@ -8,8 +8,11 @@
 //!
 //! Links have a bandwidth, a latency, a loss rate (for real-time frames; store-carry-forward
 //! bundles ride a reliable convergence layer, as TCPCL is) and an up/down schedule from a
-//! [`Topology`]. A link going down cuts the transfer in progress: the receiver keeps the bytes that
-//! arrived as a fragment and the sender learns how far it got (reactive fragmentation). Payloads
+//! [`Topology`]. A link that comes up holds a session one latency later, as the daemon's nodes
+//! learn of a link only from a TCPCL session: both ends are told who is at the other, and a
+//! session carries no beacons. A link going down cuts the transfer in progress: the receiver keeps
+//! the bytes that arrived as a fragment and the sender learns how far it got (reactive
+//! fragmentation). Payloads
 //! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB;
 //! so are the large data-channel files the RPC engines keep in their stores (`sim_store.rs`), and
 //! the engines share the hashes of the file buffers they see (`rpc::FileHashes`), so a file is
@@ -167,7 +170,8 @@ pub struct Scenario {
     pub workload: Workload,
     /// Store quota of each node, bytes.
     pub quota: u64,
-    /// Beacon period of each node.
+    /// Beacon period of each node: what it announces, and how often it beacons on a link
+    /// without a session (the simulator's links are sessions once up, and carry none).
     pub beacon_period_ms: u64,
     /// Proactive fragmentation piece size (see `NodeConfig::max_bundle_piece`).
     pub max_bundle_piece: Option<u64>,
@@ -334,6 +338,15 @@ enum Ev {
         result: TransferResult,
     },
     Link(LinkEvent),
+    /// The session on a link that came up is established: both ends learn the link and who is
+    /// at its other end (`epoch`: the link's coming up it belongs to).
+    Session {
+        a: usize,
+        b: usize,
+        epoch: u64,
+        /// When the contact ends, if known in advance (contact plans).
+        contact_end: Option<DtnTime>,
+    },
     Inject(usize),
     Check,
     AppTimer {
@@ -377,6 +390,7 @@ impl Ev {
             Ev::Restart(node) => 10 + ((*node as u64) << 8),
             Ev::PowerCut(node) => 11 + ((*node as u64) << 8),
             Ev::Synced { node, upto, .. } => 12 + ((*node as u64) << 8) + (upto << 32),
+            Ev::Session { a, b, .. } => 13 + ((*a as u64) << 8) + ((*b as u64) << 32),
         }
     }
 }
@@ -986,11 +1000,17 @@ impl<A: App> Sim<A> {
             }
             Ev::Link(e) => {
                 if e.up {
-                    self.link_up(e)?;
+                    self.link_up(e);
                 } else {
                     self.link_down(e.a, e.b)?;
                 }
             }
+            Ev::Session {
+                a,
+                b,
+                epoch,
+                contact_end,
+            } => self.session_up(a, b, epoch, contact_end)?,
             Ev::Inject(i) => self.inject(i)?,
             Ev::AppTimer { node, generation } => {
                 if self.app_timers[node].0 != generation {
@@ -1052,7 +1072,11 @@ impl<A: App> Sim<A> {
         self.links.get(&(a.min(b), a.max(b))).is_some_and(|l| l.up)
     }
 
-    fn link_up(&mut self, e: LinkEvent) -> Result<(), Violation> {
+    /// A link comes up: the nodes at its ends hold a session on it one link latency later (the
+    /// daemon's nodes learn of a link only from a TCPCL session, with the peer's node id, and a
+    /// session carries no beacons; the latency is what a first beacon took to tell the peer's id
+    /// before sessions were modelled).
+    fn link_up(&mut self, e: LinkEvent) {
         let key = (e.a.min(e.b), e.a.max(e.b));
         let link = self.links.entry(key).or_insert_with(|| SimLink {
             up: false,
@@ -1060,28 +1084,55 @@ impl<A: App> Sim<A> {
             dirs: [Direction::default(), Direction::default()],
         });
         if link.up {
-            return Ok(());
+            return;
         }
         link.up = true;
         link.epoch += 1;
-        let contact = self
+        let epoch = link.epoch;
+        let contact_end = self
             .contact_ends
             .get(&(key.0, key.1, e.at))
-            .map(|end| Duration::from_millis(end - e.at));
-        for (me, other) in [(key.0, key.1), (key.1, key.0)] {
+            .map(|end| SIM_EPOCH + Duration::from_millis(*end));
+        let at = self.now + Duration::from_millis(self.scenario.link.latency_ms);
+        let ev = Ev::Session {
+            a: key.0,
+            b: key.1,
+            epoch,
+            contact_end,
+        };
+        self.schedule(at, ev);
+    }
+
+    /// The session on a link is up, unless the link went down (or down and up) meanwhile.
+    fn session_up(
+        &mut self,
+        a: usize,
+        b: usize,
+        epoch: u64,
+        contact_end: Option<DtnTime>,
+    ) -> Result<(), Violation> {
+        if !self
+            .links
+            .get(&(a, b))
+            .is_some_and(|l| l.up && l.epoch == epoch)
+        {
+            return Ok(());
+        }
+        let contact = contact_end.map(|end| end - self.now);
+        for (me, other) in [(a, b), (b, a)] {
             self.nodes[me].host.node_mut().handle_link(
                 self.now,
                 LinkChange::Up {
                     link: LinkId(other as u64),
-                    peer: None,
+                    peer: Some(node_id(other)),
                     mtu: None,
                     bandwidth_bps: self.scenario.link.bandwidth_bps,
                     contact,
                 },
             );
         }
-        self.drain_checked(key.0)?;
-        self.drain_checked(key.1)
+        self.drain_checked(a)?;
+        self.drain_checked(b)
     }
 
     fn link_down(&mut self, a: usize, b: usize) -> Result<(), Violation> {
@@ -1508,7 +1559,7 @@ impl<A: App> Sim<A> {
                 b,
                 up: true,
             };
-            self.link_up(e)?;
+            self.link_up(e);
         }
         Ok(())
     }
