@@ -290,9 +290,12 @@ struct Batch {
     dirty: bool,
     /// Payload files this batch created: removed again if the batch rolls back.
     created: Vec<FileName>,
-    /// Created files whose data is being synced, each on a thread of its own (see
+    /// Created files being written and synced, each on a thread of its own (see
     /// [`DiskStore::write_file`]); the commit waits for every one.
-    unsynced: Vec<std::thread::JoinHandle<io::Result<()>>>,
+    unsynced: Vec<std::thread::JoinHandle<Result<()>>>,
+    /// What those files hold, until their writes are known to have ended: a read of one of
+    /// them in the same batch is answered from here, not from a file still being written.
+    writing: BTreeMap<FileName, Vec<Bytes>>,
     /// Whether a created file's name must still be synced into the payload directory.
     dir_unsynced: bool,
     /// Files to unlink once the batch committed.
@@ -421,6 +424,16 @@ impl DiskStore {
 
     fn payload_path(&self, name: FileName) -> PathBuf {
         self.payload_dir.join(name.to_name())
+    }
+
+    /// A payload file's bytes: from memory while this batch's write of it may still run,
+    /// else from the file.
+    fn read_payload(&self, name: FileName) -> Result<Vec<u8>> {
+        if let Some(parts) = self.batch.writing.get(&name) {
+            return Ok(parts.iter().flat_map(|p| p.iter().copied()).collect());
+        }
+        let path = self.payload_path(name);
+        fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))
     }
 
     /// Reconciles payload files with committed rows (see the module documentation).
@@ -748,16 +761,17 @@ impl DiskStore {
         Ok(())
     }
 
-    /// Waits for every payload file's sync started by [`DiskStore::write_file`]; the first
-    /// error, after all have ended.
+    /// Waits for every payload file's write and sync started by [`DiskStore::write_file`]; the
+    /// first error, after all have ended.
     fn wait_for_file_syncs(&mut self) -> Result<()> {
         let mut first_error = None;
-        for sync in std::mem::take(&mut self.batch.unsynced) {
-            let result = match sync.join() {
-                Ok(result) => result.map_err(|e| io_err("syncing a payload file", e)),
+        self.batch.writing.clear();
+        for write in std::mem::take(&mut self.batch.unsynced) {
+            let result = match write.join() {
+                Ok(result) => result,
                 Err(_) => Err(StoreError::Io {
-                    context: "syncing a payload file".into(),
-                    source: io::Error::other("the syncing thread panicked"),
+                    context: "writing a payload file".into(),
+                    source: io::Error::other("the writing thread panicked"),
                 }),
             };
             if let Err(e) = result {
@@ -778,9 +792,7 @@ impl DiskStore {
         let Some(fid) = file else {
             return Ok(Bytes::from(inline));
         };
-        let path = self.payload_path(FileName::Rpc(fid));
-        let value =
-            fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))?;
+        let value = self.read_payload(FileName::Rpc(fid))?;
         let size = size_from_sql(size.ok_or_else(|| {
             StoreError::Corrupt(format!("an rpc {} value file has no length", table.name()))
         })?)?;
@@ -901,7 +913,10 @@ impl DiskStore {
         };
         let encoded = stored.bundle.encode();
         if in_file {
-            self.write_file(FileName::Bundle(rid), encoded.parts().map(|part| &part[..]))?;
+            self.write_file(
+                FileName::Bundle(rid),
+                encoded.parts().map(Bytes::clone).to_vec(),
+            )?;
         } else {
             let mut stmt = self
                 .conn
@@ -915,13 +930,9 @@ impl DiskStore {
         Ok(())
     }
 
-    /// Creates a payload file holding `parts`; it is synced (with its name) at the batch's flush,
-    /// before the commit. Part of a batch.
-    fn write_file<'a>(
-        &mut self,
-        name: FileName,
-        parts: impl IntoIterator<Item = &'a [u8]>,
-    ) -> Result<()> {
+    /// Creates a payload file and has `parts` written into it and synced on a thread of its
+    /// own; the batch's commit waits for that (and then syncs the file's name). Part of a batch.
+    fn write_file(&mut self, name: FileName, parts: Vec<Bytes>) -> Result<()> {
         let path = self.payload_path(name);
         // Recorded before the first byte is written, so a failed write is cleaned up too.
         self.batch.created.push(name);
@@ -932,23 +943,28 @@ impl DiskStore {
             .truncate(true)
             .open(&path)
             .map_err(|e| io_err(format!("creating {}", path.display()), e))?;
-        for part in parts {
-            file.write_all(part)
-                .map_err(|e| io_err(format!("writing {}", path.display()), e))?;
-        }
         if self.batch.unsynced.len() >= MAX_UNSYNCED_FILES {
             self.wait_for_file_syncs()?;
         }
-        // The sync starts now, not at the commit: the disk writes this file while the caller
-        // goes on (receiving the next bundle), and the commit only waits for what is left. The
-        // protocol is unchanged: the row that names the file commits after its sync ended.
-        // Syncs of several files at once also let the file system fold their metadata into
-        // one journal commit.
-        let sync = std::thread::Builder::new()
-            .name("ferry-file-sync".into())
-            .spawn(move || file.sync_data())
-            .map_err(|e| io_err("starting a payload file's sync", e))?;
-        self.batch.unsynced.push(sync);
+        self.batch.writing.insert(name, parts.clone());
+        // Written and synced off the caller's thread: copying a large value into the page cache
+        // takes about a millisecond a mebibyte, which the daemon's event loop would otherwise
+        // spend instead of taking the next bundle, and the disk starts on the file at once.
+        // The protocol is unchanged: the row that names the file commits after the commit
+        // waited for this. The parts are shared buffers, not copies. Syncs of several files
+        // at once also let the file system fold their metadata into one journal commit.
+        let write = std::thread::Builder::new()
+            .name("ferry-file-write".into())
+            .spawn(move || {
+                for part in &parts {
+                    file.write_all(part)
+                        .map_err(|e| io_err(format!("writing {}", path.display()), e))?;
+                }
+                file.sync_data()
+                    .map_err(|e| io_err(format!("syncing {}", path.display()), e))
+            })
+            .map_err(|e| io_err("starting a payload file's write", e))?;
+        self.batch.unsynced.push(write);
         Ok(())
     }
 
@@ -958,12 +974,28 @@ impl DiskStore {
     /// a file, or one replacing a row whose value is in a file), inside an open batch: delete,
     /// then insert (what REPLACE does), so that a replaced value's file is known and unlinked
     /// after the commit.
-    fn replace_rpc_row(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
+    /// `owned` is the value as shared buffers when the caller has them (then `value` is not
+    /// read): a file is written from them rather than from a copy.
+    fn replace_rpc_row(
+        &mut self,
+        table: RpcTable,
+        key: &[u8],
+        value: &[u8],
+        owned: Option<&[Bytes]>,
+    ) -> Result<()> {
         let context = || format!("writing the rpc {} table", table.name());
-        let size = value.len() as u64;
+        let size = owned.map_or(value.len(), |parts| parts.iter().map(Bytes::len).sum()) as u64;
         let sql_size = size_to_sql(size)?;
         self.rpc_delete(table, key)?;
         if size < self.options.payload_file_min {
+            let joined: Vec<u8>;
+            let value = match owned {
+                Some(parts) => {
+                    joined = parts.iter().flat_map(|p| p.iter().copied()).collect();
+                    &joined[..]
+                }
+                None => value,
+            };
             return self
                 .conn
                 .prepare_cached(rpc_sql!(table, "INSERT INTO ", " (k, v) VALUES (?1, ?2)"))
@@ -983,7 +1015,11 @@ impl DiskStore {
                 Ok(fid)
             })
             .map_err(|e| db_err(context(), e))?;
-        self.write_file(FileName::Rpc(fid), [value])?;
+        let parts = match owned {
+            Some(parts) => parts.to_vec(),
+            None => vec![Bytes::copy_from_slice(value)],
+        };
+        self.write_file(FileName::Rpc(fid), parts)?;
         self.conn
             .prepare_cached(rpc_sql!(
                 table,
@@ -1164,8 +1200,7 @@ impl BundleStore for DiskStore {
         };
         let size = size_from_sql(size)?;
         let bytes = if in_file {
-            let path = self.payload_path(FileName::Bundle(rid));
-            fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))?
+            self.read_payload(FileName::Bundle(rid))?
         } else {
             body.ok_or_else(|| StoreError::Corrupt(format!("bundle {id} has no stored bytes")))?
         };
@@ -1287,6 +1322,32 @@ impl Tables for DiskStore {
         self.rpc_put_many(table, &[(key, value)])
     }
 
+    fn rpc_put_bytes(&mut self, table: RpcTable, key: &[u8], value: &Bytes) -> Result<()> {
+        if (value.len() as u64) < self.options.payload_file_min {
+            return self.rpc_put(table, key, value);
+        }
+        self.mutate(|store| store.replace_rpc_row(table, key, value, Some(&[value.clone()])))
+    }
+
+    fn rpc_put_parts(
+        &mut self,
+        table: RpcTable,
+        key: &[u8],
+        head: &[u8],
+        body: &Bytes,
+    ) -> Result<()> {
+        let len = head.len() + body.len();
+        if (len as u64) < self.options.payload_file_min {
+            let mut value = Vec::with_capacity(len);
+            value.extend_from_slice(head);
+            value.extend_from_slice(body);
+            return self.rpc_put(table, key, &value);
+        }
+        // The row's inline value is empty for a file: `value` is only read for its length.
+        let parts = [Bytes::copy_from_slice(head), body.clone()];
+        self.mutate(|store| store.replace_rpc_row(table, key, &[], Some(&parts)))
+    }
+
     fn rpc_put_many(&mut self, table: RpcTable, rows: &[(&[u8], &[u8])]) -> Result<()> {
         let context = || format!("writing the rpc {} table", table.name());
         self.mutate(|store| {
@@ -1320,7 +1381,7 @@ impl Tables for DiskStore {
                 }
                 // A value for a file, or one replacing a file-backed row: the general way.
                 if let Some(&(key, value)) = rows.get(next) {
-                    store.replace_rpc_row(table, key, value)?;
+                    store.replace_rpc_row(table, key, value, None)?;
                     next += 1;
                 }
             }
@@ -1435,12 +1496,21 @@ impl Tables for DiskStore {
             let size = size_from_sql(size.ok_or_else(|| {
                 StoreError::Corrupt(format!("an rpc {} value file has no length", table.name()))
             })?)?;
-            let path = self.payload_path(FileName::Rpc(fid));
             let want = usize::try_from(size).unwrap_or(usize::MAX).min(head);
-            let mut first = vec![0u8; want];
-            File::open(&path)
-                .and_then(|mut f| io::Read::read_exact(&mut f, &mut first))
-                .map_err(|e| io_err(format!("reading {}", path.display()), e))?;
+            let first = if let Some(parts) = self.batch.writing.get(&FileName::Rpc(fid)) {
+                parts
+                    .iter()
+                    .flat_map(|p| p.iter().copied())
+                    .take(want)
+                    .collect()
+            } else {
+                let path = self.payload_path(FileName::Rpc(fid));
+                let mut first = vec![0u8; want];
+                File::open(&path)
+                    .and_then(|mut f| io::Read::read_exact(&mut f, &mut first))
+                    .map_err(|e| io_err(format!("reading {}", path.display()), e))?;
+                first
+            };
             out.push((Bytes::from(key), Bytes::from(first), size));
         }
         Ok(out)
