@@ -18,9 +18,10 @@
 //! and could not exceed SQLite's maximum length of 10⁹ bytes.
 //!
 //! **Commit protocol.** Every mutation joins one open SQLite transaction. A large bundle is written
-//! to `payloads/<rid>` at insert time, a large RPC value to `payloads/rpc-<fid>` at put time, and
-//! the file's sync starts then on a thread of its own, so the disk works while the caller goes
-//! on. [`Store::commit`] then: waits for the syncs of every payload file written in the batch,
+//! to `payloads/<rid>` at insert time, a large RPC value to `payloads/rpc-<fid>` at put time, each
+//! written and synced on a thread of its own, so the disk works while the caller goes on (a read
+//! in the same batch is answered from the buffers being written). [`Store::commit`] then: waits
+//! for the writes and syncs of every payload file of the batch,
 //! syncs the `payloads` directory (their names), and commits the transaction, which appends it
 //! to the WAL; a sync of the WAL ([`Store::flush`] does it inline, a [`Syncer`] on another
 //! thread) makes the whole batch durable at once. A payload file is therefore reachable only through a
