@@ -1327,7 +1327,9 @@ impl Tables for DiskStore {
         if (value.len() as u64) < self.options.payload_file_min {
             return self.rpc_put(table, key, value);
         }
-        self.mutate(|store| store.replace_rpc_row(table, key, value, Some(&[value.clone()])))
+        self.mutate(|store| {
+            store.replace_rpc_row(table, key, value, Some(std::slice::from_ref(value)))
+        })
     }
 
     fn rpc_put_parts(
