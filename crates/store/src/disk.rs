@@ -1346,7 +1346,7 @@ impl Tables for DiskStore {
             value.extend_from_slice(body);
             return self.rpc_put(table, key, &value);
         }
-        // The row's inline value is empty for a file: `value` is only read for its length.
+        // Given the parts, `replace_rpc_row` reads no `value`.
         let parts = [Bytes::copy_from_slice(head), body.clone()];
         self.mutate(|store| store.replace_rpc_row(table, key, &[], Some(&parts)))
     }
