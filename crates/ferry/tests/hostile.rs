@@ -228,10 +228,12 @@ fn unfinished_transfers_hold_no_more_than_the_receive_budget() {
          {budget_in_use} bytes held"
     );
     // 240 MiB were sent. The budget is 16 MiB; each session may also have a segment (1 MiB) in
-    // its read buffer and one being decoded.
+    // its read buffer and one being decoded (28 MiB), and the allocator keeps freed memory in
+    // its per-thread arenas: the peak rose 33–36 MiB on a quiet machine and 50.6 MiB once under
+    // the full test suite's load. Without the budget it rises by the 240 MiB sent.
     assert!(budget_in_use <= 16 << 20, "{budget_in_use}");
     assert!(
-        peak < rss_before + 48 * 1024,
+        peak < rss_before + 64 * 1024,
         "peak RSS {peak} KiB against {rss_before} KiB before: the budget did not hold"
     );
     assert!(
