@@ -431,7 +431,7 @@ impl DiskStore {
     /// else from the file.
     fn read_payload(&self, name: FileName) -> Result<Vec<u8>> {
         if let Some(parts) = self.batch.writing.get(&name) {
-            return Ok(parts.iter().flat_map(|p| p.iter().copied()).collect());
+            return Ok(parts.concat());
         }
         let path = self.payload_path(name);
         fs::read(&path).map_err(|e| io_err(format!("reading {}", path.display()), e))
@@ -992,7 +992,7 @@ impl DiskStore {
             let joined: Vec<u8>;
             let value = match owned {
                 Some(parts) => {
-                    joined = parts.iter().flat_map(|p| p.iter().copied()).collect();
+                    joined = parts.concat();
                     &joined[..]
                 }
                 None => value,
@@ -1339,12 +1339,8 @@ impl Tables for DiskStore {
         head: &[u8],
         body: &Bytes,
     ) -> Result<()> {
-        let len = head.len() + body.len();
-        if (len as u64) < self.options.payload_file_min {
-            let mut value = Vec::with_capacity(len);
-            value.extend_from_slice(head);
-            value.extend_from_slice(body);
-            return self.rpc_put(table, key, &value);
+        if ((head.len() + body.len()) as u64) < self.options.payload_file_min {
+            return self.rpc_put(table, key, &[head, &body[..]].concat());
         }
         // Given the parts, `replace_rpc_row` reads no `value`.
         let parts = [Bytes::copy_from_slice(head), body.clone()];

@@ -334,10 +334,7 @@ pub trait Tables {
         head: &[u8],
         body: &Bytes,
     ) -> Result<()> {
-        let mut value = Vec::with_capacity(head.len() + body.len());
-        value.extend_from_slice(head);
-        value.extend_from_slice(body);
-        self.rpc_put(table, key, &value)
+        self.rpc_put(table, key, &[head, &body[..]].concat())
     }
 
     /// Puts several values in one RPC table, in order, as [`Tables::rpc_put`] does each: for a
