@@ -107,7 +107,10 @@ fn open_store(
             "memory store of {} bytes: nothing this node holds survives it",
             config.store_quota
         );
-        return Ok((Box::new(MemoryStore::new(config.store_quota)), 0));
+        // Inboxes and calls count too: in memory they would otherwise grow with what strangers
+        // send until the process runs out of it.
+        let store = MemoryStore::new(config.store_quota).counting_tables();
+        return Ok((Box::new(store), 0));
     }
     let (mut store, recovery) = DiskStore::open(data_dir, config.store_quota)
         .doing(|| format!("opening the store in {}", data_dir.display()))?;

@@ -33,6 +33,10 @@ pub struct MemoryStore {
     by_expiry: BTreeSet<(DtnTime, BundleId)>,
     by_rank: BTreeSet<(Rank, BundleId)>,
     rpc: BTreeMap<(RpcTable, Bytes), Bytes>,
+    /// Bytes of the tables' values (keys not counted).
+    table_bytes: u64,
+    /// Whether the tables' values count against the quota too ([`MemoryStore::counting_tables`]).
+    tables_in_quota: bool,
 }
 
 impl MemoryStore {
@@ -46,7 +50,46 @@ impl MemoryStore {
             by_expiry: BTreeSet::new(),
             by_rank: BTreeSet::new(),
             rpc: BTreeMap::new(),
+            table_bytes: 0,
+            tables_in_quota: false,
         }
+    }
+
+    /// The same store with its tables' values counted against the quota beside the bundles:
+    /// for a daemon whose only store is memory, where an inbox that no application reads, or
+    /// calls' files, would otherwise grow with what strangers send. A put that does not fit is
+    /// refused with [`StoreError::Full`] (tables are never evicted). Usage then reports both.
+    pub fn counting_tables(mut self) -> Self {
+        self.tables_in_quota = true;
+        self
+    }
+
+    /// The quota left for bundles.
+    fn bundle_quota(&self) -> u64 {
+        if self.tables_in_quota {
+            self.quota.saturating_sub(self.table_bytes)
+        } else {
+            self.quota
+        }
+    }
+
+    /// Puts a table value, counting its bytes (and refusing it when tables count against the
+    /// quota and it does not fit).
+    fn put_value(&mut self, table: RpcTable, key: &[u8], value: Bytes) -> Result<()> {
+        let key = (table, Bytes::copy_from_slice(key));
+        let old = self.rpc.get(&key).map_or(0, |v| v.len() as u64);
+        let needed = value.len() as u64;
+        let others = self.used + self.table_bytes - old;
+        if self.tables_in_quota && others.saturating_add(needed) > self.quota {
+            return Err(StoreError::Full {
+                needed,
+                available: self.quota.saturating_sub(others),
+                quota: self.quota,
+            });
+        }
+        self.table_bytes = self.table_bytes - old + needed;
+        self.rpc.insert(key, value);
+        Ok(())
     }
 
     fn unlink(&mut self, id: &BundleId) -> Option<Entry> {
@@ -103,12 +146,14 @@ impl BundleStore for MemoryStore {
         let needed = (head + payload + tail) as u64;
         let incoming = bundle.meta.rank();
         let candidates = self.eviction_candidates(now, incoming, needed);
-        let evicted = plan_eviction(now, incoming, needed, self.used, self.quota, candidates)
-            .map_err(|available| StoreError::Full {
+        let quota = self.bundle_quota();
+        let evicted = plan_eviction(now, incoming, needed, self.used, quota, candidates).map_err(
+            |available| StoreError::Full {
                 needed,
                 available,
                 quota: self.quota,
-            })?;
+            },
+        )?;
         for victim in &evicted {
             self.unlink(victim);
         }
@@ -199,9 +244,14 @@ impl BundleStore for MemoryStore {
     }
 
     fn usage(&self) -> Result<Usage> {
+        let tables = if self.tables_in_quota {
+            self.table_bytes
+        } else {
+            0
+        };
         Ok(Usage {
             bundles: self.bundles.len() as u64,
-            bytes: self.used,
+            bytes: self.used + tables,
             quota: self.quota,
         })
     }
@@ -209,17 +259,11 @@ impl BundleStore for MemoryStore {
 
 impl Tables for MemoryStore {
     fn rpc_put(&mut self, table: RpcTable, key: &[u8], value: &[u8]) -> Result<()> {
-        self.rpc.insert(
-            (table, Bytes::copy_from_slice(key)),
-            Bytes::copy_from_slice(value),
-        );
-        Ok(())
+        self.put_value(table, key, Bytes::copy_from_slice(value))
     }
 
     fn rpc_put_bytes(&mut self, table: RpcTable, key: &[u8], value: &Bytes) -> Result<()> {
-        self.rpc
-            .insert((table, Bytes::copy_from_slice(key)), value.clone());
-        Ok(())
+        self.put_value(table, key, value.clone())
     }
 
     fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
@@ -227,10 +271,11 @@ impl Tables for MemoryStore {
     }
 
     fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
-        Ok(self
-            .rpc
-            .remove(&(table, Bytes::copy_from_slice(key)))
-            .is_some())
+        let removed = self.rpc.remove(&(table, Bytes::copy_from_slice(key)));
+        if let Some(value) = &removed {
+            self.table_bytes -= value.len() as u64;
+        }
+        Ok(removed.is_some())
     }
 
     fn rpc_range(
@@ -260,6 +305,50 @@ impl Store for MemoryStore {
 mod tests {
     use super::*;
     use crate::Retention;
+
+    #[test]
+    fn tables_counted_against_the_quota_refuse_what_does_not_fit() {
+        let mut s = MemoryStore::new(10_000).counting_tables();
+        s.rpc_put(RpcTable::InboxPayload, b"a", &[1; 6_000])
+            .unwrap();
+        let err = s
+            .rpc_put_bytes(RpcTable::InboxPayload, b"b", &Bytes::from(vec![2; 5_000]))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Full {
+                    needed: 5_000,
+                    available: 4_000,
+                    quota: 10_000
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(s.rpc_get(RpcTable::InboxPayload, b"b").unwrap().is_none());
+        // Replacing a value counts only the difference; removing one gives its room back.
+        s.rpc_put(RpcTable::InboxPayload, b"a", &[1; 9_000])
+            .unwrap();
+        assert_eq!(s.usage().unwrap().bytes, 9_000);
+        s.rpc_remove(RpcTable::InboxPayload, b"a").unwrap();
+        s.rpc_put(RpcTable::InboxPayload, b"b", &[2; 5_000])
+            .unwrap();
+        assert_eq!(s.usage().unwrap().bytes, 5_000);
+        // Bundles get what the tables leave.
+        let big = bundle(1, "b", DtnTime::from_millis(1_000), 5_500);
+        assert!(matches!(
+            s.insert(DtnTime::from_millis(0), big),
+            Err(StoreError::Full { .. })
+        ));
+        let fits = bundle(2, "b", DtnTime::from_millis(1_000), 4_000);
+        s.insert(DtnTime::from_millis(0), fits).unwrap();
+        // Without counting_tables (the simulator's and tests' store) tables are not bounded.
+        let mut plain = MemoryStore::new(10);
+        plain
+            .rpc_put(RpcTable::InboxPayload, b"a", &[1; 100])
+            .unwrap();
+        assert_eq!(plain.usage().unwrap().bytes, 0);
+    }
 
     #[test]
     fn a_value_put_as_bytes_is_kept_without_a_copy() {
