@@ -92,6 +92,12 @@ pub(crate) struct MatrixArgs {
     /// testbed`, whose veth links add none, so that its simulated runs model its links].
     #[arg(long, value_parser = humantime::parse_duration)]
     latency: Option<Duration>,
+    /// Seal the files sent to one node for real, as the daemon does, instead of with stand-ins
+    /// of the same length (the same outcome: simulated nodes compute in no simulated time; the
+    /// cipher is most of the wall time of 100MB runs). Off in `ferry eval`; `ferry testbed
+    /// --compare-sim` simulates with stand-ins too.
+    #[arg(long)]
+    real_seals: bool,
 }
 
 impl MatrixArgs {
@@ -147,6 +153,7 @@ impl MatrixArgs {
                 islands: usize::from(self.islands),
                 period_ms,
             },
+            real_seals: self.real_seals,
             ..Eval::default()
         })
     }

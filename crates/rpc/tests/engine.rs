@@ -180,8 +180,9 @@ fn text_stands_for_a_declared_number_or_flag_only_when_it_is_one() {
     assert!(check_params(&[T::Text], &[text("a\0b")]).is_err());
 }
 
-#[test]
-fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
+/// The data-channel payload a client with the server's key pinned stores for a call with
+/// `secret` as its file, by dtn; `stand_in`: the client seals files with stand-ins.
+fn sealed_file_for_the_server(secret: &Bytes, stand_in: bool) -> Bytes {
     let server_id = Identity::from_secret([2; 32]);
     let mut client_node = Node::new(
         NodeConfig::new(eid("dtn://client/")),
@@ -199,7 +200,9 @@ fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
         &mut client_node,
         NOW,
     );
-    let secret = Bytes::from(vec![0x5a; 20_000]);
+    if stand_in {
+        client.stand_in_file_seals();
+    }
     let mut request = rpc::CallRequest::new(
         rpc::Target::Node(eid("dtn://server/")),
         "photo",
@@ -210,7 +213,6 @@ fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
     );
     request.transport = Transport::Dtn;
     client.call(NOW, &mut client_node, request).unwrap();
-    // What waits in the client's store for the data channel is not the file.
     let store = client_node.store();
     let payloads: Vec<Bytes> = store
         .list()
@@ -221,14 +223,15 @@ fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
         .map(|b| b.bundle.payload.data.clone())
         .collect();
     assert_eq!(payloads.len(), 1);
-    let sealed = &payloads[0];
-    assert_ne!(sealed, &secret);
-    assert!(
-        !sealed.windows(64).any(|w| w == &secret[..64]),
-        "the file's bytes show through"
-    );
-    // The server opens it: the file it keeps is the plaintext, by its hash.
+    payloads[0].clone()
+}
+
+/// The file a server keeps after `sealed` is delivered to its data channel, if any.
+fn file_the_server_keeps(sealed: &Bytes, secret: &Bytes, stand_in: bool) -> Option<Bytes> {
     let (mut node, mut rpc) = server();
+    if stand_in {
+        rpc.stand_in_file_seals();
+    }
     let event = Event::Delivered(Delivery {
         id: BundleId {
             source: eid("dtn://client/~rpc-data"),
@@ -244,9 +247,44 @@ fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
         expiry: NOW + Duration::from_millis(60_000),
         payload: sealed.clone(),
     });
-    assert!(rpc.handle_node_event(NOW, &mut node, &event));
-    let hash = *blake3::hash(&secret).as_bytes();
-    assert_eq!(rpc.file(&node, &hash), Some(secret));
+    rpc.handle_node_event(NOW, &mut node, &event);
+    rpc.file(&node, blake3::hash(secret).as_bytes())
+}
+
+#[test]
+fn files_for_a_known_node_travel_sealed_and_open_at_the_server() {
+    let secret = Bytes::from(vec![0x5a; 20_000]);
+    let sealed = sealed_file_for_the_server(&secret, false);
+    // What waits in the client's store for the data channel is not the file.
+    assert_ne!(sealed, secret);
+    assert!(
+        !sealed.windows(64).any(|w| w == &secret[..64]),
+        "the file's bytes show through"
+    );
+    // The server opens it: the file it keeps is the plaintext, by its hash.
+    assert_eq!(file_the_server_keeps(&sealed, &secret, false), Some(secret));
+}
+
+/// The simulator's stand-ins: a real envelope's length, the file in the clear, opened only by
+/// an engine told to expect them (every engine of a simulated network is).
+#[test]
+fn stand_in_file_seals_have_a_real_envelopes_length_and_open_only_where_expected() {
+    let secret = Bytes::from(vec![0x5a; 20_000]);
+    let real = sealed_file_for_the_server(&secret, false);
+    let stand_in = sealed_file_for_the_server(&secret, true);
+    assert_eq!(stand_in.len(), real.len());
+    assert_eq!(
+        stand_in[..66],
+        real[..66],
+        "version, flags, sender, recipient"
+    );
+    assert!(stand_in.windows(64).any(|w| w == &secret[..64]));
+    assert_eq!(
+        file_the_server_keeps(&stand_in, &secret, true),
+        Some(secret.clone())
+    );
+    assert_eq!(file_the_server_keeps(&stand_in, &secret, false), None);
+    assert_eq!(file_the_server_keeps(&real, &secret, true), Some(secret));
 }
 
 // ----- the file budget -----

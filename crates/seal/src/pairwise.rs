@@ -169,6 +169,58 @@ impl PairKey {
             body,
         })
     }
+
+    /// A **stand-in** for [`seal`](Self::seal), for simulators only: an envelope of the same
+    /// length with the same header (this key's sender and recipient, a nonce from `entropy`),
+    /// but the body in the clear and a tag of zeros. It hides and authenticates nothing; what it
+    /// saves is the cipher and the keyed hash over the body, which a simulator whose nodes
+    /// compute in no simulated time has no use for when only an envelope's length and route
+    /// matter. [`open`](Self::open) refuses it ([`OpenError::Decrypt`]);
+    /// [`open_stand_in`](Self::open_stand_in) takes it.
+    pub fn seal_stand_in(&self, body: &[u8], entropy: [u8; 32]) -> Vec<u8> {
+        let mut hasher = blake3::Hasher::new_keyed(&self.nonce_key);
+        hasher.update(&entropy);
+        hasher.update(&self.peer.0);
+        let nonce = hasher.finalize();
+        let mut out = Vec::with_capacity(body.len() + PAIRWISE_OVERHEAD);
+        out.push(VERSION);
+        out.push(FLAGS_PAIRWISE);
+        out.extend_from_slice(&self.me.0);
+        out.extend_from_slice(&self.peer.0);
+        out.extend_from_slice(&nonce.as_bytes()[..NONCE_LEN]);
+        out.extend_from_slice(body);
+        out.extend_from_slice(&[0; TAG_LEN]);
+        out
+    }
+
+    /// Where the body of a [`seal_stand_in`](Self::seal_stand_in) envelope from the peer to us
+    /// lies in `sealed`, checked as far as a stand-in can be: its layout, sender and recipient,
+    /// and its tag of zeros (a real envelope's tag is zero with a chance of 2⁻¹²⁸).
+    pub fn open_stand_in(&self, sealed: &[u8]) -> Result<std::ops::Range<usize>, OpenError> {
+        match sealed.first() {
+            Some(&v) if v != VERSION => return Err(OpenError::Version(v)),
+            _ => {}
+        }
+        if sealed.len() < PAIRWISE_OVERHEAD {
+            return Err(OpenError::Malformed("cut short"));
+        }
+        if sealed[1] != FLAGS_PAIRWISE {
+            return Err(OpenError::Malformed("not a pairwise envelope"));
+        }
+        if sealed[2..34] != self.peer.0 {
+            return Err(OpenError::Malformed(
+                "sent by another node than this key's peer",
+            ));
+        }
+        if sealed[34..66] != self.me.0 {
+            return Err(OpenError::NotForUs);
+        }
+        let tag_at = sealed.len() - TAG_LEN;
+        if sealed[tag_at..] != [0; TAG_LEN] {
+            return Err(OpenError::Decrypt);
+        }
+        Ok(HEADER_LEN..tag_at)
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +252,43 @@ mod tests {
         assert_eq!(ab.open(&back).unwrap().body, b"world");
         // Identity::open takes it too (computing the key itself).
         assert_eq!(b.open(&sealed).unwrap().body, b"hello");
+    }
+
+    #[test]
+    fn a_stand_in_has_a_real_envelopes_length_and_header_and_only_opens_as_a_stand_in() {
+        let (a, b, c) = ids();
+        let ab = a.pair_key(&b.public()).unwrap();
+        let ba = b.pair_key(&a.public()).unwrap();
+        let body = b"a large file".repeat(100);
+        let real = ab.seal(&body, [9; 32]);
+        let stand_in = ab.seal_stand_in(&body, [9; 32]);
+        assert_eq!(stand_in.len(), real.len());
+        assert_eq!(
+            stand_in[..66],
+            real[..66],
+            "version, flags, sender, recipient"
+        );
+        assert_eq!(pairwise_sender(&stand_in), Some(a.public()));
+        let range = ba.open_stand_in(&stand_in).unwrap();
+        assert_eq!(&stand_in[range], &body[..]);
+        // Neither kind passes for the other.
+        assert_eq!(ba.open(&stand_in), Err(OpenError::Decrypt));
+        assert_eq!(ba.open_stand_in(&real), Err(OpenError::Decrypt));
+        // Nor does a stand-in open for another node, or from another sender.
+        assert_eq!(
+            c.pair_key(&a.public()).unwrap().open_stand_in(&stand_in),
+            Err(OpenError::NotForUs)
+        );
+        assert!(
+            b.pair_key(&c.public())
+                .unwrap()
+                .open_stand_in(&stand_in)
+                .is_err()
+        );
+        assert!(
+            ba.open_stand_in(&stand_in[..PAIRWISE_OVERHEAD - 1])
+                .is_err()
+        );
     }
 
     #[test]
