@@ -22,9 +22,9 @@ use wire::{DtnTime, Eid};
 
 use crate::ParamType;
 use crate::config::{ProcedureSpec, RpcConfig, Timers};
-use crate::file_hashes::{FileHashes, hash_of};
 use crate::record::{Reader, RecordError, Writer};
 use crate::require::{Facts, ParseError, Requirement, Verdict};
+use crate::shared_memo::{SharedMemo, hash_of};
 use archive::Archive;
 use persist::Writes;
 
@@ -792,8 +792,8 @@ pub struct Rpc {
     stats: RpcStats,
     errors: Vec<StateError>,
     /// Hashes of large files shared with other engines of the process, if the shell gave some
-    /// ([`Rpc::share_file_hashes`]).
-    file_hashes: Option<FileHashes>,
+    /// ([`Rpc::share_memo`]).
+    memo: Option<SharedMemo>,
     /// Whether data-channel files are sealed with stand-ins ([`Rpc::stand_in_file_seals`]).
     stand_in_file_seals: bool,
 }
@@ -946,7 +946,7 @@ impl Rpc {
             local: VecDeque::new(),
             stats: RpcStats::default(),
             errors: Vec::new(),
-            file_hashes: None,
+            memo: None,
             stand_in_file_seals: false,
         };
         rpc.load(node, now);
@@ -1148,13 +1148,14 @@ impl Rpc {
         self.jobs.len()
     }
 
-    /// Names the files this engine receives, makes and serves by hashes shared with other
-    /// engines of the process that see the same buffers (the simulator's nodes), so that a file
-    /// is hashed once however many nodes it reaches; and takes a large file sealed to it by one
-    /// of those engines as the content that engine sealed, rather than decrypting a copy. The
-    /// hashes and contents are the same either way.
-    pub fn share_file_hashes(&mut self, hashes: FileHashes) {
-        self.file_hashes = Some(hashes);
+    /// Shares with other engines of the process (the simulator's nodes) what they compute alike:
+    /// the hashes of files whose buffers they share, so that a file is hashed once however many
+    /// nodes it reaches; the content a large file sealed to this engine by one of them was
+    /// sealed from, rather than decrypting a copy; and the signature checks of small signed
+    /// envelopes, so that a hello is verified once however many nodes hear it. What the engine
+    /// finds is the same either way.
+    pub fn share_memo(&mut self, memo: SharedMemo) {
+        self.memo = Some(memo);
     }
 
     /// **For simulators only**: seals the data-channel files this engine sends to one node with
@@ -1173,7 +1174,7 @@ impl Rpc {
 
     /// The hash a file is named by.
     fn hash_file(&self, content: &Bytes) -> [u8; 32] {
-        match &self.file_hashes {
+        match &self.memo {
             Some(memo) => memo.hash(content),
             None => hash_of(content),
         }
@@ -1367,7 +1368,7 @@ impl Rpc {
             pair.seal(&content, entropy)
         };
         let (sealed, peer) = (Bytes::from(sealed), pair.peer());
-        if let Some(memo) = &self.file_hashes {
+        if let Some(memo) = &self.memo {
             memo.sealed(&sealed, peer, &content);
         }
         sealed
@@ -1380,11 +1381,7 @@ impl Rpc {
             return payload;
         }
         let me = self.trust.identity.public();
-        if let Some(content) = self
-            .file_hashes
-            .as_ref()
-            .and_then(|m| m.opened(&payload, &me))
-        {
+        if let Some(content) = self.memo.as_ref().and_then(|m| m.opened(&payload, &me)) {
             return content;
         }
         if self.stand_in_file_seals
@@ -1419,7 +1416,28 @@ impl Rpc {
                 Some(pair) => pair.open(sealed),
                 None => Err(seal::OpenError::Malformed("invalid sender key")),
             },
-            None => self.trust.identity.open(sealed),
+            None => {
+                if let Some(opened) = self.trust.verified.get(sealed) {
+                    return Ok(opened.clone());
+                }
+                let shared = self.memo.as_ref();
+                let (opened, fresh) = match shared.and_then(|m| m.verified(sealed)) {
+                    Some(opened) => (opened, false),
+                    None => (self.trust.identity.open(sealed)?, true),
+                };
+                if !opened.encrypted && sealed.len() <= keys::MAX_REMEMBERED_ENVELOPE {
+                    if let Some(memo) = shared.filter(|_| fresh) {
+                        memo.note_verified(sealed, &opened);
+                    }
+                    if self.trust.verified.len() >= keys::MAX_REMEMBERED_ENVELOPES {
+                        self.trust.verified.clear();
+                    }
+                    self.trust
+                        .verified
+                        .insert(Bytes::copy_from_slice(sealed), opened.clone());
+                }
+                Ok(opened)
+            }
         }
     }
 
@@ -1506,10 +1524,13 @@ impl Rpc {
                 .retain(|_, at| now < at.saturating_add(HELLO_INTERVAL));
         }
         self.trust.hellos.insert(to.clone(), now);
-        let hello = Message::Hello(wire::rpc::Hello {
-            node: self.me.clone(),
-        });
-        if let Ok(sealed) = self.seal(&hello, None) {
+        if self.trust.hello.is_none() {
+            let hello = Message::Hello(wire::rpc::Hello {
+                node: self.me.clone(),
+            });
+            self.trust.hello = self.seal(&hello, None).ok();
+        }
+        if let Some(sealed) = self.trust.hello.clone() {
             let until = now.saturating_add(MAX_DATAGRAM_LIFETIME);
             let channel = Channel::Control(Class::Datagram);
             // Not reachable after all: the next reachability event tries again.

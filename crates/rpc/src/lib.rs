@@ -41,10 +41,10 @@
 
 mod config;
 mod engine;
-mod file_hashes;
 mod port;
 mod record;
 pub mod require;
+mod shared_memo;
 
 pub use config::{ProcedureSpec, RpcConfig, Timers};
 pub use engine::{
@@ -53,9 +53,9 @@ pub use engine::{
     RPC_DEMUX, Reply, Rpc, RpcEvent, RpcStats, ServedView, StateError, Target, TimelineRef, Via,
     check_params,
 };
-pub use file_hashes::FileHashes;
 pub use port::NodePort;
 pub use record::RecordError;
+pub use shared_memo::SharedMemo;
 
 use std::fmt;
 use std::str::FromStr;

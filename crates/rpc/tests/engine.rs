@@ -1184,6 +1184,35 @@ fn a_hello_with_another_key_is_not_answered_and_its_key_is_shown() {
     );
 }
 
+/// A hello verified once opens again without a check of its signature (the engine remembers
+/// the bytes it verified), but only those very bytes: a copy changed anywhere is still forged.
+#[test]
+fn a_remembered_hello_lets_no_changed_copy_through() {
+    let (mut node, mut rpc) = server();
+    let genuine = Identity::from_secret([1; 32]);
+    let m = Message::Hello(wire::rpc::Hello {
+        node: eid("dtn://client/"),
+    });
+    let hello = genuine.seal(&m.encode().unwrap(), None, [1; 32]).unwrap();
+    deliver(&mut node, &mut rpc, hello.clone(), 1);
+    deliver(&mut node, &mut rpc, hello.clone(), 2);
+    assert_eq!(rpc.stats().forged, 0);
+    assert_eq!(rpc.key_of(&eid("dtn://client/")), Some(genuine.public()));
+    let mut seq = 3;
+    for i in 0..hello.len() {
+        let mut changed = hello.clone();
+        changed[i] ^= 0x01;
+        deliver(&mut node, &mut rpc, changed, seq);
+        seq += 1;
+    }
+    let mut longer = hello.clone();
+    longer.push(0);
+    deliver(&mut node, &mut rpc, longer, seq);
+    assert_eq!(rpc.stats().forged, hello.len() as u64 + 1);
+    assert_eq!(rpc.stats().key_mismatches, 0);
+    assert_eq!(rpc.key_of(&eid("dtn://client/")), Some(genuine.public()));
+}
+
 #[test]
 fn a_reinstalled_callers_key_runs_once_the_operator_accepts_it_and_the_acceptance_is_kept() {
     let (mut node, mut rpc) = busy_server();

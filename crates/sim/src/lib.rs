@@ -15,8 +15,10 @@
 //! fragmentation). Payloads
 //! are `Bytes` shared by every node that holds a copy, so a 100 MB bundle on 64 nodes costs 100 MB;
 //! so are the large data-channel files the RPC engines keep in their stores (`sim_store.rs`), and
-//! the engines share the hashes of the file buffers they see (`rpc::FileHashes`), so a file is
-//! hashed once however many nodes it reaches.
+//! the engines share what they compute alike (`rpc::SharedMemo`), so a file is hashed once
+//! however many nodes it reaches and a hello's signature checked once however many nodes hear
+//! it. Files sealed for one node are stand-ins of the same length (`RpcApp::stand_in_file_seals`,
+//! on in `ferry eval`), as a simulated node computes in no simulated time.
 //!
 //! Invariants are checked as the run goes: no bundle delivered twice to an application, nothing
 //! delivered that was never sent (or delivered altered), nothing held past its lifetime, every store

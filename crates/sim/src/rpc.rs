@@ -11,8 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use host::Output;
 use rpc::{
-    CallRequest, CallState, CallView, FileHashes, Job, JobId, Outcome, ParamType, ProcedureSpec,
-    Rpc, RpcConfig, RpcEvent, Target,
+    CallRequest, CallState, CallView, Job, JobId, Outcome, ParamType, ProcedureSpec, Rpc,
+    RpcConfig, RpcEvent, SharedMemo, Target,
 };
 use wire::DtnTime;
 use wire::rpc::{CallId, Message, RejectCode, Value};
@@ -116,7 +116,7 @@ pub struct RpcApp {
     echoed: VecDeque<([u8; 32], Bytes)>,
     /// Hashes of the large files every node's engine sees: the nodes share a file's buffer, so
     /// its hash is computed once, not at every node it reaches.
-    file_hashes: FileHashes,
+    memo: SharedMemo,
     /// Whether the engines seal files with stand-ins ([`RpcApp::stand_in_file_seals`]).
     stand_in_file_seals: bool,
     /// Calls the script made, in order.
@@ -148,7 +148,7 @@ impl RpcApp {
             nested: BTreeMap::new(),
             script: BTreeMap::new(),
             echoed: VecDeque::new(),
-            file_hashes: FileHashes::default(),
+            memo: SharedMemo::default(),
             stand_in_file_seals: false,
             made: Vec::new(),
             executions: BTreeMap::new(),
@@ -421,7 +421,7 @@ impl App for RpcApp {
             host.node_mut(),
             now,
         );
-        rpc.share_file_hashes(self.file_hashes.clone());
+        rpc.share_memo(self.memo.clone());
         if self.stand_in_file_seals {
             rpc.stand_in_file_seals();
         }

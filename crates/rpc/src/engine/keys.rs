@@ -44,6 +44,15 @@ pub(super) struct Trust {
     pub(super) pinned: BTreeMap<Eid, PublicKey>,
     /// When this node last introduced itself to a node (a hello), so it does not repeat itself.
     pub(super) hellos: BTreeMap<Eid, DtnTime>,
+    /// This node's hello, sealed once: its body never changes and a signed envelope of the same
+    /// body is the same bytes every time (Ed25519 signatures are deterministic).
+    pub(super) hello: Option<Bytes>,
+    /// Signed, unencrypted envelopes (hellos, calls to every node) whose signature was checked,
+    /// with what they opened to: the same bytes again (a node repeats its hello to every node
+    /// that meets it anew) open without checking again. At most
+    /// [`MAX_REMEMBERED_ENVELOPES`] of at most [`MAX_REMEMBERED_ENVELOPE`] bytes; emptied when
+    /// full.
+    pub(super) verified: BTreeMap<Bytes, seal::Opened>,
 }
 
 impl Trust {
@@ -55,9 +64,16 @@ impl Trust {
             pair_keys: BTreeMap::new(),
             pinned,
             hellos: BTreeMap::new(),
+            hello: None,
+            verified: BTreeMap::new(),
         }
     }
 }
+
+/// Most verified envelopes remembered ([`Trust::verified`]).
+pub(super) const MAX_REMEMBERED_ENVELOPES: usize = 1024;
+/// Largest verified envelope remembered: a hello is about 170 bytes.
+pub(super) const MAX_REMEMBERED_ENVELOPE: usize = 1024;
 
 /// Most nodes whose presented key (one that is not the key known for them) is kept.
 pub(super) const MAX_PRESENTED: usize = 256;

@@ -1,5 +1,7 @@
-//! BLAKE3 hashes of large data-channel files, and what large sealed files open to, remembered by
-//! buffer for the engines that share one ([`Rpc::share_file_hashes`](crate::Rpc::share_file_hashes)).
+//! What engines in one process compute alike, computed once: BLAKE3 hashes of large
+//! data-channel files, what large sealed files open to, and which small signed envelopes were
+//! verified, for the engines that share one ([`Rpc::share_memo`](crate::Rpc::share_memo)).
+//! Everything it returns is what the engine would have computed itself.
 //!
 //! Every engine a file reaches names it by its hash, so a file broadcast to many nodes is hashed
 //! by each. Where those nodes live in one process and share the file's buffer (the simulator's
@@ -12,7 +14,13 @@
 //! sealed buffer with the content it sealed, and the recipient's engine, handed that very buffer,
 //! takes the content instead of decrypting a copy. Opening it would give the same bytes: the
 //! buffer is the sealer's own envelope for this recipient, unchanged.
+//!
+//! And for small signed envelopes that are not encrypted (hellos, calls to every node): one
+//! engine's check of a signature holds for every engine, as it depends on the envelope's bytes
+//! alone, so an envelope one engine verified opens at the others without checking again. In a
+//! simulated network of 64 nodes, every node's hello reaches the 63 others.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -34,21 +42,26 @@ struct Sealed {
     content: Bytes,
 }
 
+/// Most verified envelopes remembered; emptied when full.
+const MAX_VERIFIED: usize = 4096;
+
 #[derive(Default)]
 struct Memo {
     hashes: Vec<Entry>,
     sealed: Vec<Sealed>,
+    /// Signed, unencrypted envelopes whose signature an engine checked, and what they opened to.
+    verified: BTreeMap<Bytes, seal::Opened>,
 }
 
 /// The hashes of large buffers that several engines see, and the contents of large files sealed
 /// among them, shared by cloning.
 #[derive(Clone, Default)]
-pub struct FileHashes(Arc<Mutex<Memo>>);
+pub struct SharedMemo(Arc<Mutex<Memo>>);
 
-impl std::fmt::Debug for FileHashes {
+impl std::fmt::Debug for SharedMemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        f.debug_struct("FileHashes")
+        f.debug_struct("SharedMemo")
             .field("entries", &memo.hashes.len())
             .field("sealed", &memo.sealed.len())
             .finish()
@@ -59,7 +72,7 @@ fn same(a: &Bytes, b: &Bytes) -> bool {
     a.as_ptr() == b.as_ptr() && a.len() == b.len()
 }
 
-impl FileHashes {
+impl SharedMemo {
     /// The BLAKE3 hash of `content`, computed unless this very buffer was hashed before.
     pub fn hash(&self, content: &Bytes) -> [u8; 32] {
         if content.len() < MIN_BYTES {
@@ -116,6 +129,26 @@ impl FileHashes {
     }
 }
 
+impl SharedMemo {
+    /// What `sealed` opened to when an engine sharing the memo verified these very bytes (a
+    /// signed envelope that is not encrypted).
+    pub(crate) fn verified(&self, sealed: &[u8]) -> Option<seal::Opened> {
+        let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        memo.verified.get(sealed).cloned()
+    }
+
+    /// Notes that `sealed`, a signed envelope that is not encrypted, was verified and opened to
+    /// `opened`.
+    pub(crate) fn note_verified(&self, sealed: &[u8], opened: &seal::Opened) {
+        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.verified.len() >= MAX_VERIFIED {
+            memo.verified.clear();
+        }
+        memo.verified
+            .insert(Bytes::copy_from_slice(sealed), opened.clone());
+    }
+}
+
 /// The BLAKE3 hash a data-channel file is named by.
 pub(crate) fn hash_of(content: &[u8]) -> [u8; 32] {
     *blake3::hash(content).as_bytes()
@@ -127,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_shared_buffer_is_hashed_once_and_let_go_when_nobody_holds_it() {
-        let memo = FileHashes::default();
+        let memo = SharedMemo::default();
         let a = Bytes::from(vec![7u8; MIN_BYTES]);
         let h = memo.hash(&a);
         assert_eq!(h, hash_of(&a));
@@ -145,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_sealed_buffer_opens_to_its_content_for_its_recipient_only() {
-        let memo = FileHashes::default();
+        let memo = SharedMemo::default();
         let (alice, bob) = (PublicKey([1; 32]), PublicKey([2; 32]));
         let content = Bytes::from(vec![7u8; MIN_BYTES]);
         let envelope = Bytes::from(vec![9u8; MIN_BYTES + 10]);
@@ -161,5 +194,23 @@ mod tests {
         drop(envelope);
         memo.sealed(&Bytes::from(vec![1u8; MIN_BYTES]), bob, &content);
         assert_eq!(memo.0.lock().unwrap().sealed.len(), 1);
+    }
+
+    #[test]
+    fn a_verified_envelope_is_found_by_its_bytes_and_the_table_is_bounded() {
+        let memo = SharedMemo::default();
+        let opened = seal::Opened {
+            sender: PublicKey([1; 32]),
+            encrypted: false,
+            body: b"hello".to_vec(),
+        };
+        memo.note_verified(b"an envelope", &opened);
+        assert_eq!(memo.verified(b"an envelope"), Some(opened.clone()));
+        assert_eq!(memo.verified(b"an envelopE"), None);
+        assert_eq!(memo.verified(b"an envelop"), None);
+        for i in 0..MAX_VERIFIED as u32 {
+            memo.note_verified(&i.to_be_bytes(), &opened);
+        }
+        assert!(memo.0.lock().unwrap().verified.len() <= MAX_VERIFIED);
     }
 }
