@@ -1358,20 +1358,21 @@ impl Rpc {
     /// node, or one whose key we do not know, as it is.
     fn seal_file(&mut self, content: Bytes, to: Option<PublicKey>) -> Bytes {
         let entropy = self.entropy();
-        let stand_in = self.stand_in_file_seals;
+        let (stand_in, memo) = (self.stand_in_file_seals, self.memo.clone());
         let Some(pair) = to.and_then(|peer| self.pair_key(&peer)) else {
             return content;
         };
-        let sealed = if stand_in {
-            pair.seal_stand_in(&content, entropy)
-        } else {
-            pair.seal(&content, entropy)
-        };
-        let (sealed, peer) = (Bytes::from(sealed), pair.peer());
-        if let Some(memo) = &self.memo {
-            memo.sealed(&sealed, peer, &content);
+        match (&memo, stand_in) {
+            (Some(memo), true) => memo.seal_stand_in(pair, &content, entropy),
+            (None, true) => Bytes::from(pair.seal_stand_in(&content, entropy)),
+            (memo, false) => {
+                let sealed = Bytes::from(pair.seal(&content, entropy));
+                if let Some(memo) = memo {
+                    memo.sealed(&sealed, pair.peer(), &content);
+                }
+                sealed
+            }
         }
-        sealed
     }
 
     /// A received data-channel file: opened if it is sealed for us, else as it came (a file is

@@ -19,9 +19,14 @@
 //! engine's check of a signature holds for every engine, as it depends on the envelope's bytes
 //! alone, so an envelope one engine verified opens at the others without checking again. In a
 //! simulated network of 64 nodes, every node's hello reaches the 63 others.
+//!
+//! Large stand-in envelopes (`Rpc::stand_in_file_seals`) are made in buffers it lends: one comes
+//! back when the last `Bytes` of its envelope is dropped, for the next stand-in. Its pages are
+//! mapped already, where a new 100 MB buffer costs 25,600 page faults and as many pages zeroed
+//! by the kernel before the copy. At most [`POOL_BYTES`] wait for reuse.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 use seal::PublicKey;
@@ -37,13 +42,83 @@ type Entry = (Bytes, [u8; 32]);
 
 /// A file sealed pairwise: the envelope's buffer, its recipient, and the content sealed in it.
 struct Sealed {
-    envelope: Bytes,
+    envelope: Envelope,
     recipient: PublicKey,
     content: Bytes,
 }
 
+/// How an entry knows its envelope.
+enum Envelope {
+    /// By a clone: its buffer is in use elsewhere while the clone is not its only handle.
+    Held(Bytes),
+    /// A stand-in in a lent buffer, by address and length and a token that lives as long as the
+    /// buffer is lent (a lent buffer's `Bytes` cannot tell whether it is the only handle, and
+    /// a clone would keep the buffer from its pool).
+    Lent {
+        at: usize,
+        len: usize,
+        alive: Weak<()>,
+    },
+}
+
+impl Envelope {
+    fn is(&self, b: &Bytes) -> bool {
+        match self {
+            Envelope::Held(e) => same(e, b),
+            Envelope::Lent { at, len, alive } => {
+                *at == b.as_ptr() as usize && *len == b.len() && alive.strong_count() > 0
+            }
+        }
+    }
+
+    fn in_use(&self) -> bool {
+        match self {
+            Envelope::Held(e) => !e.is_unique(),
+            Envelope::Lent { alive, .. } => alive.strong_count() > 0,
+        }
+    }
+}
+
 /// Most verified envelopes remembered; emptied when full.
 const MAX_VERIFIED: usize = 4096;
+
+/// Bytes of buffers kept for reuse at most; beyond, a buffer let go is freed.
+const POOL_BYTES: usize = 1 << 30;
+
+/// Buffers let go, for reuse, and their total capacity.
+#[derive(Default)]
+struct Pool {
+    free: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+/// A buffer lent to a `Bytes`: back to its pool when the last of them is dropped.
+struct Lent {
+    buf: Vec<u8>,
+    pool: Weak<Mutex<Pool>>,
+    /// Lives while the buffer is lent ([`Envelope::Lent`]).
+    _alive: Arc<()>,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.upgrade() else {
+            return;
+        };
+        let mut pool = pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let capacity = self.buf.capacity();
+        if pool.bytes + capacity <= POOL_BYTES {
+            pool.bytes += capacity;
+            pool.free.push(std::mem::take(&mut self.buf));
+        }
+    }
+}
 
 #[derive(Default)]
 struct Memo {
@@ -56,7 +131,7 @@ struct Memo {
 /// The hashes of large buffers that several engines see, and the contents of large files sealed
 /// among them, shared by cloning.
 #[derive(Clone, Default)]
-pub struct SharedMemo(Arc<Mutex<Memo>>);
+pub struct SharedMemo(Arc<Mutex<Memo>>, Arc<Mutex<Pool>>);
 
 impl std::fmt::Debug for SharedMemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,20 +174,70 @@ impl SharedMemo {
     /// Notes that `envelope` is `content` sealed pairwise to `recipient` (by the caller, just
     /// now: the envelope is its own, unchanged).
     pub(crate) fn sealed(&self, envelope: &Bytes, recipient: PublicKey, content: &Bytes) {
-        if envelope.len() < MIN_BYTES {
-            return;
+        if envelope.len() >= MIN_BYTES {
+            self.note_sealed(Envelope::Held(envelope.clone()), recipient, content);
         }
+    }
+
+    fn note_sealed(&self, envelope: Envelope, recipient: PublicKey, content: &Bytes) {
         let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let sealed = &mut memo.sealed;
-        sealed.retain(|s| !s.envelope.is_unique());
+        sealed.retain(|s| s.envelope.in_use());
         if sealed.len() >= MAX_ENTRIES {
             sealed.remove(0);
         }
         sealed.push(Sealed {
-            envelope: envelope.clone(),
+            envelope,
             recipient,
             content: content.clone(),
         });
+    }
+
+    /// `content` in a stand-in envelope from `pair`'s node to its peer
+    /// ([`seal::PairKey::seal_stand_in`]), noted as [`SharedMemo::sealed`] does; a large one in a
+    /// buffer lent by the memo, which comes back for the next stand-in once the envelope is
+    /// dropped.
+    pub(crate) fn seal_stand_in(
+        &self,
+        pair: &seal::PairKey,
+        content: &Bytes,
+        entropy: [u8; 32],
+    ) -> Bytes {
+        let len = content.len() + seal::PAIRWISE_OVERHEAD;
+        if len < MIN_BYTES {
+            return Bytes::from(pair.seal_stand_in(content, entropy));
+        }
+        let buf = pair.seal_stand_in_into(content, entropy, self.buffer(len));
+        let alive = Arc::new(());
+        let token = Arc::downgrade(&alive);
+        let envelope = Bytes::from_owner(Lent {
+            buf,
+            pool: Arc::downgrade(&self.1),
+            _alive: alive,
+        });
+        let noted = Envelope::Lent {
+            at: envelope.as_ptr() as usize,
+            len: envelope.len(),
+            alive: token,
+        };
+        self.note_sealed(noted, pair.peer(), content);
+        envelope
+    }
+
+    /// An empty buffer for `len` bytes: the smallest free one large enough, or a new one.
+    fn buffer(&self, len: usize) -> Vec<u8> {
+        let mut pool = self.1.lock().unwrap_or_else(PoisonError::into_inner);
+        let fits = (0..pool.free.len())
+            .filter(|&i| pool.free[i].capacity() >= len)
+            .min_by_key(|&i| pool.free[i].capacity());
+        match fits {
+            Some(i) => {
+                let buf = pool.free.swap_remove(i);
+                pool.bytes -= buf.capacity();
+                buf
+            }
+            None => Vec::with_capacity(len),
+        }
     }
 
     /// The content sealed in `envelope`, if this very buffer was sealed to `recipient` by an
@@ -124,7 +249,7 @@ impl SharedMemo {
         let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         memo.sealed
             .iter()
-            .find(|s| same(&s.envelope, envelope) && s.recipient == *recipient)
+            .find(|s| s.envelope.is(envelope) && s.recipient == *recipient)
             .map(|s| s.content.clone())
     }
 }
@@ -212,5 +337,36 @@ mod tests {
             memo.note_verified(&i.to_be_bytes(), &opened);
         }
         assert!(memo.0.lock().unwrap().verified.len() <= MAX_VERIFIED);
+    }
+
+    #[test]
+    fn a_stand_in_is_made_in_a_lent_buffer_that_comes_back_when_the_envelope_is_dropped() {
+        let memo = SharedMemo::default();
+        let id = |n| seal::Identity::from_secret([n; 32]);
+        let (a, b, c) = (id(1), id(2), id(3));
+        let (ab, ac) = (
+            a.pair_key(&b.public()).unwrap(),
+            a.pair_key(&c.public()).unwrap(),
+        );
+        let content = Bytes::from(vec![7u8; 2 * MIN_BYTES]);
+        let first = memo.seal_stand_in(&ab, &content, [1; 32]);
+        assert_eq!(first[..], ab.seal_stand_in(&content, [1; 32])[..]);
+        assert!(same(&memo.opened(&first, &b.public()).unwrap(), &content));
+        assert!(memo.opened(&first, &c.public()).is_none());
+        let at = first.as_ptr();
+        let copy = first.clone();
+        drop(first);
+        // Still in use by the copy: a new stand-in gets another buffer.
+        let other = Bytes::from(vec![9u8; 2 * MIN_BYTES]);
+        let second = memo.seal_stand_in(&ac, &other, [2; 32]);
+        assert_ne!(second.as_ptr(), at);
+        assert!(same(&memo.opened(&copy, &b.public()).unwrap(), &content));
+        drop((copy, second));
+        // Both back: the next one reuses a buffer, and the old entries do not stand for it.
+        let third = memo.seal_stand_in(&ac, &other, [3; 32]);
+        assert_eq!(third[..], ac.seal_stand_in(&other, [3; 32])[..]);
+        assert!(memo.opened(&third, &b.public()).is_none());
+        assert!(same(&memo.opened(&third, &c.public()).unwrap(), &other));
+        assert_eq!(memo.1.lock().unwrap().free.len(), 1);
     }
 }

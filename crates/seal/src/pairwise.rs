@@ -178,11 +178,18 @@ impl PairKey {
     /// matter. [`open`](Self::open) refuses it ([`OpenError::Decrypt`]);
     /// [`open_stand_in`](Self::open_stand_in) takes it.
     pub fn seal_stand_in(&self, body: &[u8], entropy: [u8; 32]) -> Vec<u8> {
+        self.seal_stand_in_into(body, entropy, Vec::new())
+    }
+
+    /// [`seal_stand_in`](Self::seal_stand_in) into `out`, emptied first: a buffer the caller
+    /// reuses, whose memory is already mapped.
+    pub fn seal_stand_in_into(&self, body: &[u8], entropy: [u8; 32], mut out: Vec<u8>) -> Vec<u8> {
         let mut hasher = blake3::Hasher::new_keyed(&self.nonce_key);
         hasher.update(&entropy);
         hasher.update(&self.peer.0);
         let nonce = hasher.finalize();
-        let mut out = Vec::with_capacity(body.len() + PAIRWISE_OVERHEAD);
+        out.clear();
+        out.reserve(body.len() + PAIRWISE_OVERHEAD);
         out.push(VERSION);
         out.push(FLAGS_PAIRWISE);
         out.extend_from_slice(&self.me.0);
@@ -263,6 +270,8 @@ mod tests {
         let real = ab.seal(&body, [9; 32]);
         let stand_in = ab.seal_stand_in(&body, [9; 32]);
         assert_eq!(stand_in.len(), real.len());
+        let reused = ab.seal_stand_in_into(&body, [9; 32], vec![0xff; 5000]);
+        assert_eq!(reused, stand_in);
         assert_eq!(
             stand_in[..66],
             real[..66],
