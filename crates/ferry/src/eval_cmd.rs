@@ -250,7 +250,7 @@ fn link_model(eval: &Eval) -> String {
          up to 500 Mbit/s); 100 Mbit/s is below that. {} Placement of client and servers, \
          explicit calls' servers and the islands' schedule are drawn from the seed; the echo \
          answers at once (0MB) or after 10 ms (1MB, 100MB), sending the file back with every \
-         byte inverted.",
+         byte inverted. {}",
         eval.disk.map_or(String::new(), |d| format!(
             "every node's commits wait for a disk sync of {} ms; ",
             d.sync_ms
@@ -259,7 +259,14 @@ fn link_model(eval: &Eval) -> String {
         eval.link.latency_ms,
         eval.strategy,
         eval.quota / 1_000_000_000,
-        shape_text(&eval.shape)
+        shape_text(&eval.shape),
+        if eval.real_seals {
+            "Files for one node are sealed as the daemon seals them."
+        } else {
+            "Files for one node are sealed with stand-ins of the same length (content in the \
+             clear; `--real-seals`: as the daemon seals them): simulated nodes compute in no \
+             simulated time, and the records are the same."
+        }
     )
 }
 
