@@ -114,13 +114,8 @@ impl PairKey {
         hasher.update(&entropy);
         hasher.update(&self.peer.0);
         hasher.update(body);
-        let nonce = hasher.finalize();
         let mut out = Vec::with_capacity(body.len() + PAIRWISE_OVERHEAD);
-        out.push(VERSION);
-        out.push(FLAGS_PAIRWISE);
-        out.extend_from_slice(&self.me.0);
-        out.extend_from_slice(&self.peer.0);
-        out.extend_from_slice(&nonce.as_bytes()[..NONCE_LEN]);
+        self.write_header(&hasher.finalize(), &mut out);
         out.extend_from_slice(body);
         let (header, plaintext) = out.split_at_mut(HEADER_LEN);
         let tag = self
@@ -134,25 +129,8 @@ impl PairKey {
     /// Opens a pairwise envelope the peer sealed to us. Anything else — another sender, another
     /// recipient, a modified, truncated or extended envelope — is an error.
     pub fn open(&self, sealed: &[u8]) -> Result<Opened, OpenError> {
-        match sealed.first() {
-            Some(&v) if v != VERSION => return Err(OpenError::Version(v)),
-            _ => {}
-        }
-        if sealed.len() < PAIRWISE_OVERHEAD {
-            return Err(OpenError::Malformed("cut short"));
-        }
-        if sealed[1] != FLAGS_PAIRWISE {
-            return Err(OpenError::Malformed("not a pairwise envelope"));
-        }
+        self.check_header(sealed)?;
         let (header, rest) = sealed.split_at(HEADER_LEN);
-        if header[2..34] != self.peer.0 {
-            return Err(OpenError::Malformed(
-                "sent by another node than this key's peer",
-            ));
-        }
-        if header[34..66] != self.me.0 {
-            return Err(OpenError::NotForUs);
-        }
         let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
         let mut body = ciphertext.to_vec();
         self.cipher
@@ -187,14 +165,9 @@ impl PairKey {
         let mut hasher = blake3::Hasher::new_keyed(&self.nonce_key);
         hasher.update(&entropy);
         hasher.update(&self.peer.0);
-        let nonce = hasher.finalize();
         out.clear();
         out.reserve(body.len() + PAIRWISE_OVERHEAD);
-        out.push(VERSION);
-        out.push(FLAGS_PAIRWISE);
-        out.extend_from_slice(&self.me.0);
-        out.extend_from_slice(&self.peer.0);
-        out.extend_from_slice(&nonce.as_bytes()[..NONCE_LEN]);
+        self.write_header(&hasher.finalize(), &mut out);
         out.extend_from_slice(body);
         out.extend_from_slice(&[0; TAG_LEN]);
         out
@@ -204,6 +177,26 @@ impl PairKey {
     /// lies in `sealed`, checked as far as a stand-in can be: its layout, sender and recipient,
     /// and its tag of zeros (a real envelope's tag is zero with a chance of 2⁻¹²⁸).
     pub fn open_stand_in(&self, sealed: &[u8]) -> Result<std::ops::Range<usize>, OpenError> {
+        self.check_header(sealed)?;
+        let tag_at = sealed.len() - TAG_LEN;
+        if sealed[tag_at..] != [0; TAG_LEN] {
+            return Err(OpenError::Decrypt);
+        }
+        Ok(HEADER_LEN..tag_at)
+    }
+
+    /// Version, flags, sender (us), recipient (the peer) and the nonce's first bytes.
+    fn write_header(&self, nonce: &blake3::Hash, out: &mut Vec<u8>) {
+        out.push(VERSION);
+        out.push(FLAGS_PAIRWISE);
+        out.extend_from_slice(&self.me.0);
+        out.extend_from_slice(&self.peer.0);
+        out.extend_from_slice(&nonce.as_bytes()[..NONCE_LEN]);
+    }
+
+    /// That `sealed` is long enough for a pairwise envelope, of this version, from the peer to
+    /// us.
+    fn check_header(&self, sealed: &[u8]) -> Result<(), OpenError> {
         match sealed.first() {
             Some(&v) if v != VERSION => return Err(OpenError::Version(v)),
             _ => {}
@@ -222,11 +215,7 @@ impl PairKey {
         if sealed[34..66] != self.me.0 {
             return Err(OpenError::NotForUs);
         }
-        let tag_at = sealed.len() - TAG_LEN;
-        if sealed[tag_at..] != [0; TAG_LEN] {
-            return Err(OpenError::Decrypt);
-        }
-        Ok(HEADER_LEN..tag_at)
+        Ok(())
     }
 }
 
