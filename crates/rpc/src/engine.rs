@@ -791,8 +791,8 @@ pub struct Rpc {
     local: VecDeque<Bytes>,
     stats: RpcStats,
     errors: Vec<StateError>,
-    /// Hashes of large files shared with other engines of the process, if the shell gave some
-    /// ([`Rpc::share_memo`]).
+    /// What this engine computes alike with other engines of the process (file hashes, opened
+    /// files, verified envelopes), if the shell shares a memo ([`Rpc::share_memo`]).
     memo: Option<SharedMemo>,
     /// Whether data-channel files are sealed with stand-ins ([`Rpc::stand_in_file_seals`]).
     stand_in_file_seals: bool,

@@ -114,8 +114,9 @@ pub struct RpcApp {
     /// Results of [`Behaviour::EchoFiles`] for the last few files echoed (file hash → echo), so
     /// that many servers echoing one file share one buffer.
     echoed: VecDeque<([u8; 32], Bytes)>,
-    /// Hashes of the large files every node's engine sees: the nodes share a file's buffer, so
-    /// its hash is computed once, not at every node it reaches.
+    /// What every node's engine computes alike (`Rpc::share_memo`): the hash of a file whose
+    /// buffer the nodes share, computed once, not at every node it reaches; a hello's signature
+    /// check; the buffers large stand-ins are made in.
     memo: SharedMemo,
     /// Whether the engines seal files with stand-ins ([`RpcApp::stand_in_file_seals`]).
     stand_in_file_seals: bool,
