@@ -1098,8 +1098,7 @@ impl Rpc {
     /// or dropped to make room for newer files (a finished call's result file: its timeline says
     /// so; see [`RpcConfig::max_file_bytes`]).
     pub fn file(&self, node: &dyn NodePort, hash: &[u8; 32]) -> Option<Bytes> {
-        let raw = node.tables().rpc_get(RpcTable::Files, hash).ok()??;
-        (raw.len() >= 8).then(|| raw.slice(8..))
+        node.tables().rpc_get_body(RpcTable::Files, hash, 8).ok()?
     }
 
     /// How much of each result file of call `id` that arrives in pieces is here, by hash: what
@@ -1162,7 +1161,10 @@ impl Rpc {
     /// a stand-in of the same length and header, the content in the clear
     /// ([`seal::PairKey::seal_stand_in`]), and opens such stand-ins as they come. Every engine
     /// of the network must be told, as no other engine opens a stand-in. Calls and results
-    /// (the control channel) are still sealed for real.
+    /// (the control channel) are still sealed for real. With a shared memo, a large file's
+    /// stand-in is hollow ([`seal::PairKey::hollow_stand_in`]): its body is left zero and the
+    /// memo carries the content, found by the envelope's header
+    /// ([`SharedMemo::hollow_misses`] counts any not found).
     ///
     /// A simulator's nodes compute in no simulated time, and nothing but a file's length and
     /// its route decides what a simulated network does, so the outcome is the same as with real
@@ -1387,9 +1389,19 @@ impl Rpc {
         }
         if self.stand_in_file_seals
             && let Some(sender) = seal::pairwise_sender(&payload)
-            && let Some(Ok(body)) = self.pair_key(&sender).map(|p| p.open_stand_in(&payload))
+            && let Some(pair) = self.pair_key(&sender)
         {
-            return payload.slice(body);
+            if let Ok(body) = pair.open_stand_in(&payload) {
+                return payload.slice(body);
+            }
+            if let Ok(header) = pair.open_hollow_stand_in(&payload) {
+                // Not remembered: a miss the simulator counts and fails the run for; the bytes
+                // as they came are no file anybody named.
+                let memo = self.memo.as_ref();
+                return memo
+                    .and_then(|m| m.hollow_content(header))
+                    .unwrap_or(payload);
+            }
         }
         match self.open(&payload) {
             Ok(opened) => Bytes::from(opened.body),

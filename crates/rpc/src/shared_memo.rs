@@ -20,10 +20,15 @@
 //! alone, so an envelope one engine verified opens at the others without checking again. In a
 //! simulated network of 64 nodes, every node's hello reaches the 63 others.
 //!
-//! Large stand-in envelopes (`Rpc::stand_in_file_seals`) are made in buffers it lends: one comes
-//! back when the last `Bytes` of its envelope is dropped, for the next stand-in. Its pages are
-//! mapped already, where a new 100 MB buffer costs 25,600 page faults and as many pages zeroed
-//! by the kernel before the copy. At most [`POOL_BYTES`] wait for reuse.
+//! Large stand-in envelopes (`Rpc::stand_in_file_seals`) are hollow
+//! ([`seal::PairKey::hollow_stand_in`]): a zeroed buffer of the envelope's length with the
+//! stand-in's header and a tag saying it is hollow, its content kept here under the header.
+//! Every copy of the envelope, a fragment's reassembly included, carries the header, so the
+//! recipient finds the content by it; no byte of a 100 MB body is copied or even mapped. An
+//! entry stands while the envelope's buffer lives, or while anyone else holds its content (so
+//! a copy reassembled after the buffer was freed still finds it). A hollow envelope whose
+//! content is not found is counted ([`SharedMemo::hollow_misses`]): the simulator takes a run
+//! with any as failed, as its records could differ from real seals'.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -40,83 +45,45 @@ const MAX_ENTRIES: usize = 32;
 /// A remembered buffer (a clone, which keeps its bytes) and its hash.
 type Entry = (Bytes, [u8; 32]);
 
-/// A file sealed pairwise: the envelope's buffer, its recipient, and the content sealed in it.
+/// A file sealed pairwise: the envelope's buffer (a clone: in use elsewhere while it is not
+/// the only handle), its recipient, and the content sealed in it.
 struct Sealed {
-    envelope: Envelope,
+    envelope: Bytes,
     recipient: PublicKey,
     content: Bytes,
 }
 
-/// How an entry knows its envelope.
-enum Envelope {
-    /// By a clone: its buffer is in use elsewhere while the clone is not its only handle.
-    Held(Bytes),
-    /// A stand-in in a lent buffer, by address and length and a token that lives as long as the
-    /// buffer is lent (a lent buffer's `Bytes` cannot tell whether it is the only handle, and
-    /// a clone would keep the buffer from its pool).
-    Lent {
-        at: usize,
-        len: usize,
-        alive: Weak<()>,
-    },
+/// The content of a hollow stand-in.
+struct Hollow {
+    content: Bytes,
+    /// Lives as long as the envelope's buffer.
+    alive: Weak<()>,
+    /// When it was noted, for evicting the oldest when the table is full.
+    seq: u64,
 }
 
-impl Envelope {
-    fn is(&self, b: &Bytes) -> bool {
-        match self {
-            Envelope::Held(e) => same(e, b),
-            Envelope::Lent { at, len, alive } => {
-                *at == b.as_ptr() as usize && *len == b.len() && alive.strong_count() > 0
-            }
-        }
-    }
-
-    fn in_use(&self) -> bool {
-        match self {
-            Envelope::Held(e) => !e.is_unique(),
-            Envelope::Lent { alive, .. } => alive.strong_count() > 0,
-        }
+impl Hollow {
+    fn needed(&self) -> bool {
+        self.alive.strong_count() > 0 || !self.content.is_unique()
     }
 }
+
+/// Hollow stand-ins' contents remembered at most: more than a simulated network has files in
+/// flight. Beyond, the oldest goes (and a later look-up for it is a miss).
+const MAX_HOLLOW: usize = 4096;
 
 /// Most verified envelopes remembered; emptied when full.
 const MAX_VERIFIED: usize = 4096;
 
-/// Bytes of buffers kept for reuse at most; beyond, a buffer let go is freed.
-const POOL_BYTES: usize = 1 << 30;
-
-/// Buffers let go, for reuse, and their total capacity.
-#[derive(Default)]
-struct Pool {
-    free: Vec<Vec<u8>>,
-    bytes: usize,
-}
-
-/// A buffer lent to a `Bytes`: back to its pool when the last of them is dropped.
-struct Lent {
+/// A hollow stand-in's buffer, with the token its entry watches.
+struct HollowBuffer {
     buf: Vec<u8>,
-    pool: Weak<Mutex<Pool>>,
-    /// Lives while the buffer is lent ([`Envelope::Lent`]).
     _alive: Arc<()>,
 }
 
-impl AsRef<[u8]> for Lent {
+impl AsRef<[u8]> for HollowBuffer {
     fn as_ref(&self) -> &[u8] {
         &self.buf
-    }
-}
-
-impl Drop for Lent {
-    fn drop(&mut self) {
-        let Some(pool) = self.pool.upgrade() else {
-            return;
-        };
-        let mut pool = pool.lock().unwrap_or_else(PoisonError::into_inner);
-        let capacity = self.buf.capacity();
-        if pool.bytes + capacity <= POOL_BYTES {
-            pool.bytes += capacity;
-            pool.free.push(std::mem::take(&mut self.buf));
-        }
     }
 }
 
@@ -126,12 +93,16 @@ struct Memo {
     sealed: Vec<Sealed>,
     /// Signed, unencrypted envelopes whose signature an engine checked, and what they opened to.
     verified: BTreeMap<Bytes, seal::Opened>,
+    /// Hollow stand-ins' contents by the envelope's header.
+    hollow: BTreeMap<Box<[u8]>, Hollow>,
+    hollow_seq: u64,
+    hollow_misses: u64,
 }
 
 /// The hashes of large buffers that several engines see, and the contents of large files sealed
 /// among them, shared by cloning.
 #[derive(Clone, Default)]
-pub struct SharedMemo(Arc<Mutex<Memo>>, Arc<Mutex<Pool>>);
+pub struct SharedMemo(Arc<Mutex<Memo>>);
 
 impl std::fmt::Debug for SharedMemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -139,6 +110,7 @@ impl std::fmt::Debug for SharedMemo {
         f.debug_struct("SharedMemo")
             .field("entries", &memo.hashes.len())
             .field("sealed", &memo.sealed.len())
+            .field("hollow", &memo.hollow.len())
             .finish()
     }
 }
@@ -175,69 +147,77 @@ impl SharedMemo {
     /// now: the envelope is its own, unchanged).
     pub(crate) fn sealed(&self, envelope: &Bytes, recipient: PublicKey, content: &Bytes) {
         if envelope.len() >= MIN_BYTES {
-            self.note_sealed(Envelope::Held(envelope.clone()), recipient, content);
+            let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let sealed = &mut memo.sealed;
+            sealed.retain(|s| !s.envelope.is_unique());
+            if sealed.len() >= MAX_ENTRIES {
+                sealed.remove(0);
+            }
+            sealed.push(Sealed {
+                envelope: envelope.clone(),
+                recipient,
+                content: content.clone(),
+            });
         }
     }
 
-    fn note_sealed(&self, envelope: Envelope, recipient: PublicKey, content: &Bytes) {
-        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let sealed = &mut memo.sealed;
-        sealed.retain(|s| s.envelope.in_use());
-        if sealed.len() >= MAX_ENTRIES {
-            sealed.remove(0);
-        }
-        sealed.push(Sealed {
-            envelope,
-            recipient,
-            content: content.clone(),
-        });
-    }
-
-    /// `content` in a stand-in envelope from `pair`'s node to its peer
-    /// ([`seal::PairKey::seal_stand_in`]), noted as [`SharedMemo::sealed`] does; a large one in a
-    /// buffer lent by the memo, which comes back for the next stand-in once the envelope is
-    /// dropped.
+    /// `content` in a stand-in envelope from `pair`'s node to its peer: a large one hollow
+    /// ([`seal::PairKey::hollow_stand_in`]), its content noted here under its header.
     pub(crate) fn seal_stand_in(
         &self,
         pair: &seal::PairKey,
         content: &Bytes,
         entropy: [u8; 32],
     ) -> Bytes {
-        let len = content.len() + seal::PAIRWISE_OVERHEAD;
-        if len < MIN_BYTES {
+        if content.len() + seal::PAIRWISE_OVERHEAD < MIN_BYTES {
             return Bytes::from(pair.seal_stand_in(content, entropy));
         }
-        let buf = pair.seal_stand_in_into(content, entropy, self.buffer(len));
+        let buf = pair.hollow_stand_in(content.len(), entropy);
         let alive = Arc::new(());
         let token = Arc::downgrade(&alive);
-        let envelope = Bytes::from_owner(Lent {
-            buf,
-            pool: Arc::downgrade(&self.1),
-            _alive: alive,
-        });
-        let noted = Envelope::Lent {
-            at: envelope.as_ptr() as usize,
-            len: envelope.len(),
+        let envelope = Bytes::from_owner(HollowBuffer { buf, _alive: alive });
+        let header = Box::from(&envelope[..seal::PAIRWISE_HEADER_LEN]);
+        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = memo.hollow_seq;
+        memo.hollow_seq += 1;
+        memo.hollow.retain(|_, h| h.needed());
+        if memo.hollow.len() >= MAX_HOLLOW
+            && let Some(oldest) = memo
+                .hollow
+                .iter()
+                .min_by_key(|(_, h)| h.seq)
+                .map(|(k, _)| k.clone())
+        {
+            memo.hollow.remove(&oldest);
+        }
+        let entry = Hollow {
+            content: content.clone(),
             alive: token,
+            seq,
         };
-        self.note_sealed(noted, pair.peer(), content);
+        memo.hollow.insert(header, entry);
         envelope
     }
 
-    /// An empty buffer for `len` bytes: the smallest free one large enough, or a new one.
-    fn buffer(&self, len: usize) -> Vec<u8> {
-        let mut pool = self.1.lock().unwrap_or_else(PoisonError::into_inner);
-        let fits = (0..pool.free.len())
-            .filter(|&i| pool.free[i].capacity() >= len)
-            .min_by_key(|&i| pool.free[i].capacity());
-        match fits {
-            Some(i) => {
-                let buf = pool.free.swap_remove(i);
-                pool.bytes -= buf.capacity();
-                buf
-            }
-            None => Vec::with_capacity(len),
+    /// The content of the hollow stand-in whose header is `header`
+    /// ([`seal::PairKey::open_hollow_stand_in`]); `None`, counted as a miss, if it is not
+    /// remembered.
+    pub(crate) fn hollow_content(&self, header: &[u8]) -> Option<Bytes> {
+        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let content = memo.hollow.get(header).map(|h| h.content.clone());
+        if content.is_none() {
+            memo.hollow_misses += 1;
         }
+        content
+    }
+
+    /// Hollow stand-ins that arrived whose content was not remembered: each opened to nothing,
+    /// where a real envelope would have opened.
+    pub fn hollow_misses(&self) -> u64 {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .hollow_misses
     }
 
     /// The content sealed in `envelope`, if this very buffer was sealed to `recipient` by an
@@ -249,7 +229,7 @@ impl SharedMemo {
         let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         memo.sealed
             .iter()
-            .find(|s| s.envelope.is(envelope) && s.recipient == *recipient)
+            .find(|s| same(&s.envelope, envelope) && s.recipient == *recipient)
             .map(|s| s.content.clone())
     }
 }
@@ -340,33 +320,51 @@ mod tests {
     }
 
     #[test]
-    fn a_stand_in_is_made_in_a_lent_buffer_that_comes_back_when_the_envelope_is_dropped() {
+    fn a_hollow_stand_in_opens_by_its_header_while_its_envelope_or_content_is_held() {
         let memo = SharedMemo::default();
         let id = |n| seal::Identity::from_secret([n; 32]);
-        let (a, b, c) = (id(1), id(2), id(3));
-        let (ab, ac) = (
+        let (a, b) = (id(1), id(2));
+        let (ab, ba) = (
             a.pair_key(&b.public()).unwrap(),
-            a.pair_key(&c.public()).unwrap(),
+            b.pair_key(&a.public()).unwrap(),
         );
         let content = Bytes::from(vec![7u8; 2 * MIN_BYTES]);
-        let first = memo.seal_stand_in(&ab, &content, [1; 32]);
-        assert_eq!(first[..], ab.seal_stand_in(&content, [1; 32])[..]);
-        assert!(same(&memo.opened(&first, &b.public()).unwrap(), &content));
-        assert!(memo.opened(&first, &c.public()).is_none());
-        let at = first.as_ptr();
-        let copy = first.clone();
-        drop(first);
-        // Still in use by the copy: a new stand-in gets another buffer.
+        let envelope = memo.seal_stand_in(&ab, &content, [1; 32]);
+        let stand_in = ab.seal_stand_in(&content, [1; 32]);
+        assert_eq!(envelope.len(), stand_in.len());
+        assert_eq!(
+            envelope[..seal::PAIRWISE_HEADER_LEN],
+            stand_in[..seal::PAIRWISE_HEADER_LEN]
+        );
+        let opened = |e: &Bytes| memo.hollow_content(ba.open_hollow_stand_in(e).unwrap());
+        assert!(same(&opened(&envelope).unwrap(), &content));
+        // A copy in another buffer (a reassembled fragment) finds it by its header.
+        let copy = Bytes::copy_from_slice(&envelope);
+        assert!(same(&opened(&copy).unwrap(), &content));
+        // Still found once the envelope is dropped, as the content is held elsewhere.
+        drop(envelope);
         let other = Bytes::from(vec![9u8; 2 * MIN_BYTES]);
-        let second = memo.seal_stand_in(&ac, &other, [2; 32]);
-        assert_ne!(second.as_ptr(), at);
-        assert!(same(&memo.opened(&copy, &b.public()).unwrap(), &content));
-        drop((copy, second));
-        // Both back: the next one reuses a buffer, and the old entries do not stand for it.
-        let third = memo.seal_stand_in(&ac, &other, [3; 32]);
-        assert_eq!(third[..], ac.seal_stand_in(&other, [3; 32])[..]);
-        assert!(memo.opened(&third, &b.public()).is_none());
-        assert!(same(&memo.opened(&third, &c.public()).unwrap(), &other));
-        assert_eq!(memo.1.lock().unwrap().free.len(), 1);
+        let second = memo.seal_stand_in(&ab, &other, [2; 32]);
+        assert!(same(&opened(&copy).unwrap(), &content));
+        assert!(same(&opened(&second).unwrap(), &other));
+        // Let go once neither is held: the copy opens to nothing, counted.
+        drop(content);
+        let third = memo.seal_stand_in(&ab, &other, [3; 32]);
+        assert_eq!(memo.hollow_misses(), 0);
+        assert!(opened(&copy).is_none());
+        assert_eq!(memo.hollow_misses(), 1);
+        assert_eq!(memo.0.lock().unwrap().hollow.len(), 2);
+        drop((second, third));
+    }
+
+    #[test]
+    fn a_small_stand_in_carries_its_content() {
+        let memo = SharedMemo::default();
+        let id = |n| seal::Identity::from_secret([n; 32]);
+        let ab = id(1).pair_key(&id(2).public()).unwrap();
+        let content = Bytes::from_static(b"a small file");
+        let envelope = memo.seal_stand_in(&ab, &content, [1; 32]);
+        assert_eq!(envelope[..], ab.seal_stand_in(&content, [1; 32])[..]);
+        assert!(memo.0.lock().unwrap().hollow.is_empty());
     }
 }

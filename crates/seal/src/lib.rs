@@ -64,7 +64,7 @@ pub use envelope::{
 };
 pub use identity::{Identity, verify_signature};
 pub use key::{ParseKeyError, PublicKey};
-pub use pairwise::{PAIRWISE_OVERHEAD, PairKey, pairwise_sender};
+pub use pairwise::{HOLLOW_TAG, PAIRWISE_HEADER_LEN, PAIRWISE_OVERHEAD, PairKey, pairwise_sender};
 /// A value zeroed when dropped (from the `zeroize` crate): what [`Identity::secret_bytes`]
 /// returns, re-exported so callers can name it and hold their own secrets in one.
 pub use zeroize::Zeroizing;

@@ -554,8 +554,21 @@ impl Eval {
         };
         let mut sim = Sim::with_app(scenario, app);
         sim.schedule_action(self.start_ms, client, START);
-        sim.run_until(Sequence::done)?;
+        let report = sim.run_until(Sequence::done)?;
         let app = sim.app();
+        let misses = app.rpc.hollow_misses();
+        if misses > 0 {
+            // A file that opened to nothing where a real seal opens: records that could differ.
+            return Err(Violation {
+                seed,
+                at_ms: report.simulated_ms,
+                node: client,
+                what: format!(
+                    "{misses} stand-in file(s) arrived whose content the simulator no longer \
+                     held; rerun with --real-seals"
+                ),
+            });
+        }
         let mut records = Vec::with_capacity(self.calls);
         for tag in 0..self.calls as u64 {
             let k = tag as usize;

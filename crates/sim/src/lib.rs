@@ -55,7 +55,7 @@ use node::{
 use store::MemoryStore;
 use wire::{BundleId, DtnTime, Eid, bundle_key};
 
-use crate::sim_store::{DiskHandle, Interner, SimStore};
+use crate::sim_store::{DiskHandle, SimStore};
 
 pub use rng::Rng;
 pub use topology::{ContactPlan, LinkEvent, PlanError, Topology};
@@ -579,8 +579,6 @@ pub struct Sim<A: App = NoApp> {
     /// Store-carry-forward transfers of bundles of at least this many bytes, as they go (off
     /// unless [`Sim::log_transfers`] asked for them).
     transfer_log: Option<(u64, Vec<TransferLog>)>,
-    /// The large RPC file values every node's store shares.
-    interner: Interner,
 }
 
 /// A step of a store-carry-forward transfer of a large bundle (see [`Sim::log_transfers`]): for
@@ -631,7 +629,6 @@ impl<A: App> Sim<A> {
             topology: mut topo_rng,
         } = Streams::of(&scenario);
         let count = scenario.topology.nodes();
-        let interner = Interner::default();
         let nodes = (0..count)
             .map(|i| {
                 let mut config = NodeConfig::new(node_id(i));
@@ -640,7 +637,7 @@ impl<A: App> Sim<A> {
                 config.beacon_period = Duration::from_millis(scenario.beacon_period_ms);
                 config.max_bundle_piece = scenario.max_bundle_piece;
                 let disk = scenario.disk.map(|_| DiskHandle::default());
-                let store = SimStore::new(scenario.quota, interner.clone(), disk.clone());
+                let store = SimStore::new(scenario.quota, disk.clone());
                 let node = Node::new(config, Box::new(store), SIM_EPOCH);
                 SimNode {
                     host: new_host(node, &scenario),
@@ -671,7 +668,6 @@ impl<A: App> Sim<A> {
             receiving: BTreeSet::new(),
             link_events: Vec::new(),
             transfer_log: None,
-            interner,
             rng: sim_rng,
             scenario,
         };
@@ -1531,7 +1527,6 @@ impl<A: App> Sim<A> {
                 Box::new(SimStore::restored(
                     snapshot,
                     self.scenario.quota,
-                    self.interner.clone(),
                     disk.clone(),
                 ))
             }

@@ -159,13 +159,19 @@ impl RpcApp {
     }
 
     /// Whether every node's engine seals the files it sends to one node with a stand-in of the
-    /// same length, the content in the clear (`Rpc::stand_in_file_seals`), rather than for real
-    /// as the daemon does. Off by default. What a run finds is the same either way: simulated
+    /// same length (`Rpc::stand_in_file_seals`; a large one hollow, its content carried beside
+    /// it in the shared memo), rather than for real as the daemon does. Off by default. What a run finds is the same either way: simulated
     /// nodes compute in no simulated time, and a file's envelope counts by its length. The
     /// cipher is most of the wall time of runs with 100 MB files (every server of an `all` call
     /// seals its result for the caller). Takes effect for engines started after it is set.
     pub fn stand_in_file_seals(&mut self, on: bool) {
         self.stand_in_file_seals = on;
+    }
+
+    /// Stand-in files that arrived whose content the shared memo no longer held
+    /// (`rpc::SharedMemo::hollow_misses`): each opened to nothing where a real seal opens.
+    pub fn hollow_misses(&self) -> u64 {
+        self.memo.hollow_misses()
     }
 
     /// The public key node `i` will have.

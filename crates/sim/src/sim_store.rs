@@ -1,12 +1,14 @@
-//! The simulated nodes' store: a [`MemoryStore`] whose large RPC files are held once for the whole
-//! network.
+//! The simulated nodes' store: a [`MemoryStore`] whose RPC files are kept as they were handed
+//! over, never copied.
 //!
 //! The RPC engine keeps every data-channel file it receives in its node's store (`RpcTable::Files`,
-//! key = the content's BLAKE3 hash, value = 8 bytes of expiry then the content). A broadcast file
-//! parameter reaches every node, so a 100 MB file on 64 nodes would cost 6.4 GB of copies. Here a
-//! large value is interned: every node that stores the same value (same hash, same expiry, same
-//! length) holds a reference to one shared buffer, as the simulator's bundle payloads are shared.
-//! What each node sees is unchanged: the same keys, the same bytes, the same answers.
+//! key = the content's BLAKE3 hash, value = 8 bytes of expiry then the content), put in those two
+//! parts ([`Tables::rpc_put_parts`]) and read back as the content ([`Tables::rpc_get_body`]). A
+//! broadcast file parameter reaches every node, so a 100 MB file on 64 nodes would cost 6.4 GB of
+//! copies; here each node keeps the two parts apart, and the content is the buffer the engine
+//! handed over, which the simulator's nodes share as they share bundle payloads. What each node
+//! sees is unchanged: the same keys, the same bytes, the same answers (a read of the whole value
+//! joins the parts).
 //!
 //! With the simulator's disk model ([`crate::DiskModel`]) the store also keeps what a disk would
 //! hold ([`Disk`]): a snapshot at every commit that changed something (a process crash restarts
@@ -24,43 +26,42 @@ use store::{
 };
 use wire::{BundleId, CreationTimestamp, DtnTime, Eid};
 
-/// Values at least this long are interned.
-const INTERN_MIN: usize = 64 * 1024;
+/// An RPC file value: its head (the expiry, as the engine puts it; the first bytes of a value
+/// put whole) and the rest, kept apart.
+#[derive(Clone)]
+struct FileValue {
+    head: Bytes,
+    body: Bytes,
+}
 
-/// What names an interned value: its key (the content hash), its length and its first 8 bytes
-/// (the expiry).
-type ValueKey = (Bytes, usize, [u8; 8]);
-
-/// Large RPC file values shared by every node of a run.
-#[derive(Default, Clone)]
-pub(crate) struct Interner(Arc<Mutex<BTreeMap<ValueKey, Bytes>>>);
-
-impl Interner {
-    /// The shared buffer holding `head` followed by `body` (`head` is the 8-byte expiry), made
-    /// if no node holds it yet: only the first node a file reaches copies it.
-    fn intern(&self, key: &[u8], head: &[u8; 8], body: &[u8]) -> Bytes {
-        let len = head.len() + body.len();
-        let k = (Bytes::copy_from_slice(key), len, *head);
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(v) = map.get(&k) {
-            // The key is the hash of the content after the prefix: equal keys, lengths and
-            // prefixes are equal values. Spot-check both ends of the content anyway.
-            let edge = body.len().min(4096);
-            let held = &v[head.len()..];
-            if held[..edge] == body[..edge]
-                && held[held.len() - edge..] == body[body.len() - edge..]
-            {
-                return v.clone();
-            }
+impl FileValue {
+    fn whole(value: &[u8]) -> Self {
+        let (head, body) = value.split_at(value.len().min(8));
+        Self {
+            head: Bytes::copy_from_slice(head),
+            body: Bytes::copy_from_slice(body),
         }
-        let mut joined = Vec::with_capacity(len);
-        joined.extend_from_slice(head);
-        joined.extend_from_slice(body);
-        let v = Bytes::from(joined);
-        // Buffers no node holds any more are let go.
-        map.retain(|_, held| !held.is_unique());
-        map.insert(k, v.clone());
-        v
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    /// The value as one buffer (a copy of both parts unless one is empty).
+    fn joined(&self) -> Bytes {
+        match (self.head.is_empty(), self.body.is_empty()) {
+            (true, _) => self.body.clone(),
+            (_, true) => self.head.clone(),
+            _ => Bytes::from([&self.head[..], &self.body[..]].concat()),
+        }
+    }
+
+    /// The value without its first `skip` bytes, `None` if it is shorter.
+    fn after(&self, skip: usize) -> Option<Bytes> {
+        match skip.checked_sub(self.head.len()) {
+            Some(into_body) => (into_body <= self.body.len()).then(|| self.body.slice(into_body..)),
+            None => Some(self.joined().slice(skip..)),
+        }
     }
 }
 
@@ -68,7 +69,7 @@ impl Interner {
 #[derive(Clone)]
 pub(crate) struct Snapshot {
     inner: MemoryStore,
-    files: BTreeMap<Bytes, Bytes>,
+    files: BTreeMap<Bytes, FileValue>,
 }
 
 /// What a simulated disk holds of one node's store, shared by the store (which takes a snapshot
@@ -125,11 +126,10 @@ pub(crate) fn after_crash(disk: &DiskHandle, power_cut: bool) -> Option<Snapshot
     d.committed.as_deref().cloned()
 }
 
-/// A memory store whose large RPC file values are interned across the network.
+/// A memory store whose RPC files are kept as they were handed over.
 pub(crate) struct SimStore {
     inner: MemoryStore,
-    files: BTreeMap<Bytes, Bytes>,
-    interner: Interner,
+    files: BTreeMap<Bytes, FileValue>,
     /// The disk model's view of this store, if the run has one.
     disk: Option<DiskHandle>,
     /// Whether something changed since the last commit.
@@ -137,24 +137,18 @@ pub(crate) struct SimStore {
 }
 
 impl SimStore {
-    pub(crate) fn new(quota: u64, interner: Interner, disk: Option<DiskHandle>) -> Self {
+    pub(crate) fn new(quota: u64, disk: Option<DiskHandle>) -> Self {
         Self {
             inner: MemoryStore::new(quota),
             files: BTreeMap::new(),
-            interner,
             disk,
             dirty: false,
         }
     }
 
     /// The store a crashed node restarts with (empty if its disk held nothing yet).
-    pub(crate) fn restored(
-        snapshot: Option<Snapshot>,
-        quota: u64,
-        interner: Interner,
-        disk: DiskHandle,
-    ) -> Self {
-        let mut store = Self::new(quota, interner, Some(disk));
+    pub(crate) fn restored(snapshot: Option<Snapshot>, quota: u64, disk: DiskHandle) -> Self {
+        let mut store = Self::new(quota, Some(disk));
         if let Some(s) = snapshot {
             store.inner = s.inner;
             store.files = s.files;
@@ -218,13 +212,8 @@ impl Tables for SimStore {
         if table != RpcTable::Files {
             return self.inner.rpc_put(table, key, value);
         }
-        let value = match value.split_first_chunk::<8>() {
-            Some((head, body)) if value.len() >= INTERN_MIN => {
-                self.interner.intern(key, head, body)
-            }
-            _ => Bytes::copy_from_slice(value),
-        };
-        self.files.insert(Bytes::copy_from_slice(key), value);
+        self.files
+            .insert(Bytes::copy_from_slice(key), FileValue::whole(value));
         Ok(())
     }
 
@@ -235,27 +224,30 @@ impl Tables for SimStore {
         head: &[u8],
         body: &Bytes,
     ) -> Result<()> {
-        match <&[u8; 8]>::try_from(head) {
-            Ok(head) if table == RpcTable::Files && 8 + body.len() >= INTERN_MIN => {
-                self.dirty = true;
-                let value = self.interner.intern(key, head, body);
-                self.files.insert(Bytes::copy_from_slice(key), value);
-                Ok(())
-            }
-            _ => {
-                let mut value = Vec::with_capacity(head.len() + body.len());
-                value.extend_from_slice(head);
-                value.extend_from_slice(body);
-                self.rpc_put(table, key, &value)
-            }
+        if table != RpcTable::Files {
+            return self.inner.rpc_put_parts(table, key, head, body);
         }
+        self.dirty = true;
+        let value = FileValue {
+            head: Bytes::copy_from_slice(head),
+            body: body.clone(),
+        };
+        self.files.insert(Bytes::copy_from_slice(key), value);
+        Ok(())
     }
 
     fn rpc_get(&self, table: RpcTable, key: &[u8]) -> Result<Option<Bytes>> {
         if table != RpcTable::Files {
             return self.inner.rpc_get(table, key);
         }
-        Ok(self.files.get(key).cloned())
+        Ok(self.files.get(key).map(FileValue::joined))
+    }
+
+    fn rpc_get_body(&self, table: RpcTable, key: &[u8], head: usize) -> Result<Option<Bytes>> {
+        if table != RpcTable::Files {
+            return self.inner.rpc_get_body(table, key, head);
+        }
+        Ok(self.files.get(key).and_then(|v| v.after(head)))
     }
 
     fn rpc_remove(&mut self, table: RpcTable, key: &[u8]) -> Result<bool> {
@@ -281,7 +273,28 @@ impl Tables for SimStore {
             .range(Bytes::copy_from_slice(from)..)
             .take_while(|(k, _)| to.is_none_or(|to| k.as_ref() < to))
             .take(limit)
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.clone(), v.joined()))
+            .collect())
+    }
+
+    fn rpc_scan_heads(&self, table: RpcTable, head: usize) -> Result<Vec<(Bytes, Bytes, u64)>> {
+        if table != RpcTable::Files {
+            return self.inner.rpc_scan_heads(table, head);
+        }
+        Ok(self
+            .files
+            .iter()
+            .map(|(k, v)| {
+                let first = match head.checked_sub(v.head.len()) {
+                    None => v.head.slice(..head),
+                    Some(0) => v.head.clone(),
+                    Some(more) => {
+                        let body = &v.body[..more.min(v.body.len())];
+                        Bytes::from([&v.head[..], body].concat())
+                    }
+                };
+                (k.clone(), first, v.len() as u64)
+            })
             .collect())
     }
 }
@@ -318,27 +331,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn large_files_are_shared_and_answers_unchanged() {
-        let interner = Interner::default();
-        let mut a = SimStore::new(1 << 20, interner.clone(), None);
-        let mut b = SimStore::new(1 << 20, interner.clone(), None);
+    fn files_are_kept_as_handed_over_and_answers_unchanged() {
+        let mut a = SimStore::new(1 << 20, None);
+        let mut b = SimStore::new(1 << 20, None);
         let mut value = vec![0u8; 8];
         value.extend((0..200_000u32).map(|k| k as u8));
         let key = [7u8; 32];
-        a.rpc_put(RpcTable::Files, &key, &value).unwrap();
-        b.rpc_put(RpcTable::Files, &key, &value).unwrap();
-        let va = a.rpc_get(RpcTable::Files, &key).unwrap().unwrap();
-        let vb = b.rpc_get(RpcTable::Files, &key).unwrap().unwrap();
-        assert_eq!(&va[..], &value[..]);
-        assert_eq!(va.as_ptr(), vb.as_ptr(), "one buffer for both nodes");
-        // A value given in parts (expiry, content) is the same value, in the same buffer.
-        let mut c = SimStore::new(1 << 20, interner.clone(), None);
         let (head, body) = value.split_at(8);
-        c.rpc_put_parts(RpcTable::Files, &key, head, &Bytes::copy_from_slice(body))
-            .unwrap();
-        let vc = c.rpc_get(RpcTable::Files, &key).unwrap().unwrap();
-        assert_eq!(vc.as_ptr(), va.as_ptr());
-        // Another expiry is another value.
+        let body = Bytes::copy_from_slice(body);
+        a.rpc_put_parts(RpcTable::Files, &key, head, &body).unwrap();
+        b.rpc_put_parts(RpcTable::Files, &key, head, &body).unwrap();
+        // The content is the buffer handed over, in both nodes.
+        let ca = a.rpc_get_body(RpcTable::Files, &key, 8).unwrap().unwrap();
+        let cb = b.rpc_get_body(RpcTable::Files, &key, 8).unwrap().unwrap();
+        assert_eq!(ca.as_ptr(), body.as_ptr());
+        assert_eq!(cb.as_ptr(), body.as_ptr());
+        // The whole value reads as the joined parts, and as a value put whole.
+        let mut c = SimStore::new(1 << 20, None);
+        c.rpc_put(RpcTable::Files, &key, &value).unwrap();
+        for store in [&a, &c] {
+            let whole = store.rpc_get(RpcTable::Files, &key).unwrap().unwrap();
+            assert_eq!(&whole[..], &value[..]);
+            let rest = store
+                .rpc_get_body(RpcTable::Files, &key, 3)
+                .unwrap()
+                .unwrap();
+            assert_eq!(&rest[..], &value[3..]);
+            let heads = store.rpc_scan_heads(RpcTable::Files, 8).unwrap();
+            assert_eq!(heads.len(), 1);
+            assert_eq!(&heads[0].1[..], &value[..8]);
+            assert_eq!(heads[0].2, value.len() as u64);
+            let longer = store.rpc_scan_heads(RpcTable::Files, 12).unwrap();
+            assert_eq!(&longer[0].1[..], &value[..12]);
+        }
+        // Another expiry in one node leaves the other's as it was.
         let mut later = value.clone();
         later[0] = 1;
         b.rpc_put(RpcTable::Files, &key, &later).unwrap();
@@ -350,8 +376,13 @@ mod tests {
             &a.rpc_get(RpcTable::Files, &key).unwrap().unwrap()[..],
             &value[..]
         );
-        // Small values and other tables are plain.
-        a.rpc_put(RpcTable::Files, b"k", b"12345678x").unwrap();
+        // Short values, and other tables.
+        a.rpc_put(RpcTable::Files, b"k", b"1234").unwrap();
+        assert_eq!(
+            &a.rpc_get(RpcTable::Files, b"k").unwrap().unwrap()[..],
+            b"1234"
+        );
+        assert!(a.rpc_get_body(RpcTable::Files, b"k", 8).unwrap().is_none());
         a.rpc_put(RpcTable::Pending, b"p", b"v").unwrap();
         let scan = a.rpc_scan(RpcTable::Files).unwrap();
         assert_eq!(scan.len(), 2);

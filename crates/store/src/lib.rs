@@ -337,6 +337,14 @@ pub trait Tables {
         self.rpc_put(table, key, &[head, &body[..]].concat())
     }
 
+    /// The value of `key` without its first `head` bytes; `None` if there is none, or it is
+    /// shorter: the content of a value put with [`Tables::rpc_put_parts`], which a store that
+    /// keeps the parts apart gives as it was put, without joining them.
+    fn rpc_get_body(&self, table: RpcTable, key: &[u8], head: usize) -> Result<Option<Bytes>> {
+        let value = self.rpc_get(table, key)?;
+        Ok(value.filter(|v| v.len() >= head).map(|v| v.slice(head..)))
+    }
+
     /// Puts several values in one RPC table, in order, as [`Tables::rpc_put`] does each: for a
     /// store that writes many rows at a lower cost per row together (the disk store prepares
     /// its statement once for all of them). Stops at the first error.
