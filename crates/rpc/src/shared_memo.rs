@@ -143,6 +143,26 @@ impl SharedMemo {
         hash
     }
 
+    /// Notes that `content` hashes to `hash`, for a caller that knows it without hashing these
+    /// bytes (a simulator that made them from a recipe it hashed before): engines sharing the
+    /// memo take it as computed ([`SharedMemo::hash`]). A wrong hash is the caller's bug, and
+    /// names the file wrongly everywhere.
+    pub fn note_hash(&self, content: &Bytes, hash: [u8; 32]) {
+        if content.len() < MIN_BYTES {
+            return;
+        }
+        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let hashes = &mut memo.hashes;
+        if hashes.iter().any(|(b, _)| same(b, content)) {
+            return;
+        }
+        hashes.retain(|(b, _)| !b.is_unique());
+        if hashes.len() >= MAX_ENTRIES {
+            hashes.remove(0);
+        }
+        hashes.push((content.clone(), hash));
+    }
+
     /// Notes that `envelope` is `content` sealed pairwise to `recipient` (by the caller, just
     /// now: the envelope is its own, unchanged).
     pub(crate) fn sealed(&self, envelope: &Bytes, recipient: PublicKey, content: &Bytes) {

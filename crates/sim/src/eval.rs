@@ -7,8 +7,8 @@
 //! a [`CallRecord`] per call (`eval_record.rs`), which `ferry eval` writes as CSV and draws.
 //!
 //! The machinery is [`crate::paper`]'s: the same call sequence, the same echo (a 0 MB call sends
-//! a text and gets it back; a 1 MB or 100 MB call sends a file that comes back inverted, so it
-//! crosses the network both ways), the same placement of client and servers for a seed (so the
+//! a text and gets it back; a 1 MB or 100 MB call sends a file and gets one of the same length
+//! back, so the size crosses the network both ways), the same placement of client and servers for a seed (so the
 //! Islands 100 MB transparent cells are exactly `ferry sim --rpc fig5`'s runs), and the same
 //! journey check for calls without a result. A run is a function of its setup and seed.
 
@@ -23,7 +23,7 @@ use wire::rpc::{Mode, Transport, Value};
 use crate::eval_record::{CallRecord, Outcome, first_transport};
 use crate::paper::{
     PAPER_BUDGET_MS, START, Sequence, complete_result, path_at_some_instant, round_trip_possible,
-    summarise, test_file,
+    call_file, summarise, test_file,
 };
 use crate::rpc::{Behaviour, RpcApp, procedure};
 use crate::{LinkParams, Rng, SIM_EPOCH, Scenario, Sim, Topology, Violation, node_id};
@@ -483,9 +483,9 @@ impl Eval {
     }
 
     /// The file call `k` of a run with `seed` sends in `set` (empty for 0MB): what the echo
-    /// gets, and inverted, what it sends back.
+    /// gets, and sends back a file of the same length for (the testbed's inverts every byte).
     pub fn call_file(k: usize, seed: u64, set: TestSet) -> bytes::Bytes {
-        test_file(k, seed, set.bytes())
+        test_file(k, seed, set.bytes()).0
     }
 
     /// Runs one setup with one seed: one record per call.
@@ -521,6 +521,7 @@ impl Eval {
         let size = setup.set.bytes();
         let mode = setup.mode;
         let pick = explicit_targets.clone();
+        let memo = rpc.memo();
         let make = move |k: usize, now: DtnTime| {
             let target = match mode.mode {
                 Mode::Explicit => Target::Node(node_id(pick[k])),
@@ -530,7 +531,7 @@ impl Eval {
             let param = if with_file {
                 Param::File {
                     name: format!("call-{k}.bin"),
-                    content: test_file(k, seed, size),
+                    content: call_file(k, seed, size, &memo),
                 }
             } else {
                 Param::Value(Value::Text(format!("ping {k}")))

@@ -36,6 +36,7 @@
 
 pub mod eval;
 pub mod eval_record;
+mod made_files;
 pub mod paper;
 mod rng;
 pub mod rpc;

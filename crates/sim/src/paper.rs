@@ -13,9 +13,9 @@
 //!   (32 nodes, 31 hops), by dtn and by auto, the paper's Fig. 4a (≈ 40 s by dtn).
 //!
 //! How the file travels: as a `file` parameter on the data channel (a dtn bundle of its own, sent
-//! with the call; broadcast for any and all), and back as the echo's result file. The echo
-//! inverts every byte ([`Behaviour::EchoFiles`]): the data channel names files by content hash,
-//! and a client that already holds the exact bytes it sent would not need the returned copy. So
+//! with the call; broadcast for any and all), and back as the echo's result file, of the same
+//! length and other bytes ([`Behaviour::EchoFiles`]): the data channel names files by content
+//! hash, and a client that already holds the exact bytes it sent would not need the returned copy. So
 //! 100 MB crosses the network both ways, as the paper's "both server and client have to wait for
 //! two files" says. Each call's file is new (its first bytes name the call), so no server holds it
 //! from an earlier call.
@@ -550,6 +550,7 @@ impl Fig5 {
         let mode = cell.mode;
         let pick = servers.clone();
         let mut choose = place.fork();
+        let memo = rpc.memo();
         let make = move |k: usize, now: DtnTime| {
             let target = match mode {
                 Mode::Explicit => {
@@ -563,7 +564,7 @@ impl Fig5 {
                 "echo",
                 vec![Param::File {
                     name: format!("call-{k}.bin"),
-                    content: test_file(k, seed, size),
+                    content: call_file(k, seed, size, &memo),
                 }],
             );
             request.transport = Transport::Auto;
@@ -937,15 +938,19 @@ pub(crate) fn path_at_some_instant(
 }
 
 /// The file call `k` carries: `size` bytes whose first bytes name the call and the seed, so every
-/// call's file has a hash of its own.
-pub(crate) fn test_file(k: usize, seed: u64, size: usize) -> Bytes {
-    let mut content = vec![0x5a; size];
+/// call's file has a hash of its own, and the rest zeros (`made_files`); and its hash.
+pub(crate) fn test_file(k: usize, seed: u64, size: usize) -> (Bytes, [u8; 32]) {
     let mut head = b"ferry fig5 call ".to_vec();
     head.extend_from_slice(&(k as u64).to_le_bytes());
     head.extend_from_slice(&seed.to_le_bytes());
-    let n = head.len().min(size);
-    content[..n].copy_from_slice(&head[..n]);
-    Bytes::from(content)
+    crate::made_files::zero_tailed(&head, size)
+}
+
+/// [`test_file`], its hash told to the engines sharing `memo`.
+pub(crate) fn call_file(k: usize, seed: u64, size: usize, memo: &rpc::SharedMemo) -> Bytes {
+    let (content, hash) = test_file(k, seed, size);
+    memo.note_hash(&content, hash);
+    content
 }
 
 fn seconds(ms: u64) -> String {
@@ -1433,11 +1438,13 @@ mod tests {
 
     #[test]
     fn test_files_differ_by_call_and_seed() {
-        let a = test_file(0, 1, 1_000);
+        let (a, hash) = test_file(0, 1, 1_000);
         assert_eq!(a.len(), 1_000);
-        assert_ne!(a, test_file(1, 1, 1_000));
-        assert_ne!(a, test_file(0, 2, 1_000));
-        let inverted: Vec<u8> = a.iter().map(|b| !b).collect();
-        assert_ne!(&inverted[..], &test_file(0, 1, 1_000)[..]);
+        assert_ne!(a, test_file(1, 1, 1_000).0);
+        assert_ne!(a, test_file(0, 2, 1_000).0);
+        let (echo, echo_hash) = crate::rpc::echo_file(&hash, a.len());
+        assert_eq!(echo.len(), a.len());
+        assert_ne!(echo_hash, hash);
+        assert_ne!(echo, crate::rpc::echo_file(&[0; 32], a.len()).0);
     }
 }

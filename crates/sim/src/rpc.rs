@@ -28,10 +28,13 @@ pub enum Behaviour {
         /// Running time.
         run_ms: u64,
     },
-    /// After `run_ms`, echoes every file parameter back as a result file of the same size, each
-    /// byte inverted (so its content hash differs and the caller has to receive it over the
-    /// network, as the DTN-RPC paper's echo sent its file both ways), with its text parameters
-    /// and the server's index as the value. Servers of the same file share one result buffer.
+    /// After `run_ms`, answers every file parameter with a result file of the same size, with
+    /// its text parameters and the server's index as the value: the DTN-RPC paper's echo, which
+    /// sent its file both ways. The result's first bytes name the file it answers (a marker and
+    /// the file's hash) and the rest is zeros, so its content hash differs and the caller has to
+    /// receive it over the network; a simulated procedure computes nothing else, and a large
+    /// zeroed buffer is fresh pages nobody writes. Servers of the same file share one result
+    /// buffer.
     EchoFiles {
         /// Running time.
         run_ms: u64,
@@ -168,6 +171,11 @@ impl RpcApp {
         self.stand_in_file_seals = on;
     }
 
+    /// The memo every node's engine shares: a caller that makes files tells it their hashes.
+    pub fn memo(&self) -> SharedMemo {
+        self.memo.clone()
+    }
+
     /// Stand-in files that arrived whose content the shared memo no longer held
     /// (`rpc::SharedMemo::hollow_misses`): each opened to nothing where a real seal opens.
     pub fn hollow_misses(&self) -> u64 {
@@ -269,12 +277,13 @@ impl RpcApp {
         self.finished.insert((i, id), view);
     }
 
-    /// The echo of a file: every byte inverted, computed once per file and shared.
+    /// The echo of a file ([`Behaviour::EchoFiles`]), made once per file and shared.
     fn echo_of(&mut self, hash: [u8; 32], content: &Bytes) -> Bytes {
         if let Some((_, echo)) = self.echoed.iter().find(|(h, _)| *h == hash) {
             return echo.clone();
         }
-        let echo = Bytes::from(content.iter().map(|b| !b).collect::<Vec<u8>>());
+        let (echo, echo_hash) = echo_file(&hash, content.len());
+        self.memo.note_hash(&echo, echo_hash);
         if self.echoed.len() >= 4 {
             self.echoed.pop_front();
         }
@@ -494,4 +503,11 @@ pub fn procedure(name: &str, params: &[ParamType], behaviour: Behaviour) -> SimP
         spec: ProcedureSpec::new(name, params.to_vec()),
         behaviour,
     }
+}
+
+/// The result file answering a file of `len` bytes with content hash `hash`: its first bytes a
+/// marker and the hash, the rest zeros; and its own hash.
+pub(crate) fn echo_file(hash: &[u8; 32], len: usize) -> (Bytes, [u8; 32]) {
+    let head = [b"ferry echo of ".as_slice(), hash].concat();
+    crate::made_files::zero_tailed(&head, len)
 }

@@ -408,8 +408,8 @@ pub fn agreement(records: &[CallRecord], tolerance: Tolerance) -> Vec<Agreement>
 
 /// The testbed's echo, run by a server's node once per execution (`ferry testbed-echo`): it
 /// appends the call's id (`FERRY_CALL_ID`) to `log`, then prints `text`, or writes `file`
-/// with every byte inverted to `$FERRY_OUTPUT_DIR/echo.bin` (the simulator's echo does the same
-/// to the same files).
+/// with every byte inverted to `$FERRY_OUTPUT_DIR/echo.bin` (the simulator's echo answers the
+/// same files with files of the same length, whose bytes it has no need to compute).
 pub fn echo(
     log: &std::path::Path,
     text: Option<&str>,
