@@ -249,8 +249,9 @@ fn link_model(eval: &Eval) -> String {
          {}; stores: {} GB per node. The paper's CORE links were not limited (its Fig. 3a stacks \
          up to 500 Mbit/s); 100 Mbit/s is below that. {} Placement of client and servers, \
          explicit calls' servers and the islands' schedule are drawn from the seed; the echo \
-         answers at once (0MB) or after 10 ms (1MB, 100MB), sending the file back with every \
-         byte inverted. {}",
+         answers at once (0MB) or after 10 ms (1MB, 100MB), sending back a file of the same \
+         length (a call's file and its echo's are a head that names them, then zeros: only \
+         their lengths matter to a simulated network). {}",
         eval.disk.map_or(String::new(), |d| format!(
             "every node's commits wait for a disk sync of {} ms; ",
             d.sync_ms
@@ -264,8 +265,9 @@ fn link_model(eval: &Eval) -> String {
             "Files for one node are sealed as the daemon seals them."
         } else {
             "Files for one node are sealed with stand-ins of the same length (content in the \
-             clear; `--real-seals`: as the daemon seals them): simulated nodes compute in no \
-             simulated time, and the records are the same."
+             clear, or for a large file carried beside an envelope left zero; `--real-seals`: as \
+             the daemon seals them): simulated nodes compute in no simulated time, and the \
+             records are the same."
         }
     )
 }

@@ -22,8 +22,8 @@ use wire::rpc::{Mode, Transport, Value};
 
 use crate::eval_record::{CallRecord, Outcome, first_transport};
 use crate::paper::{
-    PAPER_BUDGET_MS, START, Sequence, complete_result, path_at_some_instant, round_trip_possible,
-    call_file, summarise, test_file,
+    PAPER_BUDGET_MS, START, Sequence, call_file, complete_result, path_at_some_instant,
+    round_trip_possible, summarise, test_file,
 };
 use crate::rpc::{Behaviour, RpcApp, procedure};
 use crate::{LinkParams, Rng, SIM_EPOCH, Scenario, Sim, Topology, Violation, node_id};

@@ -14,7 +14,10 @@ use bytes::Bytes;
 /// A whole `ferry eval` makes a few hundred distinct files.
 const MAX_HASHES: usize = 65_536;
 
-static HASHES: Mutex<BTreeMap<(Vec<u8>, usize), [u8; 32]>> = Mutex::new(BTreeMap::new());
+/// A made file: its head and its length.
+type Recipe = (Vec<u8>, usize);
+
+static HASHES: Mutex<BTreeMap<Recipe, [u8; 32]>> = Mutex::new(BTreeMap::new());
 
 /// A file of `len` bytes: `head` (cut to `len`), then zeros; and its BLAKE3 hash.
 pub(crate) fn zero_tailed(head: &[u8], len: usize) -> (Bytes, [u8; 32]) {
