@@ -133,13 +133,7 @@ impl SharedMemo {
         }
         // Hashed without the lock: another engine of the process may hash meanwhile.
         let hash = hash_of(content);
-        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let hashes = &mut memo.hashes;
-        hashes.retain(|(b, _)| !b.is_unique());
-        if hashes.len() >= MAX_ENTRIES {
-            hashes.remove(0);
-        }
-        hashes.push((content.clone(), hash));
+        self.remember_hash(content, hash);
         hash
     }
 
@@ -148,9 +142,13 @@ impl SharedMemo {
     /// memo take it as computed ([`SharedMemo::hash`]). A wrong hash is the caller's bug, and
     /// names the file wrongly everywhere.
     pub fn note_hash(&self, content: &Bytes, hash: [u8; 32]) {
-        if content.len() < MIN_BYTES {
-            return;
+        if content.len() >= MIN_BYTES {
+            self.remember_hash(content, hash);
         }
+    }
+
+    /// Remembers `content`'s hash (once), letting go of buffers nobody else holds.
+    fn remember_hash(&self, content: &Bytes, hash: [u8; 32]) {
         let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let hashes = &mut memo.hashes;
         if hashes.iter().any(|(b, _)| same(b, content)) {
