@@ -15,7 +15,7 @@
 //! advertisements is coalesced over `spf_delay_ms`, so a burst of floods costs one computation.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use wire::{DtnTime, Eid, LinkState};
@@ -94,8 +94,22 @@ pub struct Flood {
 #[derive(Debug)]
 struct Stored {
     lsa: LinkState,
-    /// `lsa.links` as interned ids.
+    /// `lsa.links` as interned ids with their costs, ascending by id.
     links: Vec<(u32, u32)>,
+}
+
+impl Stored {
+    /// Whether the advertisement names `id` among its links.
+    fn links_to(&self, id: u32) -> bool {
+        self.links.binary_search_by_key(&id, |&(v, _)| v).is_ok()
+    }
+}
+
+/// A direct neighbour: the cost of the link to it and its interned id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Neighbour {
+    cost: u32,
+    id: u32,
 }
 
 /// The link-state database and routing table of one node.
@@ -106,7 +120,7 @@ pub struct Mesh {
     /// Interned node ids: index 0 is this node.
     ids: BTreeMap<Eid, u32>,
     names: Vec<Eid>,
-    neighbours: BTreeMap<Eid, u32>,
+    neighbours: BTreeMap<Eid, Neighbour>,
     /// Advertisements by origin, each until its lifetime ends.
     lsdb: ExpiringMap<u32, Stored>,
     sequence: u64,
@@ -115,6 +129,8 @@ pub struct Mesh {
     next_refresh: DtnTime,
     recompute_at: Option<DtnTime>,
     routes: BTreeMap<Eid, Route>,
+    /// The last computation's (cost, hops, first hop) by interned id, to find what changed.
+    best: Vec<Option<(u64, u32, u32)>>,
     floods: VecDeque<Flood>,
     events: VecDeque<RouteEvent>,
 }
@@ -137,6 +153,7 @@ impl Mesh {
             next_refresh: now.saturating_add(config.refresh),
             recompute_at: None,
             routes: BTreeMap::new(),
+            best: Vec::new(),
             floods: VecDeque::new(),
             events: VecDeque::new(),
             config,
@@ -148,8 +165,11 @@ impl Mesh {
         if node == self.me {
             return;
         }
-        self.intern(&node);
-        if self.neighbours.insert(node, cost.max(1)) != Some(cost.max(1)) {
+        let neighbour = Neighbour {
+            cost: cost.max(1),
+            id: self.intern(&node),
+        };
+        if self.neighbours.insert(node, neighbour) != Some(neighbour) {
             self.originate(now);
             self.recompute();
         }
@@ -174,12 +194,8 @@ impl Mesh {
             return;
         }
         let known = self.ids.get(&lsa.origin).copied();
-        if let Some(origin) = known
-            && self
-                .lsdb
-                .get(&origin)
-                .is_some_and(|s| s.lsa.sequence >= lsa.sequence)
-        {
+        let previous = known.and_then(|origin| self.lsdb.get(&origin));
+        if previous.is_some_and(|s| s.lsa.sequence >= lsa.sequence) {
             return;
         }
         if known.is_none() && self.names.len() >= MAX_ORIGINS {
@@ -191,45 +207,59 @@ impl Mesh {
         lsa.lifetime_ms = lsa.lifetime_ms.min(wire::time::millis(
             self.config.advert_lifetime.saturating_mul(10),
         ));
+        // Most advertisements are refreshes naming the links of the one they replace, in the
+        // same order (a node lists its neighbours sorted): those links are interned already,
+        // and the routes computed from them stay as they are. Any other list is interned anew.
+        let unchanged = previous
+            .filter(|s| s.lsa.links == lsa.links)
+            .map(|s| s.links.clone());
         let origin = self.intern(&lsa.origin);
-        let mut links = Vec::with_capacity(lsa.links.len());
-        for (eid, cost) in &lsa.links {
-            if self.ids.contains_key(eid) || self.names.len() < MAX_ORIGINS {
-                links.push((self.intern(eid), (*cost).max(1)));
+        let topology_changed = unchanged.is_none();
+        let links = unchanged.unwrap_or_else(|| {
+            let mut links = Vec::with_capacity(lsa.links.len());
+            for (eid, cost) in &lsa.links {
+                if self.ids.contains_key(eid) || self.names.len() < MAX_ORIGINS {
+                    links.push((self.intern(eid), (*cost).max(1)));
+                }
             }
-        }
-        let expiry = now.saturating_add(Duration::from_millis(lsa.lifetime_ms));
-        self.lsdb.insert(
-            origin,
-            expiry,
-            Stored {
-                lsa: lsa.clone(),
-                links,
-            },
-        );
+            links.sort_unstable();
+            links
+        });
         // Neighbour-coverage pruning: the sender floods to its own neighbours, so only ours that
         // are not also its neighbours need our copy. On a full mesh nothing is re-flooded.
-        let sender_reaches: BTreeSet<u32> = self
-            .ids
-            .get(from)
-            .and_then(|f| self.lsdb.get(f))
-            .map(|s| s.links.iter().map(|(v, _)| *v).collect())
-            .unwrap_or_default();
+        let sender = self.ids.get(from).copied();
+        let sender_stored = sender.and_then(|f| {
+            if f == origin {
+                None // looked at below, in the advertisement being stored
+            } else {
+                self.lsdb.get(&f)
+            }
+        });
+        let sender_reaches = |id: u32| {
+            if sender == Some(origin) {
+                links.binary_search_by_key(&id, |&(v, _)| v).is_ok()
+            } else {
+                sender_stored.is_some_and(|s| s.links_to(id))
+            }
+        };
         let to: Vec<Eid> = self
             .neighbours
-            .keys()
-            .filter(|n| *n != from)
-            .filter(|n| {
-                self.ids
-                    .get(*n)
-                    .is_none_or(|id| !sender_reaches.contains(id))
-            })
-            .cloned()
+            .iter()
+            .filter(|(_, n)| Some(n.id) != sender && !sender_reaches(n.id))
+            .map(|(eid, _)| eid.clone())
             .collect();
-        if !to.is_empty() {
-            self.floods.push_back(Flood { lsa, to });
+        let expiry = now.saturating_add(Duration::from_millis(lsa.lifetime_ms));
+        let flood = (!to.is_empty()).then(|| Flood {
+            lsa: lsa.clone(),
+            to,
+        });
+        self.lsdb.insert(origin, expiry, Stored { lsa, links });
+        if let Some(flood) = flood {
+            self.floods.push_back(flood);
         }
-        self.schedule_recompute(now);
+        if topology_changed {
+            self.schedule_recompute(now);
+        }
     }
 
     /// Timers: expiry of advertisements, our own (re-)advertisement, route computation.
@@ -315,7 +345,7 @@ impl Mesh {
             links: self
                 .neighbours
                 .iter()
-                .map(|(n, c)| (n.clone(), *c))
+                .map(|(eid, n)| (eid.clone(), n.cost))
                 .collect(),
         }
     }
@@ -360,11 +390,9 @@ impl Mesh {
         let mut best: Vec<Option<(u64, u32, u32)>> = vec![None; n]; // (cost, hops, first hop)
         let mut heap = BinaryHeap::new();
         best[0] = Some((0, 0, 0));
-        for (eid, cost) in &self.neighbours {
-            let Some(&v) = self.ids.get(eid) else {
-                continue;
-            };
-            let entry = (u64::from(*cost), 1, v);
+        for n in self.neighbours.values() {
+            let v = n.id;
+            let entry = (u64::from(n.cost), 1, v);
             if best[v as usize].is_none_or(|b| (entry.0, entry.1, v) < (b.0, b.1, b.2)) {
                 best[v as usize] = Some(entry);
                 heap.push(Reverse((entry.0, 1u32, v, v)));
@@ -391,49 +419,65 @@ impl Mesh {
                 }
             }
         }
-        let mut routes = BTreeMap::new();
-        for (v, entry) in best.iter().enumerate().skip(1) {
-            if let Some((cost, hops, first)) = entry {
-                let destination = self.names[v].clone();
-                routes.insert(
-                    destination.clone(),
-                    Route {
-                        destination,
-                        next_hop: self.names[*first as usize].clone(),
-                        hops: *hops,
-                        cost: *cost,
-                    },
-                );
+        // Only what changed since the last computation touches the table; events go out as a
+        // whole-table comparison would order them: reachable ones first, each kind by node.
+        let old = std::mem::replace(&mut self.best, best);
+        let mut reachable = Vec::new();
+        let mut unreachable = Vec::new();
+        for (v, entry) in self.best.iter().enumerate().skip(1) {
+            let before = old.get(v).copied().flatten();
+            if *entry == before {
+                continue;
+            }
+            let destination = &self.names[v];
+            match entry {
+                Some((cost, hops, first)) => {
+                    self.routes.insert(
+                        destination.clone(),
+                        Route {
+                            destination: destination.clone(),
+                            next_hop: self.names[*first as usize].clone(),
+                            hops: *hops,
+                            cost: *cost,
+                        },
+                    );
+                    if before.map(|b| b.1) != Some(*hops) {
+                        reachable.push((destination, *hops));
+                    }
+                }
+                None => {
+                    self.routes.remove(destination);
+                    unreachable.push(destination);
+                }
             }
         }
-        for (dest, route) in &routes {
-            if self.routes.get(dest).map(|r| r.hops) != Some(route.hops) {
-                self.events.push_back(RouteEvent::Reachable {
-                    node: dest.clone(),
-                    hops: route.hops,
-                });
-            }
-        }
-        for dest in self.routes.keys() {
-            if !routes.contains_key(dest) {
-                self.events
-                    .push_back(RouteEvent::Unreachable { node: dest.clone() });
-            }
-        }
-        self.routes = routes;
+        reachable.sort_unstable();
+        unreachable.sort_unstable();
+        self.events.extend(
+            reachable
+                .into_iter()
+                .map(|(node, hops)| RouteEvent::Reachable {
+                    node: node.clone(),
+                    hops,
+                }),
+        );
+        self.events.extend(
+            unreachable
+                .into_iter()
+                .map(|node| RouteEvent::Unreachable { node: node.clone() }),
+        );
     }
 
     /// Whether `v` advertises a link back to `u` (links are used only if both ends agree).
     fn confirms(&self, v: u32, u: u32) -> bool {
-        self.lsdb
-            .get(&v)
-            .is_some_and(|s| s.links.iter().any(|(w, _)| *w == u))
+        self.lsdb.get(&v).is_some_and(|s| s.links_to(u))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
     use std::time::Duration;
 
     fn id(i: usize) -> Eid {
@@ -704,7 +748,103 @@ mod tests {
     }
 
     #[test]
-    fn routes_match_breadth_first_search_on_random_graphs() {
+    fn a_refresh_naming_the_same_links_costs_no_computation() {
+        let mut m = Mesh::new(id(0), MeshConfig::default(), DtnTime::from_millis(1_000));
+        m.set_neighbour(DtnTime::from_millis(1_000), id(1), 1);
+        let lsa = |sequence, links: Vec<(Eid, u32)>| LinkState {
+            origin: id(1),
+            sequence,
+            lifetime_ms: 60_000,
+            links,
+        };
+        m.handle_link_state(
+            DtnTime::from_millis(1_000),
+            &id(1),
+            lsa(1, vec![(id(0), 1), (id(2), 1)]),
+        );
+        m.handle_timeout(DtnTime::from_millis(1_100));
+        assert_eq!(m.hops(&id(2)), None, "2 has not confirmed the link");
+        while m.poll_event().is_some() {}
+        // A refresh: newer, the same links.
+        m.handle_link_state(
+            DtnTime::from_millis(2_000),
+            &id(1),
+            lsa(2, vec![(id(0), 1), (id(2), 1)]),
+        );
+        assert!(m.recompute_at.is_none(), "{:?}", m.poll_timeout());
+        assert_eq!(m.lsdb.until(&1), Some(DtnTime::from_millis(62_000)));
+        // 2 confirms its link to 1: that changes the graph.
+        let from_two = LinkState {
+            origin: id(2),
+            sequence: 1,
+            lifetime_ms: 60_000,
+            links: vec![(id(1), 1)],
+        };
+        m.handle_link_state(DtnTime::from_millis(2_000), &id(1), from_two);
+        assert_eq!(m.recompute_at, Some(DtnTime::from_millis(2_100)));
+        m.handle_timeout(DtnTime::from_millis(2_100));
+        assert_eq!(m.hops(&id(2)), Some(2));
+        // 1 drops its link to 2: 2 goes, and the table says so.
+        m.handle_link_state(
+            DtnTime::from_millis(3_000),
+            &id(1),
+            lsa(3, vec![(id(0), 1)]),
+        );
+        m.handle_timeout(DtnTime::from_millis(3_100));
+        assert_eq!(m.hops(&id(2)), None);
+        assert_eq!(m.routes().len(), 1);
+        let events: Vec<RouteEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+        assert_eq!(
+            events,
+            vec![
+                RouteEvent::Reachable {
+                    node: id(2),
+                    hops: 2
+                },
+                RouteEvent::Unreachable { node: id(2) }
+            ]
+        );
+    }
+
+    /// Hop counts from every node to every other by breadth-first search over `adj`, checked
+    /// against each mesh's table, its next hops included.
+    fn assert_routes_match_breadth_first_search(net: &Net, adj: &[BTreeSet<usize>]) {
+        let n = adj.len();
+        let bfs = |from: usize| {
+            let mut dist = vec![None; n];
+            dist[from] = Some(0u32);
+            let mut queue = VecDeque::from([from]);
+            while let Some(u) = queue.pop_front() {
+                for &v in &adj[u] {
+                    if dist[v].is_none() {
+                        dist[v] = Some(dist[u].unwrap_or(0) + 1);
+                        queue.push_back(v);
+                    }
+                }
+            }
+            dist
+        };
+        for src in 0..n {
+            let dist = bfs(src);
+            for dst in (0..n).filter(|d| *d != src) {
+                assert_eq!(net.nodes[src].hops(&id(dst)), dist[dst], "{src} -> {dst}");
+                if let Some(hop) = net.nodes[src].next_hop(&id(dst)) {
+                    let h: usize = hop.to_string()[7..hop.to_string().len() - 1]
+                        .parse()
+                        .unwrap();
+                    assert!(adj[src].contains(&h));
+                    assert_eq!(dist[dst].map(|d| d - 1), bfs(h)[dst]);
+                }
+            }
+            assert_eq!(
+                net.nodes[src].routes().len(),
+                dist.iter().filter(|d| d.is_some()).count() - 1
+            );
+        }
+    }
+
+    #[test]
+    fn routes_match_breadth_first_search_on_random_graphs_as_links_come_and_go() {
         let mut seed = 0x1234_5678_u64;
         let mut rand = move |n: u64| {
             seed ^= seed << 13;
@@ -725,44 +865,24 @@ mod tests {
                 }
             }
             net.advance(1_500);
-            for src in 0..n {
-                // Reference hop counts by BFS.
-                let mut dist = vec![None; n];
-                dist[src] = Some(0u32);
-                let mut queue = VecDeque::from([src]);
-                while let Some(u) = queue.pop_front() {
-                    for &v in &adj[u] {
-                        if dist[v].is_none() {
-                            dist[v] = Some(dist[u].unwrap_or(0) + 1);
-                            queue.push_back(v);
-                        }
-                    }
+            assert_routes_match_breadth_first_search(&net, &adj);
+            // Links go and come back; refreshes pass in between.
+            for _ in 0..n {
+                let (a, b) = (rand(n as u64) as usize, rand(n as u64) as usize);
+                if a == b {
+                    continue;
                 }
-                for dst in (0..n).filter(|d| *d != src) {
-                    let got = net.nodes[src].hops(&id(dst));
-                    assert_eq!(got, dist[dst], "{src} -> {dst}");
-                    if let Some(hop) = net.nodes[src].next_hop(&id(dst)) {
-                        let h: usize = hop.to_string()[7..hop.to_string().len() - 1]
-                            .parse()
-                            .unwrap();
-                        assert!(adj[src].contains(&h));
-                        assert_eq!(dist[dst].map(|d| d - 1), {
-                            let mut dh = vec![None; n];
-                            dh[h] = Some(0u32);
-                            let mut q = VecDeque::from([h]);
-                            while let Some(u) = q.pop_front() {
-                                for &v in &adj[u] {
-                                    if dh[v].is_none() {
-                                        dh[v] = Some(dh[u].unwrap_or(0) + 1);
-                                        q.push_back(v);
-                                    }
-                                }
-                            }
-                            dh[dst]
-                        });
-                    }
+                if adj[a].remove(&b) {
+                    adj[b].remove(&a);
+                    net.cut(a, b);
+                } else {
+                    adj[a].insert(b);
+                    adj[b].insert(a);
+                    net.connect(a, b);
                 }
             }
+            net.advance(45_000);
+            assert_routes_match_breadth_first_search(&net, &adj);
         }
     }
 }
