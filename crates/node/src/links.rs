@@ -1,7 +1,7 @@
 //! The link table: what the node knows about each adjacency the shell maintains, with the
 //! links' timers in time order ([`LinkTable`]).
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 use std::time::Duration;
@@ -31,8 +31,9 @@ struct LinkTimers {
     by_time: BTreeSet<(DtnTime, LinkId)>,
     /// The same, by link.
     of: BTreeMap<LinkId, DtnTime>,
-    /// Links handed out to be changed since their entry was made.
-    changed: BTreeSet<LinkId>,
+    /// Links handed out to be changed since their entry was made, each once
+    /// ([`Link::timer_noted`]); a link removed since may be among them.
+    changed: Vec<LinkId>,
 }
 
 impl Deref for LinkTable {
@@ -55,20 +56,22 @@ impl LinkTable {
     /// A link, to change.
     pub(crate) fn get_mut(&mut self, id: &LinkId) -> Option<&mut Link> {
         let link = self.links.get_mut(id)?;
-        self.timers.get_mut().changed.insert(*id);
+        if !link.timer_noted.replace(true) {
+            self.timers.get_mut().changed.push(*id);
+        }
         Some(link)
     }
 
     /// Adds a link, or replaces the one with this id.
     pub(crate) fn insert(&mut self, id: LinkId, link: Link) -> Option<Link> {
-        self.timers.get_mut().changed.insert(id);
+        link.timer_noted.set(true);
+        self.timers.get_mut().changed.push(id);
         self.links.insert(id, link)
     }
 
     /// Removes a link.
     pub(crate) fn remove(&mut self, id: &LinkId) -> Option<Link> {
         let t = self.timers.get_mut();
-        t.changed.remove(id);
         if let Some(at) = t.of.remove(id) {
             t.by_time.remove(&(at, *id));
         }
@@ -85,13 +88,28 @@ impl LinkTable {
     /// The timers, with the links changed since the last look put in their place.
     fn timers(&self) -> RefMut<'_, LinkTimers> {
         let mut t = self.timers.borrow_mut();
-        for id in std::mem::take(&mut t.changed) {
-            if let Some(at) = t.of.remove(&id) {
-                t.by_time.remove(&(at, id));
+        let LinkTimers {
+            by_time,
+            of,
+            changed,
+        } = &mut *t;
+        for id in changed.drain(..) {
+            let link = self.links.get(&id);
+            if let Some(l) = link {
+                l.timer_noted.set(false);
             }
-            if let Some(at) = self.links.get(&id).and_then(|l| l.next_due(self.missed)) {
-                t.by_time.insert((at, id));
-                t.of.insert(id, at);
+            let at = link.and_then(|l| l.next_due(self.missed));
+            let before = of.get(&id).copied();
+            if before == at {
+                continue; // most changes touch no timer
+            }
+            if let Some(before) = before {
+                by_time.remove(&(before, id));
+                of.remove(&id);
+            }
+            if let Some(at) = at {
+                by_time.insert((at, id));
+                of.insert(id, at);
             }
         }
         t
@@ -161,6 +179,11 @@ pub(crate) struct Link {
     pub flights: Flights,
     /// Held bundles offered to the peer that wait for room in the window, first come first served.
     pub backlog: Backlog,
+    /// The last peer control traffic went to on this link, and its control endpoint: made once,
+    /// not for every summary and advertisement.
+    pub control_endpoint: Option<(Eid, Eid)>,
+    /// Whether the table has noted this link as changed since it last put its timer in place.
+    timer_noted: Cell<bool>,
 }
 
 impl Link {
@@ -175,6 +198,8 @@ impl Link {
     ) -> Self {
         Self {
             peer: None,
+            control_endpoint: None,
+            timer_noted: Cell::new(false),
             mtu,
             bandwidth_bps,
             contact_end,
@@ -340,5 +365,54 @@ impl Backlog {
 
     pub(crate) fn clear(&mut self) {
         *self = Self::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> DtnTime {
+        DtnTime::from_millis(ms)
+    }
+
+    fn link(summary_at: Option<u64>) -> Link {
+        let mut l = Link::new(None, 0, None, at(0), Duration::from_secs(1), false);
+        l.next_summary = summary_at.map(at);
+        l
+    }
+
+    #[test]
+    fn the_timer_order_follows_every_change_made_through_the_table() {
+        let mut t = LinkTable::new(3);
+        t.insert(LinkId(1), link(Some(500)));
+        t.insert(LinkId(2), link(Some(300)));
+        t.insert(LinkId(3), link(None));
+        assert_eq!(t.next_due(), Some(at(300)));
+        assert_eq!(t.next_due_link(at(400), None), Some(LinkId(2)));
+        // Changes, some touching no timer, several to one link between two looks.
+        t.get_mut(&LinkId(2)).unwrap().next_summary = Some(at(900));
+        t.get_mut(&LinkId(2)).unwrap().speaks_ferry = true;
+        t.get_mut(&LinkId(1)).unwrap().foreign = true;
+        t.get_mut(&LinkId(3)).unwrap().next_summary = Some(at(700));
+        assert_eq!(t.next_due(), Some(at(500)));
+        assert_eq!(t.next_due_link(at(400), None), None);
+        assert_eq!(t.next_due_link(at(700), None), Some(LinkId(1)));
+        assert_eq!(t.next_due_link(at(700), Some(LinkId(1))), Some(LinkId(3)));
+        // A link changed, then removed before the next look; then one taken out and put back.
+        t.get_mut(&LinkId(1)).unwrap().next_summary = Some(at(100));
+        t.remove(&LinkId(1));
+        assert_eq!(t.next_due(), Some(at(700)));
+        t.remove(&LinkId(3));
+        t.insert(LinkId(3), link(Some(50)));
+        assert_eq!(t.next_due(), Some(at(50)));
+        t.get_mut(&LinkId(3)).unwrap().next_summary = None;
+        t.get_mut(&LinkId(2)).unwrap().next_summary = None;
+        assert_eq!(t.next_due(), None);
+        assert_eq!(t.timers.borrow().of.len(), 0);
+        assert_eq!(t.timers.borrow().by_time.len(), 0);
+        // A change after a look is noted again.
+        t.get_mut(&LinkId(2)).unwrap().next_summary = Some(at(20));
+        assert_eq!(t.next_due(), Some(at(20)));
     }
 }

@@ -2135,29 +2135,54 @@ impl Node {
     }
 
     fn send_control(&mut self, now: DtnTime, peer: &Eid, link: LinkId, control: Control) {
-        let Ok(destination) = control_endpoint(peer) else {
-            return; // not a dtn node id: it does not speak Ferry's control protocol
-        };
-        let Some(l) = self.links.get(&link) else {
-            return;
-        };
+        let question = matches!(control, Control::Summary(_));
+        if let Some(destination) = self.control_destination(peer, link, question) {
+            self.send_encoded_control(now, destination, link, control.encode());
+        }
+    }
+
+    /// Where control traffic for `peer` on `link` goes, if it may go at all. `question`: the
+    /// message is a summary, which goes before the peer has shown it speaks Ferry.
+    fn control_destination(&mut self, peer: &Eid, link: LinkId, question: bool) -> Option<Eid> {
+        let l = self.links.get(&link)?;
         if l.foreign {
-            return; // another implementation: it would only store the bundle until it expires
+            return None; // another implementation: it would only store the bundle until it expires
         }
         // Until the neighbour shows it speaks Ferry (its own control traffic, or Ferry's
         // beacons), only the summary goes, as the question: the mesh database follows its
         // answer (`heard_control_from`), and another implementation gets one bundle, not the
         // database too.
-        if !(l.speaks_ferry || l.beacon_liveness || matches!(control, Control::Summary(_))) {
-            return;
+        if !(l.speaks_ferry || l.beacon_liveness || question) {
+            return None;
         }
+        if let Some((to, endpoint)) = &l.control_endpoint
+            && to == peer
+        {
+            return Some(endpoint.clone());
+        }
+        // Not a dtn node id: it does not speak Ferry's control protocol.
+        let endpoint = control_endpoint(peer).ok()?;
+        let l = self.links.get_mut(&link)?;
+        l.control_endpoint = Some((peer.clone(), endpoint.clone()));
+        Some(endpoint)
+    }
+
+    /// Sends an encoded control message to `destination` on `link`, from
+    /// [`Self::control_destination`].
+    fn send_encoded_control(
+        &mut self,
+        now: DtnTime,
+        destination: Eid,
+        link: LinkId,
+        payload: Bytes,
+    ) {
         let primary = PrimaryBlock::new(
             destination,
             self.me.clone(),
             self.next_timestamp(now),
             REAL_TIME_LIFETIME_MS,
         );
-        let mut bundle = Bundle::new(primary, control.encode());
+        let mut bundle = Bundle::new(primary, payload);
         set_class(&mut bundle, Class::Datagram);
         ensure_hop_limit(&mut bundle, 1);
         set_previous_node(&mut bundle, &self.me);
@@ -2211,8 +2236,12 @@ impl Node {
                     .iter()
                     .filter_map(|p| self.neighbours.get(p).map(|l| (p.clone(), *l)))
                     .collect();
+                // Encoded once, shared by the copies for every neighbour.
+                let payload = Control::LinkState(flood.lsa).encode();
                 for (peer, link) in peers {
-                    self.send_control(now, &peer, link, Control::LinkState(flood.lsa.clone()));
+                    if let Some(destination) = self.control_destination(&peer, link, false) {
+                        self.send_encoded_control(now, destination, link, payload.clone());
+                    }
                 }
             }
             while let Some(event) = self.mesh.poll_event() {

@@ -43,7 +43,8 @@ pub mod rpc;
 mod sim_store;
 mod topology;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
@@ -554,6 +555,35 @@ impl App for NoApp {
     fn action(&mut self, _: DtnTime, _: usize, _: &mut SimHost, _: u64) {}
 }
 
+/// An event in the queue. Events run in time order, and events of one time in the order they
+/// were scheduled (`seq`, unique), so a run replays exactly. The event is boxed because the
+/// heap moves its entries and a frame is large.
+struct Queued {
+    at: DtnTime,
+    seq: u64,
+    ev: Box<Ev>,
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Queued {}
+
 /// A simulation in progress.
 pub struct Sim<A: App = NoApp> {
     app: A,
@@ -561,8 +591,8 @@ pub struct Sim<A: App = NoApp> {
     scenario: Scenario,
     now: DtnTime,
     seq: u64,
-    /// Events are boxed: B-tree nodes shift their values on insert, and a frame is large.
-    queue: BTreeMap<(DtnTime, u64), Box<Ev>>,
+    /// Events, earliest first.
+    queue: BinaryHeap<Reverse<Queued>>,
     nodes: Vec<SimNode>,
     links: BTreeMap<(usize, usize), SimLink>,
     rng: Rng,
@@ -656,7 +686,7 @@ impl<A: App> Sim<A> {
             app_timers: vec![(0, None); count],
             now: SIM_EPOCH,
             seq: 0,
-            queue: BTreeMap::new(),
+            queue: BinaryHeap::new(),
             nodes,
             links: BTreeMap::new(),
             trace: 0xcbf2_9ce4_8422_2325,
@@ -866,11 +896,12 @@ impl<A: App> Sim<A> {
     pub fn run_until(&mut self, mut done: impl FnMut(&A) -> bool) -> Result<Report, Violation> {
         let end = SIM_EPOCH + Duration::from_millis(self.scenario.duration_ms);
         let mut stopped = false;
-        while let Some((&(at, _), _)) = self.queue.first_key_value() {
+        while let Some(Reverse(first)) = self.queue.peek() {
+            let at = first.at;
             if at > end {
                 break;
             }
-            let Some((_, ev)) = self.queue.pop_first() else {
+            let Some(Reverse(Queued { ev, .. })) = self.queue.pop() else {
                 break;
             };
             self.now = at;
@@ -931,7 +962,11 @@ impl<A: App> Sim<A> {
 
     fn schedule(&mut self, at: DtnTime, ev: Ev) {
         self.seq += 1;
-        self.queue.insert((at, self.seq), Box::new(ev));
+        self.queue.push(Reverse(Queued {
+            at,
+            seq: self.seq,
+            ev: Box::new(ev),
+        }));
     }
 
     fn violation(&self, node: usize, what: String) -> Violation {
