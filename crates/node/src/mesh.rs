@@ -824,20 +824,20 @@ mod tests {
             }
             dist
         };
-        for src in 0..n {
+        for (src, (mesh, neighbours)) in net.nodes.iter().zip(adj).enumerate() {
             let dist = bfs(src);
             for dst in (0..n).filter(|d| *d != src) {
-                assert_eq!(net.nodes[src].hops(&id(dst)), dist[dst], "{src} -> {dst}");
-                if let Some(hop) = net.nodes[src].next_hop(&id(dst)) {
+                assert_eq!(mesh.hops(&id(dst)), dist[dst], "{src} -> {dst}");
+                if let Some(hop) = mesh.next_hop(&id(dst)) {
                     let h: usize = hop.to_string()[7..hop.to_string().len() - 1]
                         .parse()
                         .unwrap();
-                    assert!(adj[src].contains(&h));
+                    assert!(neighbours.contains(&h));
                     assert_eq!(dist[dst].map(|d| d - 1), bfs(h)[dst]);
                 }
             }
             assert_eq!(
-                net.nodes[src].routes().len(),
+                mesh.routes().len(),
                 dist.iter().filter(|d| d.is_some()).count() - 1
             );
         }
