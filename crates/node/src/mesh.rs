@@ -98,11 +98,9 @@ struct Stored {
     links: Vec<(u32, u32)>,
 }
 
-impl Stored {
-    /// Whether the advertisement names `id` among its links.
-    fn links_to(&self, id: u32) -> bool {
-        self.links.binary_search_by_key(&id, |&(v, _)| v).is_ok()
-    }
+/// Whether interned `links` (ascending by id, as [`Stored::links`]) name `id`.
+fn links_to(links: &[(u32, u32)], id: u32) -> bool {
+    links.binary_search_by_key(&id, |&(v, _)| v).is_ok()
 }
 
 /// A direct neighbour: the cost of the link to it and its interned id.
@@ -228,24 +226,15 @@ impl Mesh {
         // Neighbour-coverage pruning: the sender floods to its own neighbours, so only ours that
         // are not also its neighbours need our copy. On a full mesh nothing is re-flooded.
         let sender = self.ids.get(from).copied();
-        let sender_stored = sender.and_then(|f| {
-            if f == origin {
-                None // looked at below, in the advertisement being stored
-            } else {
-                self.lsdb.get(&f)
-            }
-        });
-        let sender_reaches = |id: u32| {
-            if sender == Some(origin) {
-                links.binary_search_by_key(&id, |&(v, _)| v).is_ok()
-            } else {
-                sender_stored.is_some_and(|s| s.links_to(id))
-            }
+        let sender_links: &[(u32, u32)] = match sender {
+            Some(f) if f == origin => &links,
+            Some(f) => self.lsdb.get(&f).map_or(&[], |s| &s.links),
+            None => &[],
         };
         let to: Vec<Eid> = self
             .neighbours
             .iter()
-            .filter(|(_, n)| Some(n.id) != sender && !sender_reaches(n.id))
+            .filter(|(_, n)| Some(n.id) != sender && !links_to(sender_links, n.id))
             .map(|(eid, _)| eid.clone())
             .collect();
         let expiry = now.saturating_add(Duration::from_millis(lsa.lifetime_ms));
@@ -470,7 +459,7 @@ impl Mesh {
 
     /// Whether `v` advertises a link back to `u` (links are used only if both ends agree).
     fn confirms(&self, v: u32, u: u32) -> bool {
-        self.lsdb.get(&v).is_some_and(|s| s.links_to(u))
+        self.lsdb.get(&v).is_some_and(|s| links_to(&s.links, u))
     }
 }
 
