@@ -56,9 +56,9 @@ use wire::{Bundle, BundleId, DtnTime, Eid, StatusReason};
 
 pub use classes::{BROADCAST_NODE_NAME, Class, class_of, is_broadcast};
 pub use node::{
-    Arriving, CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, FOREIGN_MEMORY, FOREIGN_PROBE, LinkLoad,
-    MAX_FOREIGN_REMEMBERED, MAX_SUMMARY_PURGE_KEYS, Node, NodeConfig, NodeStats, Outgoing,
-    SendError,
+    Arriving, CONTROL_DEMUX, DEFAULT_LINK_WINDOW_BYTES, FOREIGN_MEMORY, FOREIGN_PROBE,
+    FULL_SUMMARY_EVERY, LinkLoad, MAX_FOREIGN_REMEMBERED, MAX_SUMMARY_PURGE_KEYS, Node, NodeConfig,
+    NodeStats, Outgoing, SendError,
 };
 pub use strategy::{Direct, Epidemic, ParseStrategyError, SprayAndWait, Strategy, StrategyKind};
 

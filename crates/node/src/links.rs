@@ -168,6 +168,10 @@ pub(crate) struct Link {
     /// session ends, so a beacon would tell nothing (the daemon's TCPCL sessions carry none).
     pub next_beacon: Option<DtnTime>,
     pub next_summary: Option<DtnTime>,
+    /// Summary vectors sent to the peer on this link (see `Node::send_summary`).
+    pub summaries_sent: u32,
+    /// The purge entries (by their place in the node's purge order) the peer was told of.
+    pub purges_told: u64,
     /// When the peer's summary vector is due at the latest, after contact start: past it
     /// without one, the peer is another implementation ([`crate::NodeConfig::summary_grace`]).
     pub summary_due: Option<DtnTime>,
@@ -208,6 +212,8 @@ impl Link {
             beacon_liveness: false,
             next_beacon: beacons.then_some(now),
             next_summary: None,
+            summaries_sent: 0,
+            purges_told: 0,
             summary_due: None,
             foreign: false,
             speaks_ferry: false,

@@ -52,6 +52,11 @@ const SEGMENT_OVERHEAD: usize = 32;
 /// (and, while the set has room, a store write).
 pub const MAX_SUMMARY_PURGE_KEYS: usize = 65_536;
 
+/// Every this many summary vectors to a neighbour (the first of a contact included) lists the
+/// whole purge set; the others list only the keys added since the one before
+/// (see `Node::send_summary`).
+pub const FULL_SUMMARY_EVERY: u32 = 6;
+
 /// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window must cover what a link sends
 /// while a completion comes back, and a completion waits for the receiver's last TCPCL XFER_ACK,
 /// which a Ferry daemon sends only once the bundle is durable (a flush, an fsync): 16 MiB is
@@ -361,8 +366,14 @@ pub struct Node {
     partial: BTreeMap<(BundleId, Eid), u64>,
     /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide, and until
     /// when each holds. Kept in the store too (`RpcTable::Purged`), written with what added the
-    /// entry, so that a bundle delivered here is still refused after a restart.
-    purged: ExpiringMap<u64, ()>,
+    /// entry, so that a bundle delivered here is still refused after a restart. Each entry's
+    /// value is its place in `purge_order`.
+    purged: ExpiringMap<u64, u64>,
+    /// The purge set's keys in the order they were added (by a counter that only grows), so a
+    /// summary can list just the keys added since the last one to the same neighbour.
+    purge_order: BTreeMap<u64, u64>,
+    /// The last number given to a purge entry in `purge_order`.
+    purge_counter: u64,
     /// Real-time bundles seen, for duplicate suppression, and broadcast dtn bundles delivered here.
     seen: ExpiringMap<u64, ()>,
     reassembly: BTreeMap<(Eid, CreationTimestamp), Reassembly>,
@@ -411,6 +422,8 @@ impl Node {
             foreign: ExpiringMap::new(),
             partial: BTreeMap::new(),
             purged: ExpiringMap::new(),
+            purge_order: BTreeMap::new(),
+            purge_counter: 0,
             seen: ExpiringMap::new(),
             reassembly: BTreeMap::new(),
             transmits: VecDeque::new(),
@@ -444,7 +457,9 @@ impl Node {
                 .map(|(k, v)| (u64::from_be_bytes(k), DtnTime::from_be_bytes(v)));
             match entry {
                 Some((key, until)) if until > now => {
-                    self.purged.insert(key, until, ());
+                    self.purge_counter += 1;
+                    self.purged.insert(key, until, self.purge_counter);
+                    self.purge_order.insert(self.purge_counter, key);
                 }
                 // Expired while the node was down, or not a row this node writes.
                 _ => {
@@ -836,7 +851,8 @@ impl Node {
             }
             self.drop_held(now, &id, DropReason::Expired);
         }
-        while let Some((key, ())) = self.purged.pop_expired(now) {
+        while let Some((key, place)) = self.purged.pop_expired(now) {
+            self.purge_order.remove(&place);
             let _ = self.store.rpc_remove(RpcTable::Purged, &key.to_be_bytes());
         }
         while self.seen.pop_expired(now).is_some() {}
@@ -1115,6 +1131,9 @@ impl Node {
         };
         l.peer = Some(peer.clone());
         l.next_summary = Some(now + self.config.summary_period);
+        // A new peer on this link was told nothing yet.
+        l.summaries_sent = 0;
+        l.purges_told = 0;
         self.neighbours.insert(peer.clone(), link);
         self.mesh.set_neighbour(now, peer.clone(), 1);
         self.events.push_back(Event::NeighbourUp {
@@ -2191,13 +2210,36 @@ impl Node {
         self.transmit_bundle(link, bundle, true, None);
     }
 
+    /// Sends `peer` our summary vector: every key held, and the purge keys it was not sent on
+    /// this contact yet. A receiver only ever adds purge keys, so keys it was told once need not
+    /// be told again; every [`FULL_SUMMARY_EVERY`]th summary lists them all anyway, so a summary
+    /// lost on the way (or refused by a full purge set) costs the peer a minute's knowledge at
+    /// most. Without that, a summary grew with every bundle delivered in the network and went to
+    /// every neighbour every [`NodeConfig::summary_period`].
     fn send_summary(&mut self, now: DtnTime, peer: &Eid) {
         let Some(&link) = self.neighbours.get(peer) else {
             return;
         };
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        let full = l.summaries_sent % FULL_SUMMARY_EVERY == 0;
+        let told = l.purges_told;
+        l.summaries_sent += 1;
+        l.purges_told = self.purge_counter;
+        let purged: Vec<u64> = if full {
+            self.purged.keys().copied().collect()
+        } else {
+            let mut new: Vec<u64> = self
+                .purge_order
+                .range(told + 1..)
+                .map(|(_, &key)| key)
+                .collect();
+            new.sort_unstable();
+            new
+        };
         let mut have: Vec<u64> = self.held.iter().map(|(_, h)| h.key).collect();
         have.sort_unstable();
-        let purged: Vec<u64> = self.purged.keys().copied().collect();
         self.send_control(now, peer, link, Control::Summary(Summary { have, purged }));
     }
 
@@ -2531,7 +2573,16 @@ impl Node {
     /// shell's next commit, so nothing that depends on it is acknowledged). Not bounded here:
     /// the entries this node makes are always kept; `handle_summary` bounds what neighbours add.
     fn add_purge(&mut self, key: u64, until: DtnTime) {
-        if let Some((old, ())) = self.purged.insert(key, until, ())
+        // A renewed entry keeps its place: it is no news to neighbours told of it.
+        let place = match self.purged.get(&key) {
+            Some(&place) => place,
+            None => {
+                self.purge_counter += 1;
+                self.purge_order.insert(self.purge_counter, key);
+                self.purge_counter
+            }
+        };
+        if let Some((old, _)) = self.purged.insert(key, until, place)
             && old == until
         {
             return;

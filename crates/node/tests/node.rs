@@ -1578,6 +1578,113 @@ fn drain_link(node: &mut Node, link: LinkId) -> (usize, Vec<BundleId>) {
     (control, others)
 }
 
+/// The purge keys of every summary vector `node` sent on `link` since the last call, in order.
+fn purge_lists_sent(node: &mut Node, link: LinkId) -> Vec<Vec<u64>> {
+    let mut lists = Vec::new();
+    while let Some(t) = node.poll_transmit() {
+        if t.link != link {
+            continue;
+        }
+        if let Frame::Bundle(b) = t.frame
+            && let Ok(wire::Control::Summary(summary)) = wire::Control::decode(&b.payload.data)
+        {
+            lists.push(summary.purged);
+        }
+    }
+    lists
+}
+
+#[test]
+fn summaries_list_only_the_purge_keys_a_neighbour_was_not_told_and_every_sixth_lists_all() {
+    assert_eq!(
+        node::FULL_SUMMARY_EVERY,
+        6,
+        "the timeline below counts to six"
+    );
+    let t = |ms: u64| DtnTime::from_millis(T0 + ms);
+    let mut node = Node::new(
+        NodeConfig::new(node_id(0)),
+        Box::new(MemoryStore::new(1 << 20)),
+        t(0),
+    );
+    let up = |node: &mut Node, at: DtnTime, link: u64| {
+        node.handle_link(
+            at,
+            LinkChange::Up {
+                link: LinkId(link),
+                peer: Some(node_id(link as usize)),
+                mtu: None,
+                bandwidth_bps: 0,
+                contact: None,
+            },
+        );
+    };
+    // Neighbour 2 tells node 0 of keys 100..110 delivered; neighbour 1 then comes.
+    up(&mut node, t(0), 2);
+    let told = forged_summary(&node_id(2), 0, 1, T0, (100..110).collect());
+    node.handle_bundle(t(0), LinkId(2), told);
+    assert_eq!(node.purge_set_len(), 10);
+    up(&mut node, t(1_000), 1);
+    let answer = summary_of(&node_id(1), 0, 1, T0 + 1_000, Vec::new(), Vec::new());
+    node.handle_bundle(t(1_000), LinkId(1), answer);
+    // Contact start: every key.
+    assert_eq!(
+        purge_lists_sent(&mut node, LinkId(1)),
+        vec![(100..110).collect::<Vec<u64>>()]
+    );
+
+    // Two keys learnt (out of order), and a renewal of a known key: the next summary lists the
+    // two new keys, ascending; the one after lists none.
+    let more = forged_summary(&node_id(2), 0, 2, T0 + 5_000, vec![205, 200, 104]);
+    node.handle_bundle(t(5_000), LinkId(2), more);
+    assert_eq!(node.purge_set_len(), 12);
+    node.handle_timeout(t(11_000));
+    assert_eq!(purge_lists_sent(&mut node, LinkId(1)), vec![vec![200, 205]]);
+    node.handle_timeout(t(21_000));
+    assert_eq!(
+        purge_lists_sent(&mut node, LinkId(1)),
+        vec![Vec::<u64>::new()]
+    );
+    // A bundle delivered here adds its own key: told once.
+    let primary = wire::PrimaryBlock::new(
+        app(0),
+        app(9),
+        wire::CreationTimestamp {
+            time: t(25_000),
+            sequence: 0,
+        },
+        3_600_000,
+    );
+    node.handle_bundle(t(25_000), LinkId(2), Bundle::new(primary, payload(10)));
+    assert_eq!(node.purge_set_len(), 13);
+    node.handle_timeout(t(31_000));
+    let lists = purge_lists_sent(&mut node, LinkId(1));
+    assert_eq!(lists.len(), 1);
+    assert_eq!(lists[0].len(), 1, "{lists:?}");
+    let own = lists[0][0];
+    node.handle_timeout(t(41_000));
+    node.handle_timeout(t(51_000));
+    assert_eq!(
+        purge_lists_sent(&mut node, LinkId(1)),
+        vec![Vec::<u64>::new(), Vec::new()]
+    );
+    // The sixth summary of the contact lists them all, in case one was lost.
+    let mut all: Vec<u64> = (100..110).chain([200, 205, own]).collect();
+    all.sort_unstable();
+    node.handle_timeout(t(61_000));
+    assert_eq!(purge_lists_sent(&mut node, LinkId(1)), vec![all.clone()]);
+    node.handle_timeout(t(71_000));
+    assert_eq!(
+        purge_lists_sent(&mut node, LinkId(1)),
+        vec![Vec::<u64>::new()]
+    );
+
+    // A new contact with the neighbour starts from nothing told.
+    node.handle_link(t(75_000), LinkChange::Down { link: LinkId(1) });
+    up(&mut node, t(76_000), 1);
+    assert_eq!(purge_lists_sent(&mut node, LinkId(1)), vec![all]);
+}
+
 #[test]
 fn a_neighbour_that_never_sends_a_summary_is_a_router_of_another_kind() {
     // Node 0 holds a bundle for a node behind a neighbour that speaks BPv7 but not Ferry's

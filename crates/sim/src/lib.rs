@@ -323,11 +323,6 @@ enum Ev {
         node: usize,
         generation: u64,
     },
-    TxDone {
-        from: usize,
-        to: usize,
-        epoch: u64,
-    },
     Arrive {
         from: usize,
         to: usize,
@@ -371,11 +366,15 @@ enum Ev {
     },
 }
 
+/// The trace tag of the end of a transmission from `from` to `to` (see [`Ev::tag`]).
+fn tx_done_tag(from: usize, to: usize) -> u64 {
+    2 + ((from as u64) << 8) + ((to as u64) << 32)
+}
+
 impl Ev {
     fn tag(&self) -> u64 {
         match self {
             Ev::Timer { node, .. } => 1 + ((*node as u64) << 8),
-            Ev::TxDone { from, to, .. } => 2 + ((*from as u64) << 8) + ((*to as u64) << 32),
             Ev::Arrive {
                 from, to, frame, ..
             } => {
@@ -436,6 +435,8 @@ struct Direction {
 }
 
 struct SimLink {
+    /// Its ends, lower first.
+    ends: (usize, usize),
     up: bool,
     epoch: u64,
     /// Index 0: a → b; 1: b → a (a < b).
@@ -556,12 +557,25 @@ impl App for NoApp {
 }
 
 /// An event in the queue. Events run in time order, and events of one time in the order they
-/// were scheduled (`seq`, unique), so a run replays exactly. The event is boxed because the
-/// heap moves its entries and a frame is large.
+/// were scheduled (`seq`, unique), so a run replays exactly.
 struct Queued {
     at: DtnTime,
     seq: u64,
-    ev: Box<Ev>,
+    ev: QueuedEv,
+}
+
+/// An event as the queue keeps it. The end of a transmission, by far the most frequent event
+/// (a 100 MB bundle crosses a link in 1,526 segments), is kept as it is: small, with the link's
+/// place in [`Sim::links`]; the others are boxed, because the heap moves its entries and a frame
+/// is large.
+enum QueuedEv {
+    TxDone {
+        slot: u32,
+        /// The direction: 0 from the link's lower node to its higher one, 1 back.
+        d: u8,
+        epoch: u64,
+    },
+    Other(Box<Ev>),
 }
 
 impl Ord for Queued {
@@ -594,7 +608,10 @@ pub struct Sim<A: App = NoApp> {
     /// Events, earliest first.
     queue: BinaryHeap<Reverse<Queued>>,
     nodes: Vec<SimNode>,
-    links: BTreeMap<(usize, usize), SimLink>,
+    /// Every link that ever came up, by its place, found by its ends (lower first) in
+    /// `link_slots`.
+    links: Vec<SimLink>,
+    link_slots: BTreeMap<(usize, usize), usize>,
     rng: Rng,
     trace: u64,
     events: u64,
@@ -688,7 +705,8 @@ impl<A: App> Sim<A> {
             seq: 0,
             queue: BinaryHeap::new(),
             nodes,
-            links: BTreeMap::new(),
+            links: Vec::new(),
+            link_slots: BTreeMap::new(),
             trace: 0xcbf2_9ce4_8422_2325,
             events: 0,
             ledger: Ledger::default(),
@@ -906,8 +924,19 @@ impl<A: App> Sim<A> {
             };
             self.now = at;
             self.events += 1;
-            self.trace = fold(self.trace, at.as_millis() ^ ev.tag().rotate_left(17));
-            self.process(*ev)?;
+            match ev {
+                QueuedEv::TxDone { slot, d, epoch } => {
+                    let (a, b) = self.links[slot as usize].ends;
+                    let (from, to) = if d == 0 { (a, b) } else { (b, a) };
+                    let tag = tx_done_tag(from, to);
+                    self.trace = fold(self.trace, at.as_millis() ^ tag.rotate_left(17));
+                    self.tx_done(slot as usize, usize::from(d), epoch)?;
+                }
+                QueuedEv::Other(ev) => {
+                    self.trace = fold(self.trace, at.as_millis() ^ ev.tag().rotate_left(17));
+                    self.process(*ev)?;
+                }
+            }
             if self.scenario.stop_when_delivered
                 && self.delivered_count == self.ledger.sent.len()
                 && self.injections.len() == self.ledger.sent.len()
@@ -961,12 +990,21 @@ impl<A: App> Sim<A> {
     }
 
     fn schedule(&mut self, at: DtnTime, ev: Ev) {
+        self.enqueue(at, QueuedEv::Other(Box::new(ev)));
+    }
+
+    fn enqueue(&mut self, at: DtnTime, ev: QueuedEv) {
         self.seq += 1;
         self.queue.push(Reverse(Queued {
             at,
             seq: self.seq,
-            ev: Box::new(ev),
+            ev,
         }));
+    }
+
+    /// The place of the link between `a` and `b` in [`Sim::links`], if it ever came up.
+    fn link_slot(&self, a: usize, b: usize) -> Option<usize> {
+        self.link_slots.get(&(a.min(b), a.max(b))).copied()
     }
 
     fn violation(&self, node: usize, what: String) -> Violation {
@@ -990,7 +1028,6 @@ impl<A: App> Sim<A> {
                 n.host.handle_timeout(now);
                 self.drain_checked(node)?;
             }
-            Ev::TxDone { from, to, epoch } => self.tx_done(from, to, epoch)?,
             Ev::Arrive {
                 from,
                 to,
@@ -1103,7 +1140,7 @@ impl<A: App> Sim<A> {
     }
 
     fn link_is_up(&self, a: usize, b: usize) -> bool {
-        self.links.get(&(a.min(b), a.max(b))).is_some_and(|l| l.up)
+        self.link_slot(a, b).is_some_and(|s| self.links[s].up)
     }
 
     /// A link comes up: the nodes at its ends hold a session on it one link latency later (the
@@ -1112,11 +1149,20 @@ impl<A: App> Sim<A> {
     /// before sessions were modelled).
     fn link_up(&mut self, e: LinkEvent) {
         let key = (e.a.min(e.b), e.a.max(e.b));
-        let link = self.links.entry(key).or_insert_with(|| SimLink {
-            up: false,
-            epoch: 0,
-            dirs: [Direction::default(), Direction::default()],
-        });
+        let slot = match self.link_slots.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                self.links.push(SimLink {
+                    ends: key,
+                    up: false,
+                    epoch: 0,
+                    dirs: [Direction::default(), Direction::default()],
+                });
+                self.link_slots.insert(key, self.links.len() - 1);
+                self.links.len() - 1
+            }
+        };
+        let link = &mut self.links[slot];
         if link.up {
             return;
         }
@@ -1146,9 +1192,8 @@ impl<A: App> Sim<A> {
         contact_end: Option<DtnTime>,
     ) -> Result<(), Violation> {
         if !self
-            .links
-            .get(&(a, b))
-            .is_some_and(|l| l.up && l.epoch == epoch)
+            .link_slot(a, b)
+            .is_some_and(|s| self.links[s].up && self.links[s].epoch == epoch)
         {
             return Ok(());
         }
@@ -1171,9 +1216,10 @@ impl<A: App> Sim<A> {
 
     fn link_down(&mut self, a: usize, b: usize) -> Result<(), Violation> {
         let key = (a.min(b), a.max(b));
-        let Some(link) = self.links.get_mut(&key) else {
+        let Some(slot) = self.link_slot(a, b) else {
             return Ok(());
         };
+        let link = &mut self.links[slot];
         if !link.up {
             return Ok(());
         }
@@ -1288,16 +1334,13 @@ impl<A: App> Sim<A> {
         self.drain_checked(key.1)
     }
 
-    /// Puts the next frame or segment on a direction if it is idle: real-time frames first, then
-    /// the next segment of the bulk transfer in progress, then the next bulk transfer.
-    fn start_next(&mut self, from: usize, to: usize) {
-        let key = (from.min(to), from.max(to));
-        let d = usize::from(from > to);
+    /// Puts the next frame or segment on direction `d` of the link at `slot` if it is idle:
+    /// real-time frames first, then the next segment of the bulk transfer in progress, then the
+    /// next bulk transfer.
+    fn start_next(&mut self, slot: usize, d: usize) {
         let bw = self.scenario.link.bandwidth_bps.max(1);
         let now_us = self.now.as_millis() * 1_000;
-        let Some(link) = self.links.get_mut(&key) else {
-            return;
-        };
+        let link = &mut self.links[slot];
         let epoch = link.epoch;
         let dir = &mut link.dirs[d];
         if dir.busy.is_some() {
@@ -1323,12 +1366,9 @@ impl<A: App> Sim<A> {
                     sent: 0,
                     refused: false,
                 });
-                self.begin_bulk(from, to);
+                self.begin_bulk(slot, d);
             }
-            let Some(link) = self.links.get_mut(&key) else {
-                return;
-            };
-            let dir = &mut link.dirs[d];
+            let dir = &mut self.links[slot].dirs[d];
             let Some(sending) = &dir.bulk_current else {
                 return;
             };
@@ -1338,25 +1378,28 @@ impl<A: App> Sim<A> {
         };
         let tx_us = (u128::from(len) * 8_000_000).div_ceil(u128::from(bw)) as u64;
         let end_us = start_us + tx_us;
-        if let Some(link) = self.links.get_mut(&key) {
-            link.dirs[d].free_at_us = end_us;
-        }
-        self.schedule(
+        self.links[slot].dirs[d].free_at_us = end_us;
+        self.enqueue(
             DtnTime::from_millis(end_us.div_ceil(1_000)),
-            Ev::TxDone { from, to, epoch },
+            QueuedEv::TxDone {
+                slot: slot as u32,
+                d: d as u8,
+                epoch,
+            },
         );
+    }
+
+    /// The (sender, receiver) of direction `d` of the link at `slot`.
+    fn direction_ends(&self, slot: usize, d: usize) -> (usize, usize) {
+        let (a, b) = self.links[slot].ends;
+        if d == 0 { (a, b) } else { (b, a) }
     }
 
     /// A bulk transfer starts: the receiver refuses a bundle it holds or is receiving on another
     /// link after the first segment (TCPCL XFER_REFUSE), so only the header crosses.
-    fn begin_bulk(&mut self, from: usize, to: usize) {
-        let key = (from.min(to), from.max(to));
-        let d = usize::from(from > to);
-        let Some(sending) = self
-            .links
-            .get(&key)
-            .and_then(|l| l.dirs[d].bulk_current.as_ref())
-        else {
+    fn begin_bulk(&mut self, slot: usize, d: usize) {
+        let (from, to) = self.direction_ends(slot, d);
+        let Some(sending) = self.links[slot].dirs[d].bulk_current.as_ref() else {
             return;
         };
         let Frame::Bundle(b) = &sending.frame else {
@@ -1373,10 +1416,7 @@ impl<A: App> Sim<A> {
         if !refuse {
             self.receiving.insert((to, id));
         }
-        if let Some(sending) = self
-            .links
-            .get_mut(&key)
-            .and_then(|l| l.dirs[d].bulk_current.as_mut())
+        if let Some(sending) = self.links[slot].dirs[d].bulk_current.as_mut()
             && refuse
         {
             sending.refused = true;
@@ -1384,12 +1424,11 @@ impl<A: App> Sim<A> {
         }
     }
 
-    fn tx_done(&mut self, from: usize, to: usize, epoch: u64) -> Result<(), Violation> {
-        let key = (from.min(to), from.max(to));
-        let d = usize::from(from > to);
-        let Some(link) = self.links.get_mut(&key) else {
-            return Ok(());
-        };
+    /// The transmission on direction `d` of the link at `slot` ended (if the link is still in
+    /// the coming up `epoch` it started in).
+    fn tx_done(&mut self, slot: usize, d: usize, epoch: u64) -> Result<(), Violation> {
+        let (from, to) = self.direction_ends(slot, d);
+        let link = &mut self.links[slot];
         if link.epoch != epoch || !link.up {
             return Ok(());
         }
@@ -1453,7 +1492,7 @@ impl<A: App> Sim<A> {
                 }
             }
         }
-        self.start_next(from, to);
+        self.start_next(slot, d);
         Ok(())
     }
 
@@ -1544,12 +1583,14 @@ impl<A: App> Sim<A> {
     /// holds what was committed, after a power cut what the last finished sync covered (with
     /// the disk model; without it everything written).
     fn restart(&mut self, i: usize, power_cut: bool) -> Result<(), Violation> {
-        let up: Vec<(usize, usize)> = self
+        // In the order of their ends, as they are brought down one by one.
+        let mut up: Vec<(usize, usize)> = self
             .links
             .iter()
-            .filter(|((a, b), l)| l.up && (*a == i || *b == i))
-            .map(|(k, _)| *k)
+            .filter(|l| l.up && (l.ends.0 == i || l.ends.1 == i))
+            .map(|l| l.ends)
             .collect();
+        up.sort_unstable();
         for (a, b) in &up {
             self.link_down(*a, *b)?;
         }
@@ -1619,17 +1660,17 @@ impl<A: App> Sim<A> {
                 ((head + payload + tail) as u64, head as u64)
             }
         };
-        let key = (i.min(to), i.max(to));
+        let Some(slot) = self.link_slot(i, to) else {
+            return;
+        };
         let d = usize::from(i > to);
-        if let Some(link) = self.links.get_mut(&key) {
-            let dir = &mut link.dirs[d];
-            if !t.urgent {
-                dir.bulk.push_back((t.frame, size, head));
-            } else {
-                dir.urgent.push_back((t.frame, size));
-            }
+        let dir = &mut self.links[slot].dirs[d];
+        if !t.urgent {
+            dir.bulk.push_back((t.frame, size, head));
+        } else {
+            dir.urgent.push_back((t.frame, size));
         }
-        self.start_next(i, to);
+        self.start_next(slot, d);
     }
 
     /// Re-arms node `i`'s host timer and its app timer.

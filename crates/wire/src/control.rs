@@ -132,7 +132,9 @@ pub struct LinkState {
 pub struct Summary {
     /// Keys of the bundles the sender holds, ascending.
     pub have: Vec<u64>,
-    /// Keys of bundles known to be delivered (to be deleted everywhere), ascending.
+    /// Keys of bundles known to be delivered (to be deleted everywhere), ascending. A receiver
+    /// only adds them to what it knows, so a sender may list just those it did not tell the
+    /// receiver before (Ferry lists them all in every sixth summary of a contact).
     pub purged: Vec<u64>,
 }
 
