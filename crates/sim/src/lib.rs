@@ -38,13 +38,13 @@ pub mod eval;
 pub mod eval_record;
 mod made_files;
 pub mod paper;
+mod queue;
 mod rng;
 pub mod rpc;
 mod sim_store;
 mod topology;
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
@@ -57,6 +57,7 @@ use node::{
 use store::MemoryStore;
 use wire::{BundleId, DtnTime, Eid, bundle_key};
 
+use crate::queue::EventQueue;
 use crate::sim_store::{DiskHandle, SimStore};
 
 pub use rng::Rng;
@@ -556,15 +557,8 @@ impl App for NoApp {
     fn action(&mut self, _: DtnTime, _: usize, _: &mut SimHost, _: u64) {}
 }
 
-/// An event in the queue. Events run in time order, and events of one time in the order they
-/// were scheduled (`seq`, unique), so a run replays exactly.
-struct Queued {
-    at: DtnTime,
-    seq: u64,
-    ev: QueuedEv,
-}
-
-/// An event as the queue keeps it. The end of a transmission, by far the most frequent event
+/// An event as the queue keeps it (events run in time order, and events of one time in the
+/// order they were scheduled, so a run replays exactly). The end of a transmission, by far the most frequent event
 /// (a 100 MB bundle crosses a link in 1,526 segments), is kept as it is: small, with the link's
 /// place in [`Sim::links`]; the others are boxed, because the heap moves its entries and a frame
 /// is large.
@@ -578,35 +572,14 @@ enum QueuedEv {
     Other(Box<Ev>),
 }
 
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Queued {}
-
 /// A simulation in progress.
 pub struct Sim<A: App = NoApp> {
     app: A,
     app_timers: Vec<(u64, Option<DtnTime>)>,
     scenario: Scenario,
     now: DtnTime,
-    seq: u64,
     /// Events, earliest first.
-    queue: BinaryHeap<Reverse<Queued>>,
+    queue: EventQueue<QueuedEv>,
     nodes: Vec<SimNode>,
     /// Every link that ever came up, by its place, found by its ends (lower first) in
     /// `link_slots`.
@@ -702,8 +675,7 @@ impl<A: App> Sim<A> {
             app,
             app_timers: vec![(0, None); count],
             now: SIM_EPOCH,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             nodes,
             links: Vec::new(),
             link_slots: BTreeMap::new(),
@@ -914,14 +886,8 @@ impl<A: App> Sim<A> {
     pub fn run_until(&mut self, mut done: impl FnMut(&A) -> bool) -> Result<Report, Violation> {
         let end = SIM_EPOCH + Duration::from_millis(self.scenario.duration_ms);
         let mut stopped = false;
-        while let Some(Reverse(first)) = self.queue.peek() {
-            let at = first.at;
-            if at > end {
-                break;
-            }
-            let Some(Reverse(Queued { ev, .. })) = self.queue.pop() else {
-                break;
-            };
+        while let Some((at, ev)) = self.queue.pop_until(end.as_millis()) {
+            let at = DtnTime::from_millis(at);
             self.now = at;
             self.events += 1;
             match ev {
@@ -994,12 +960,7 @@ impl<A: App> Sim<A> {
     }
 
     fn enqueue(&mut self, at: DtnTime, ev: QueuedEv) {
-        self.seq += 1;
-        self.queue.push(Reverse(Queued {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.push(at.as_millis(), ev);
     }
 
     /// The place of the link between `a` and `b` in [`Sim::links`], if it ever came up.
