@@ -463,9 +463,29 @@ fn markdown(summaries: &[SetupSummary], records: &[CallRecord], meta: &ReportMet
             if k.budget_ms <= 210_000 {
                 let target = half_paper_target(&k.mode);
                 let lost = s.percent(s.lost());
+                // Calls no journey could answer are lost to any system: their share is the
+                // least any system could lose on these seeds' schedules.
+                let why = if s.lost() == 0 {
+                    String::new()
+                } else {
+                    let floor = s.percent(s.lost_no_journey);
+                    format!(
+                        "; of the {} lost, {} with no journey, {} Ferry's fault{}",
+                        s.lost(),
+                        s.lost_no_journey,
+                        s.lost_ferry,
+                        if floor > target + 1e-9 {
+                            format!(
+                                " (no system can pass on these seeds: the calls no journey could answer are {floor:.1} %)"
+                            )
+                        } else {
+                            String::new()
+                        }
+                    )
+                };
                 let _ = writeln!(
                     m,
-                    "- {}: no result for {:.1} % (≤ {:.1} %, half the paper's {}): **{}**",
+                    "- {}: no result for {:.1} % (≤ {:.1} %, half the paper's {}): **{}**{}",
                     k,
                     lost,
                     target,
@@ -478,7 +498,8 @@ fn markdown(summaries: &[SetupSummary], records: &[CallRecord], meta: &ReportMet
                         "pass"
                     } else {
                         "FAIL"
-                    }
+                    },
+                    why
                 );
             } else {
                 let _ = writeln!(

@@ -127,6 +127,60 @@ fn chained_zero_mb_by_dtn_writes_a_report_within_the_target() {
 }
 
 #[test]
+fn a_fig5_target_names_the_calls_no_system_could_answer() {
+    // Ten explicit transparent Islands 100MB calls at 210 s: six answered, three lost with no
+    // journey between client and server in their time, one lost although a journey existed.
+    let header = "source,topology,nodes,servers_percent,servers,set,file_bytes,mode,transport,budget_ms,seed,call,client,target,called_by,went_dtn,outcome,result_via,rtt_ms,journey,max_runs,servers_ran,made_at_ms";
+    let mut csv = format!("{header}\n");
+    for call in 0..10 {
+        let made = 10_000 + call * 220_000;
+        let tail = match call {
+            0..6 => "stream,false,non-dtn,stream,48046,,1,1".to_string(),
+            6..9 => "stream,false,none,,,no,1,1".to_string(),
+            _ => "dtn,true,none,,,yes,1,1".to_string(),
+        };
+        csv += &format!(
+            "sim,islands,64,50,32,100MB,100000000,explicit,auto,210000,1,{call},6,26,{tail},{made}\n"
+        );
+    }
+    let dir = out_dir("fig5-floor");
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.csv");
+    std::fs::write(&input, csv).unwrap();
+    let report = dir.join("report");
+    let out = ferry(&[
+        "eval",
+        "--from",
+        input.to_str().unwrap(),
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(report.join("README.md")).unwrap();
+    let line = md
+        .lines()
+        .find(|l| l.contains("no result for"))
+        .unwrap_or_else(|| panic!("no Fig. 5 target line: {md}"));
+    assert!(line.contains("no result for 40.0 % (≤ 20.9 %"), "{line}");
+    assert!(line.contains("**FAIL**"), "{line}");
+    assert!(
+        line.contains("of the 4 lost, 3 with no journey, 1 Ferry's fault"),
+        "{line}"
+    );
+    assert!(
+        line.contains(
+            "no system can pass on these seeds: the calls no journey could answer are 30.0 %"
+        ),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_modes_are_refused() {
     let out = ferry(&["eval", "--modes", "all-stream", "--out", "/nonexistent"]);
     assert!(!out.status.success());
