@@ -892,11 +892,11 @@ impl<A: App> Sim<A> {
             self.events += 1;
             match ev {
                 QueuedEv::TxDone { slot, d, epoch } => {
-                    let (a, b) = self.links[slot as usize].ends;
-                    let (from, to) = if d == 0 { (a, b) } else { (b, a) };
+                    let (slot, d) = (slot as usize, usize::from(d));
+                    let (from, to) = self.direction_ends(slot, d);
                     let tag = tx_done_tag(from, to);
                     self.trace = fold(self.trace, at.as_millis() ^ tag.rotate_left(17));
-                    self.tx_done(slot as usize, usize::from(d), epoch)?;
+                    self.tx_done(slot, d, epoch)?;
                 }
                 QueuedEv::Other(ev) => {
                     self.trace = fold(self.trace, at.as_millis() ^ ev.tag().rotate_left(17));
