@@ -19,6 +19,7 @@
 //! | `FERRY_BENCH_DIR` | temp dir | where the daemons' stores live |
 //! | `FERRY_BENCH_RUNTIMES` | `shared` | `split`: the servers on a runtime of their own; `single`: one worker for all (below) |
 //! | `FERRY_BENCH_ROUNDS` | 1 | times the whole table is measured, one after another (below) |
+//! | `FERRY_BENCH_TRACE` | unset | a path: each sequential row's calls go to `PATH.grpc`, `PATH.ferry-outcome`, … as CSV (start and round trip in µs), to see when the slow ones came |
 //!
 //! Everything runs in this process on one tokio runtime with two workers, as `ferry node` has,
 //! so both systems share the same two cores:
@@ -355,6 +356,22 @@ struct Outcome {
 }
 
 impl Caller {
+    /// A short name for file names.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Grpc(_) => "grpc",
+            Self::Ferry {
+                how: Way::Outcome, ..
+            } => "ferry-outcome",
+            Self::Ferry {
+                how: Way::Report, ..
+            } => "ferry-report",
+            Self::Ferry {
+                how: Way::Durable, ..
+            } => "ferry-durable",
+        }
+    }
+
     async fn once(&mut self) -> Result<Outcome, String> {
         match self {
             Self::Grpc(client) => {
@@ -502,6 +519,8 @@ async fn sequential(caller: &mut Caller, count: usize, warmup: usize) -> Latency
     let mut accepted = Vec::with_capacity(count);
     let mut vias = BTreeMap::new();
     let mut bounded = false;
+    let mut trace = std::env::var_os("FERRY_BENCH_TRACE").map(|_| Vec::with_capacity(count));
+    let began = Instant::now();
     for _ in 0..count {
         if Instant::now() >= deadline {
             bounded = true;
@@ -511,6 +530,9 @@ async fn sequential(caller: &mut Caller, count: usize, warmup: usize) -> Latency
         match caller.bounded().await {
             Ok(outcome) => {
                 rtts.push(start.elapsed());
+                if let Some(t) = trace.as_mut() {
+                    t.push((start - began, start.elapsed()));
+                }
                 accepted.extend(outcome.accepted);
                 if let Some(via) = outcome.via {
                     *vias.entry(via).or_insert(0) += 1;
@@ -518,6 +540,14 @@ async fn sequential(caller: &mut Caller, count: usize, warmup: usize) -> Latency
             }
             Err(e) => failures.add(e),
         }
+    }
+    if let (Some(t), Some(path)) = (trace, std::env::var_os("FERRY_BENCH_TRACE")) {
+        let mut out = String::from("start_us,rtt_us\n");
+        for (s, r) in t {
+            out.push_str(&format!("{},{}\n", s.as_micros(), r.as_micros()));
+        }
+        let path = format!("{}.{}", path.to_string_lossy(), caller.name());
+        std::fs::write(&path, out).expect("write FERRY_BENCH_TRACE");
     }
     rtts.sort();
     accepted.sort();
