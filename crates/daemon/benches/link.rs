@@ -19,7 +19,10 @@
 //! - One-hop RTT (200 sequential pings): a 64-byte bundle from `dtn://a/ping` to `b`'s echo
 //!   service, which sends it back; from the send request until `a`'s `delivered` grows (polled
 //!   as fast as the control channel answers). Once in the default `dtn` class (stored at every step), once in the
-//!   `datagram` class (real-time, not stored; only `a`'s durable inbox is in the path).
+//!   `datagram` class (real-time, not stored; only `a`'s durable inbox is in the path). Beside
+//!   them: the store syncs both daemons made per dtn ping (their `ferry_store_syncs_total`) and
+//!   what one sync costs here (a 4 KiB append and `fdatasync` in the stores' directory, as many
+//!   times as there were pings), which together set the dtn class's floor.
 //!
 //! Sends are pipelined, [`SEND_WINDOW`] requests outstanding, as behind a busy HTTP API. The
 //! process's resident set (both daemons and the bench) at the start and peak of each bulk transfer
@@ -151,7 +154,8 @@ fn main() {
             let stored = ping(&pair, "dtn", plan.pings, plan.ping_limit).await;
             let datagram = ping(&pair, "datagram", plan.pings, plan.ping_limit).await;
             pair.shut_down().await;
-            (stored, datagram)
+            let fsync = sync_latencies(&base, plan.pings);
+            (stored, datagram, fsync)
         })
     });
     runtime.shutdown_timeout(Duration::from_secs(2));
@@ -167,6 +171,7 @@ fn main() {
             small: small.as_ref(),
             pings: pings.as_ref().map(|p| &p.0),
             datagram_pings: pings.as_ref().map(|p| &p.1),
+            fsync: pings.as_ref().map(|p| &p.2),
         },
         &mut std::io::stdout().lock(),
     )
@@ -477,6 +482,8 @@ struct Pings {
     lost: usize,
     /// The first send the daemon turned down, if any.
     error: Option<String>,
+    /// Store syncs both daemons made while the pings ran (warm-up included).
+    syncs: u64,
 }
 
 impl Pings {
@@ -494,6 +501,7 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
     request.class = Some(class.into());
     let deadline = Instant::now() + limit;
     let mut delivered = status(&pair.a).await.counters.delivered;
+    let syncs_before = syncs(&pair.a).await + syncs(&pair.b).await;
     let mut rtts = Vec::with_capacity(count);
     let mut lost = 0;
     let mut error = None;
@@ -531,13 +539,48 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
             None => lost += 1,
         }
     }
+    let syncs = (syncs(&pair.a).await + syncs(&pair.b).await).saturating_sub(syncs_before);
     rtts.sort();
     Pings {
         rtts,
         wanted: count,
         lost,
         error,
+        syncs,
     }
+}
+
+/// The store syncs a daemon made so far (its `ferry_store_syncs_total`).
+async fn syncs(node: &Running) -> u64 {
+    let text = node
+        .control
+        .ask(Request::Metrics)
+        .await
+        .expect("the daemon answers Metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix("ferry_store_syncs_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("ferry_store_syncs_total in the metrics")
+}
+
+/// Latencies of `count` appends of 4 KiB to a file in `dir`, each followed by `fdatasync`: what
+/// one store sync costs on this disk, measured beside the pings.
+fn sync_latencies(dir: &Path, count: usize) -> std::io::Result<Vec<Duration>> {
+    use std::io::Write as _;
+    let path = dir.join("sync-probe");
+    let mut file = std::fs::File::create(&path)?;
+    let block = vec![7u8; 4096];
+    let mut took = Vec::with_capacity(count);
+    for _ in 0..count {
+        let start = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        took.push(start.elapsed());
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    took.sort();
+    Ok(took)
 }
 
 // ----- the table -----
@@ -552,6 +595,8 @@ struct Tables<'a> {
     small: Option<&'a Bulk>,
     pings: Option<&'a Pings>,
     datagram_pings: Option<&'a Pings>,
+    /// 4 KiB append + fdatasync latencies in the stores' directory, sorted.
+    fsync: Option<&'a std::io::Result<Vec<Duration>>>,
 }
 
 /// dtn7-rs 0.21, 1 KB bundles node to node, measured earlier on this project's 2-core VMs.
@@ -704,6 +749,28 @@ fn print_table(t: &Tables<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
                 Some(e) => writeln!(out, "; error: {e}")?,
                 None => writeln!(out)?,
             }
+        }
+    }
+    // What bounds the dtn class's RTT: every step stores the bundle and releases it only once
+    // a sync made it durable, so the syncs on the path, one after another, set a floor.
+    if let (Some(p), Some(fsync)) = (t.pings, t.fsync) {
+        let pings = (p.rtts.len() + p.lost + 5) as f64;
+        match fsync {
+            Ok(took) if !took.is_empty() => {
+                let p50 = took[took.len() / 2];
+                let per_ping = p.syncs as f64 / pings;
+                writeln!(
+                    out,
+                    "  dtn pings: {per_ping:.1} store syncs a ping (a and b); 4 KiB append + \
+                     fdatasync in the stores' directory, this run: p50 {} ms (max {} ms), so \
+                     the syncs take about {:.2} ms of a ping",
+                    ms(p50),
+                    ms(*took.last().unwrap_or(&p50)),
+                    per_ping * p50.as_secs_f64() * 1e3
+                )?;
+            }
+            Ok(_) => {}
+            Err(e) => writeln!(out, "  fdatasync probe failed: {e}")?,
         }
     }
     Ok(())

@@ -121,10 +121,6 @@ const TRAFFIC_INPUTS: usize = 16;
 /// alternated pairs against 29.2 at 32 (CPU per call ~52 against ~57 µs: fewer, fuller bundles),
 /// better in five of the seven; 48 was no better than 32, 128 uneven (23.8-35.1 k/s).
 const TRAFFIC_EVENTS: usize = 64;
-/// Most records written ahead of a commit in one go while the loop is idle (see
-/// [`Daemon::run`]): a few µs each, so an input arriving meanwhile waits for at most a few
-/// tens of µs.
-const IDLE_RECORDS: usize = 8;
 /// How long changes that promise nothing to anyone may wait for a commit
 /// ([`PipelineConfig::commit_delay`]).
 const COMMIT_DELAY: Duration = Duration::from_millis(10);
@@ -255,22 +251,6 @@ pub(crate) struct Inputs {
     pub(crate) link_changes: mpsc::Receiver<()>,
     /// Fresh readings of battery, disk, load and the rest, for the RPC predicates.
     pub(crate) readings: mpsc::Receiver<Readings>,
-}
-
-impl Inputs {
-    /// Whether no input is waiting to be handled (what [`Daemon::run`] writes ahead in).
-    fn nothing_ready(&self) -> bool {
-        self.tcpcl.is_empty()
-            && self.requests.is_empty()
-            && self.datagrams.is_empty()
-            && self.accepted.is_empty()
-            && self.connected.is_empty()
-            && self.beacons.is_empty()
-            && self.finished.is_empty()
-            && self.provider_timers.is_empty()
-            && self.link_changes.is_empty()
-            && self.readings.is_empty()
-    }
 }
 
 /// A dial's result: the address, the dial's number, the connection or why not.
@@ -581,23 +561,6 @@ impl Daemon {
                 }
             }
             self.pump();
-            // With nothing to handle, the records the deferred commit will need are written
-            // ahead, IDLE_RECORDS at a time, those that will not change again (finished calls,
-            // answered ones) only: written all at once by the commit, a batch of a hundred
-            // calls held the loop for 0.3-0.5 ms, and the one call that arrived meanwhile
-            // waited for all of it (the p99 of sequential calls). Writing every changed record
-            // at once instead wrote most calls twice (made, then finished).
-            while self.host.records_to_write() > 0 && inputs.nothing_ready() && synced.is_empty() {
-                // First whatever the pump woke (a session's writer with a reply, a caller).
-                tokio::task::yield_now().await;
-                if !inputs.nothing_ready()
-                    || !synced.is_empty()
-                    || self.host.write_settled_records(IDLE_RECORDS) == 0
-                {
-                    break;
-                }
-                self.handle_outputs();
-            }
         }
         self.shut_down(&mut inputs).await;
     }

@@ -414,25 +414,6 @@ impl<T> Host<T> {
         }
     }
 
-    /// Writes at most `max` of the engine's settled records (calls finished, served calls
-    /// answered) into the store's open batch ahead of the commit; how many it wrote. A shell
-    /// with nothing else to do calls this, so that the deferred commit finds little left to
-    /// write: a batch written at once holds the loop for all of it (a few µs a record), and an
-    /// input that arrives meanwhile waits.
-    pub fn write_settled_records(&mut self, max: usize) -> usize {
-        let Some(rpc) = &mut self.rpc else {
-            return 0;
-        };
-        let written = rpc.write_settled_records(&mut self.node, max);
-        self.take_rpc_errors();
-        written
-    }
-
-    /// How many of the engine's changed records are not yet written into the store's batch.
-    pub fn records_to_write(&self) -> usize {
-        self.rpc.as_ref().map_or(0, Rpc::records_to_write)
-    }
-
     /// Commits the store's batch unless it may wait for company, with `commit` (the shell's
     /// way of running the store's commit: on a blocking thread, say). The engine's records are
     /// written first, once for everything that changed since the last commit (a call made and

@@ -988,21 +988,6 @@ impl Rpc {
         self.write_dirty(node);
     }
 
-    /// Writes at most `max` changed records that are settled (calls finished, served calls
-    /// answered) ahead of [`Rpc::write_records`], so that a shell can spread a batch's writes
-    /// over moments it has nothing else to do instead of writing all of them right before a
-    /// commit, where an input arriving meanwhile waits for all of it. Returns how many it
-    /// wrote. Writing early changes nothing the commit makes durable: the rows join the store's
-    /// open batch either way, and a record that changes again is written again.
-    pub fn write_settled_records(&mut self, node: &mut dyn NodePort, max: usize) -> usize {
-        self.write_settled(node, max)
-    }
-
-    /// How many records changed since they were last written.
-    pub fn records_to_write(&self) -> usize {
-        self.writes.calls.len() + self.writes.serving.len() + self.writes.outbox.len()
-    }
-
     /// Whether records changed since the last [`Rpc::write_records`].
     pub fn has_records_to_write(&self) -> bool {
         !(self.writes.calls.is_empty()

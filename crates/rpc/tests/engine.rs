@@ -524,59 +524,6 @@ fn deferred_records_reach_the_store_only_when_written_and_then_outlive_the_engin
     assert_eq!(restarted.call_ids(), vec![id]);
 }
 
-#[test]
-fn settled_records_are_written_ahead_in_slices_and_waiting_ones_wait_for_the_commit() {
-    let mut node = client_node();
-    let mut rpc = client(&mut node, 1 << 20, NOW);
-    rpc.defer_record_writes(true);
-    let ids: Vec<CallId> = (0..5)
-        .map(|_| call_server(&mut rpc, &mut node, vec![]))
-        .collect();
-    let pending = |node: &Node| rows(node, store::RpcTable::Pending);
-    // Nothing has settled: a call still waiting is left for the commit's write.
-    assert_eq!(rpc.records_to_write(), 5);
-    assert_eq!(rpc.write_settled_records(&mut node, 8), 0);
-    assert_eq!(pending(&node), 0);
-    // Three calls finish; a slice of two writes two of them, the next the third.
-    for (i, id) in ids[..3].iter().enumerate() {
-        answer(
-            &mut node,
-            &mut rpc,
-            NOW + Duration::from_millis(10 + i as u64),
-            *id,
-        );
-    }
-    assert_eq!(rpc.write_settled_records(&mut node, 2), 2);
-    assert_eq!(pending(&node), 2);
-    assert_eq!(rpc.records_to_write(), 3);
-    assert_eq!(rpc.write_settled_records(&mut node, 2), 1);
-    assert_eq!(rpc.write_settled_records(&mut node, 2), 0);
-    assert_eq!(pending(&node), 3);
-    // The commit's write takes the waiting two; what the store holds is what the engine says.
-    rpc.write_records(&mut node);
-    assert_eq!(rpc.records_to_write(), 0);
-    assert_eq!(pending(&node), 5);
-    for id in &ids {
-        let record = rpc.call_record(&node, id).expect("record");
-        assert_eq!(record.state, rpc.call_state(id).expect("in memory"));
-    }
-    let store = node.into_store();
-    let mut node = Node::new(
-        NodeConfig::new(eid("dtn://client/")),
-        store,
-        NOW + Duration::from_millis(20),
-    );
-    let restarted = client(&mut node, 1 << 20, NOW + Duration::from_millis(20));
-    for (i, id) in ids.iter().enumerate() {
-        let want = if i < 3 {
-            rpc::CallState::Succeeded
-        } else {
-            rpc::CallState::Waiting
-        };
-        assert_eq!(restarted.call_state(id), Some(want), "call {i}");
-    }
-}
-
 // ----- row keys -----
 
 #[test]

@@ -91,9 +91,6 @@ impl Writes {
     }
 }
 
-/// Most changed records of one kind [`Rpc::write_settled`] looks at for settled ones.
-const SETTLED_SCAN: usize = 64;
-
 const VIA_NAMES: [&str; 4] = ["datagram", "stream", "dtn", "local"];
 
 fn serve_state_code(state: ServeState) -> u8 {
@@ -150,76 +147,6 @@ impl Rpc {
             self.offer_serving_to_leave(key);
         }
         self.leave_memory();
-    }
-
-    /// Writes at most `max` of the changed records that are settled: calls that finished and
-    /// served calls that were answered or skipped, whose records rarely change again (a call
-    /// still waiting changes at its next step, and written now it would be written twice), and
-    /// outbox rows.
-    /// Looks at no more than [`SETTLED_SCAN`] changed records of each kind, so a large batch of
-    /// waiting ones costs a bounded look. Returns how many it wrote.
-    pub(super) fn write_settled(&mut self, node: &mut dyn NodePort, max: usize) -> usize {
-        let calls: Vec<CallId> = self
-            .writes
-            .calls
-            .iter()
-            .take(SETTLED_SCAN)
-            .filter(|id| {
-                self.calls
-                    .get(id)
-                    .is_some_and(|c| c.state != CallState::Waiting)
-            })
-            .take(max)
-            .copied()
-            .collect();
-        for id in &calls {
-            self.writes.calls.remove(id);
-            self.write_call(*id);
-        }
-        let serving: Vec<ServeKey> = self
-            .writes
-            .serving
-            .iter()
-            .take(SETTLED_SCAN)
-            .filter(|key| {
-                self.serving
-                    .get(key)
-                    .is_some_and(|s| matches!(s.state, ServeState::Answered | ServeState::Skipped))
-            })
-            .take(max - calls.len())
-            .copied()
-            .collect();
-        for key in &serving {
-            self.writes.serving.remove(key);
-            // The record's write puts its outbox row as it should be too.
-            self.writes.outbox.remove(key);
-            self.write_serving(key);
-        }
-        // An outbox row changes only with its reply's hand-over (most often it is not there
-        // at all: `needs_outbox_row`), so any is written.
-        let outbox: Vec<ServeKey> = self
-            .writes
-            .outbox
-            .iter()
-            .take(max - calls.len() - serving.len())
-            .copied()
-            .collect();
-        for key in &outbox {
-            self.writes.outbox.remove(key);
-            self.write_outbox(key);
-        }
-        if calls.is_empty() && serving.is_empty() && outbox.is_empty() {
-            return 0;
-        }
-        self.writes.write(node, &mut self.errors);
-        for &id in &calls {
-            self.offer_call_to_leave(id);
-        }
-        for &key in serving.iter().chain(&outbox) {
-            self.offer_serving_to_leave(key);
-        }
-        self.leave_memory();
-        calls.len() + serving.len() + outbox.len()
     }
 
     fn write_call(&mut self, id: CallId) {
