@@ -20,9 +20,10 @@
 //!   service, which sends it back; from the send request until `a`'s `delivered` grows (polled
 //!   as fast as the control channel answers). Once in the default `dtn` class (stored at every step), once in the
 //!   `datagram` class (real-time, not stored; only `a`'s durable inbox is in the path). Beside
-//!   them: the store syncs both daemons made per dtn ping (their `ferry_store_syncs_total`) and
-//!   what one sync costs here (a 4 KiB append and `fdatasync` in the stores' directory, as many
-//!   times as there were pings), which together set the dtn class's floor.
+//!   them: the store syncs both daemons made per dtn ping and how long they took (their
+//!   `ferry_store_sync_seconds`), which together set the dtn class's floor, and what a bare
+//!   sync costs here (a 4 KiB append and `fdatasync` in the stores' directory, as many times
+//!   as there were pings).
 //!
 //! Sends are pipelined, [`SEND_WINDOW`] requests outstanding, as behind a busy HTTP API. The
 //! process's resident set (both daemons and the bench) at the start and peak of each bulk transfer
@@ -482,8 +483,10 @@ struct Pings {
     lost: usize,
     /// The first send the daemon turned down, if any.
     error: Option<String>,
-    /// Store syncs both daemons made while the pings ran (warm-up included).
+    /// Store syncs both daemons made while the pings ran (warm-up included), and the seconds
+    /// they took.
     syncs: u64,
+    sync_seconds: f64,
 }
 
 impl Pings {
@@ -501,7 +504,7 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
     request.class = Some(class.into());
     let deadline = Instant::now() + limit;
     let mut delivered = status(&pair.a).await.counters.delivered;
-    let syncs_before = syncs(&pair.a).await + syncs(&pair.b).await;
+    let syncs_before = (syncs(&pair.a).await, syncs(&pair.b).await);
     let mut rtts = Vec::with_capacity(count);
     let mut lost = 0;
     let mut error = None;
@@ -539,7 +542,9 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
             None => lost += 1,
         }
     }
-    let syncs = (syncs(&pair.a).await + syncs(&pair.b).await).saturating_sub(syncs_before);
+    let (a, b) = (syncs(&pair.a).await, syncs(&pair.b).await);
+    let syncs = (a.0 + b.0).saturating_sub(syncs_before.0.0 + syncs_before.1.0);
+    let sync_seconds = (a.1 + b.1 - syncs_before.0.1 - syncs_before.1.1).max(0.0);
     rtts.sort();
     Pings {
         rtts,
@@ -547,20 +552,28 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
         lost,
         error,
         syncs,
+        sync_seconds,
     }
 }
 
-/// The store syncs a daemon made so far (its `ferry_store_syncs_total`).
-async fn syncs(node: &Running) -> u64 {
+/// The store syncs a daemon made so far and the seconds they took, from its
+/// `ferry_store_sync_seconds` histogram.
+async fn syncs(node: &Running) -> (u64, f64) {
     let text = node
         .control
         .ask(Request::Metrics)
         .await
         .expect("the daemon answers Metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix("ferry_store_syncs_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("ferry_store_syncs_total in the metrics")
+    let figure = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} in the metrics"))
+    };
+    (
+        figure("ferry_store_sync_seconds_count") as u64,
+        figure("ferry_store_sync_seconds_sum"),
+    )
 }
 
 /// Latencies of `count` appends of 4 KiB to a file in `dir`, each followed by `fdatasync`: what
@@ -759,14 +772,16 @@ fn print_table(t: &Tables<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
             Ok(took) if !took.is_empty() => {
                 let p50 = took[took.len() / 2];
                 let per_ping = p.syncs as f64 / pings;
+                let mean_ms = p.sync_seconds * 1e3 / (p.syncs.max(1) as f64);
                 writeln!(
                     out,
-                    "  dtn pings: {per_ping:.1} store syncs a ping (a and b); 4 KiB append + \
-                     fdatasync in the stores' directory, this run: p50 {} ms (max {} ms), so \
-                     the syncs take about {:.2} ms of a ping",
+                    "  dtn pings: {per_ping:.1} store syncs a ping (a and b), {mean_ms:.3} ms \
+                     each on average (the daemons' ferry_store_sync_seconds), so about {:.2} ms \
+                     of a ping; a 4 KiB append + fdatasync in the stores' directory, after the \
+                     pings: p50 {} ms (max {} ms)",
+                    per_ping * mean_ms,
                     ms(p50),
                     ms(*took.last().unwrap_or(&p50)),
-                    per_ping * p50.as_secs_f64() * 1e3
                 )?;
             }
             Ok(_) => {}

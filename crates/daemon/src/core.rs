@@ -253,6 +253,9 @@ pub(crate) struct Inputs {
     pub(crate) readings: mpsc::Receiver<Readings>,
 }
 
+/// A sync's end: the commits it covered, how it went and how long it took.
+type SyncDone = (u64, store::Result<()>, Duration);
+
 /// A dial's result: the address, the dial's number, the connection or why not.
 pub(crate) type Dialled = (SocketAddr, u64, std::io::Result<TcpStream>);
 
@@ -306,7 +309,7 @@ pub(crate) struct Daemon {
     /// as they get (a memory store).
     syncer: Option<store::Syncer>,
     /// Where a finished sync reports (commits it covers, its error); set by `run`.
-    sync_done: Option<mpsc::UnboundedSender<(u64, store::Result<()>)>>,
+    sync_done: Option<mpsc::UnboundedSender<SyncDone>>,
     /// Broadcast bundles sent as UDP broadcasts during this pump (id, UDP port).
     broadcast_round: std::collections::BTreeSet<(BundleId, u16)>,
     reports: std::collections::VecDeque<ReportInfo>,
@@ -515,7 +518,7 @@ impl Daemon {
                     self.stop_executions(&mut inputs, &mut synced).await;
                     break;
                 }
-                Some((commits, result)) = synced.recv() => self.on_synced(commits, result),
+                Some((commits, result, took)) = synced.recv() => self.on_synced(commits, result, took),
                 Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
                 Some((stream, remote)) = inputs.accepted.recv() => {
                     self.open_session(stream, remote, Role::Passive, Origin::Accepted);
@@ -597,7 +600,7 @@ impl Daemon {
     async fn stop_executions(
         &mut self,
         inputs: &mut Inputs,
-        synced: &mut mpsc::UnboundedReceiver<(u64, store::Result<()>)>,
+        synced: &mut mpsc::UnboundedReceiver<SyncDone>,
     ) {
         let now = self.now();
         let (rpc, node) = self.engine_mut();
@@ -620,7 +623,7 @@ impl Daemon {
                 None => until,
             };
             tokio::select! {
-                Some((commits, result)) = synced.recv() => self.on_synced(commits, result),
+                Some((commits, result, took)) = synced.recv() => self.on_synced(commits, result, took),
                 Some((link, event)) = inputs.tcpcl.recv() => self.on_tcpcl(LinkId(link), event),
                 _ = tokio::time::sleep_until(end) => {
                     if grace.is_some() || end == until {
@@ -1578,13 +1581,16 @@ impl Daemon {
             return;
         };
         tokio::task::spawn_blocking(move || {
-            let _ = done.send((commits, syncer.sync()));
+            let started = Instant::now();
+            let result = syncer.sync();
+            let _ = done.send((commits, result, started.elapsed()));
         });
     }
 
     /// A sync of the first `commits` commits ended: their promises are kept, or fail.
-    fn on_synced(&mut self, commits: u64, result: store::Result<()>) {
+    fn on_synced(&mut self, commits: u64, result: store::Result<()>, took: Duration) {
         self.metrics.counters.store_syncs += 1;
+        self.metrics.store_synced(took);
         if let Err(e) = &result {
             self.metrics.counters.store_errors += 1;
             tracing::error!("store sync failed: {e}");
