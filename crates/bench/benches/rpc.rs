@@ -519,7 +519,8 @@ async fn sequential(caller: &mut Caller, count: usize, warmup: usize) -> Latency
     let mut accepted = Vec::with_capacity(count);
     let mut vias = BTreeMap::new();
     let mut bounded = false;
-    let mut trace = std::env::var_os("FERRY_BENCH_TRACE").map(|_| Vec::with_capacity(count));
+    let trace_path = std::env::var_os("FERRY_BENCH_TRACE");
+    let mut trace = trace_path.as_ref().map(|_| Vec::with_capacity(count));
     let began = Instant::now();
     for _ in 0..count {
         if Instant::now() >= deadline {
@@ -529,9 +530,10 @@ async fn sequential(caller: &mut Caller, count: usize, warmup: usize) -> Latency
         let start = Instant::now();
         match caller.bounded().await {
             Ok(outcome) => {
-                rtts.push(start.elapsed());
+                let rtt = start.elapsed();
+                rtts.push(rtt);
                 if let Some(t) = trace.as_mut() {
-                    t.push((start - began, start.elapsed()));
+                    t.push((start - began, rtt));
                 }
                 accepted.extend(outcome.accepted);
                 if let Some(via) = outcome.via {
@@ -541,7 +543,7 @@ async fn sequential(caller: &mut Caller, count: usize, warmup: usize) -> Latency
             Err(e) => failures.add(e),
         }
     }
-    if let (Some(t), Some(path)) = (trace, std::env::var_os("FERRY_BENCH_TRACE")) {
+    if let (Some(t), Some(path)) = (trace, trace_path) {
         let mut out = String::from("start_us,rtt_us\n");
         for (s, r) in t {
             out.push_str(&format!("{},{}\n", s.as_micros(), r.as_micros()));

@@ -64,6 +64,8 @@ const MIB: usize = 1024 * 1024;
 const SEND_WINDOW: usize = 64;
 /// How long a ping may take before it counts as lost.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
+/// Unmeasured pings before the measured ones.
+const PING_WARMUP: usize = 5;
 
 /// Counts and time limits of one run.
 struct Plan {
@@ -483,6 +485,8 @@ struct Pings {
     lost: usize,
     /// The first send the daemon turned down, if any.
     error: Option<String>,
+    /// Pings sent, warm-up included.
+    sent: usize,
     /// Store syncs both daemons made while the pings ran (warm-up included), and the seconds
     /// they took.
     syncs: u64,
@@ -508,12 +512,14 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
     let mut rtts = Vec::with_capacity(count);
     let mut lost = 0;
     let mut error = None;
-    // Five unmeasured pings first: the session's buffers and the stores' statements warm up.
-    for i in 0..count + 5 {
+    let mut sent_count = 0;
+    // Unmeasured pings first: the session's buffers and the stores' statements warm up.
+    for i in 0..count + PING_WARMUP {
         if Instant::now() >= deadline {
             break;
         }
         let start = Instant::now();
+        sent_count += 1;
         let sent = pair
             .a
             .control
@@ -537,7 +543,7 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
             tokio::task::yield_now().await;
         };
         match rtt {
-            Some(rtt) if i >= 5 => rtts.push(rtt),
+            Some(rtt) if i >= PING_WARMUP => rtts.push(rtt),
             Some(_) => {}
             None => lost += 1,
         }
@@ -551,6 +557,7 @@ async fn ping(pair: &Pair, class: &str, count: usize, limit: Duration) -> Pings 
         wanted: count,
         lost,
         error,
+        sent: sent_count,
         syncs,
         sync_seconds,
     }
@@ -767,7 +774,7 @@ fn print_table(t: &Tables<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
     // What bounds the dtn class's RTT: every step stores the bundle and releases it only once
     // a sync made it durable, so the syncs on the path, one after another, set a floor.
     if let (Some(p), Some(fsync)) = (t.pings, t.fsync) {
-        let pings = (p.rtts.len() + p.lost + 5) as f64;
+        let pings = p.sent.max(1) as f64;
         match fsync {
             Ok(took) if !took.is_empty() => {
                 let p50 = took[took.len() / 2];
