@@ -29,6 +29,9 @@ pub const DEFAULT_API_MAX_UPLOADS: usize = 4;
 pub const DEFAULT_DISCOVERY_PORT: u16 = 4551;
 /// Default address of the local API.
 pub const DEFAULT_API_ADDR: &str = "127.0.0.1:4550";
+/// The smallest `bundle_piece` taken: 64 KiB.
+pub const MIN_BUNDLE_PIECE: u64 = 64 << 10;
+
 /// Default `store_quota` of the disk store (10 GB).
 pub const DEFAULT_DISK_QUOTA: u64 = 10_000_000_000;
 /// Default `store_quota` of the memory store (512 MB): what a stranger's bundles may take of
@@ -84,6 +87,9 @@ pub struct Config {
     pub store_quota: u64,
     /// Store-carry-forward strategy.
     pub strategy: StrategyKind,
+    /// Bundles to one node larger than this are sent in pieces of this size at every hop
+    /// (`node::NodeConfig::max_bundle_piece`); `None`: sent whole.
+    pub bundle_piece: Option<u64>,
     /// How long a new neighbour has to send Ferry's summary vector before it is taken for
     /// another implementation (`node::NodeConfig::summary_grace`).
     pub summary_grace: Duration,
@@ -222,6 +228,7 @@ struct File {
     store: Option<String>,
     store_quota: Option<String>,
     strategy: Option<String>,
+    bundle_piece: Option<String>,
     summary_grace: Option<String>,
     contact_plan: Option<PathBuf>,
     #[serde(default)]
@@ -663,6 +670,20 @@ impl Config {
                 .unwrap_or("epidemic")
                 .parse()
                 .map_err(|e| ConfigError(format!("strategy: {e}")))?,
+            bundle_piece: match file.bundle_piece {
+                None => None,
+                Some(text) => {
+                    let piece = size("bundle_piece", Some(text), "")?;
+                    if piece < MIN_BUNDLE_PIECE {
+                        // Pieces this small cost more in headers and bookkeeping than they
+                        // gain; a link's MTU splits bundles as finely as it needs anyway.
+                        return Err(ConfigError(format!(
+                            "bundle_piece must be at least {MIN_BUNDLE_PIECE} bytes, got {piece}"
+                        )));
+                    }
+                    Some(piece)
+                }
+            },
             summary_grace,
             contact_plan: file.contact_plan.map(|p| resolve(base, &p)),
             tcpcl_listen,
@@ -1415,6 +1436,7 @@ mod tests {
             Some(&PeerTls::Required)
         );
         assert_eq!(c.data_dir, Some(PathBuf::from("/var/lib/ferry")));
+        assert_eq!(c.bundle_piece, Some(10_000_000));
         let rpc = &c.rpc;
         assert_eq!(rpc.accept.as_deref(), Some("running < 4 && battery >= 20"));
         assert_eq!(rpc.tags, ["gps", "camera"]);
@@ -1641,6 +1663,20 @@ mod tests {
         assert_eq!((c.store, c.store_quota), (StoreKind::Memory, 512_000_000));
         let c = Config::from_toml("store = \"memory\"\nstore_quota = \"2GB\"", "x").unwrap();
         assert_eq!((c.store, c.store_quota), (StoreKind::Memory, 2_000_000_000));
+    }
+
+    #[test]
+    fn bundle_piece_is_off_unless_set_and_refuses_tiny_pieces() {
+        assert_eq!(Config::from_toml("", "x").unwrap().bundle_piece, None);
+        let c = Config::from_toml("bundle_piece = \"4MiB\"", "x").unwrap();
+        assert_eq!(c.bundle_piece, Some(4 << 20));
+        let err = Config::from_toml("bundle_piece = \"1KB\"", "x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bundle_piece must be at least 65536 bytes, got 1000"
+        );
+        let err = Config::from_toml("bundle_piece = \"lots\"", "x").unwrap_err();
+        assert!(err.to_string().starts_with("bundle_piece: "), "{err}");
     }
 
     #[test]

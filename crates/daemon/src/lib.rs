@@ -305,6 +305,7 @@ pub async fn start(mut config: Config) -> Result<Running, StartError> {
     let mut node_config = NodeConfig::new(config.node_id.clone());
     node_config.seed = config.seed;
     node_config.strategy = config.strategy;
+    node_config.max_bundle_piece = config.bundle_piece;
     node_config.summary_grace = config.summary_grace;
     node_config.bpsec = config.bpsec.clone();
     // The fixed field of this run's AES-GCM IVs (bpsec::IvSource): new at every start, since

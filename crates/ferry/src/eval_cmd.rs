@@ -98,6 +98,10 @@ pub(crate) struct MatrixArgs {
     /// --compare-sim` simulates with stand-ins too.
     #[arg(long)]
     real_seals: bool,
+    /// Bundles to one node larger than this go in pieces of it at every hop, as the daemon's
+    /// `bundle_piece` sends them (e.g. 10MB); 0: whole.
+    #[arg(long, default_value = "10MB", value_parser = parse_piece)]
+    piece: u64,
 }
 
 impl MatrixArgs {
@@ -154,6 +158,7 @@ impl MatrixArgs {
                 period_ms,
             },
             real_seals: self.real_seals,
+            bundle_piece: (self.piece > 0).then_some(self.piece),
             ..Eval::default()
         })
     }
@@ -245,7 +250,8 @@ fn link_model(eval: &Eval) -> String {
          who is at the other, as after TCPCL's SESS_INIT), which carries no beacons, as the \
          daemon's sessions carry none; real-time frames (control, datagram and stream calls) \
          are not lost; bundles ride a reliable convergence layer (as TCPCL does), and a link going down \
-         cuts the transfer in progress (the receiver keeps what arrived as a fragment). Routing: \
+         cuts the transfer in progress (the receiver keeps what arrived as a fragment). Bundles \
+         to one node are sent {}. Routing: \
          {}; stores: {} GB per node. The paper's CORE links were not limited (its Fig. 3a stacks \
          up to 500 Mbit/s); 100 Mbit/s is below that. {} Placement of client and servers, \
          explicit calls' servers and the islands' schedule are drawn from the seed; the echo \
@@ -258,6 +264,14 @@ fn link_model(eval: &Eval) -> String {
         )),
         eval.link.bandwidth_bps as f64 / 1e6,
         eval.link.latency_ms,
+        match eval.bundle_piece {
+            Some(piece) => format!(
+                "in pieces of {piece} bytes at every hop, each going on from a node as soon as \
+                 it is there (the daemon's `bundle_piece = \"{piece}\"`; broadcast bundles go \
+                 whole)"
+            ),
+            None => "whole".to_owned(),
+        },
         eval.strategy,
         eval.quota / 1_000_000_000,
         shape_text(&eval.shape),
@@ -370,6 +384,17 @@ fn parse_time_scale(s: &str) -> Result<f64, String> {
 }
 
 /// Parses a bit rate: `10M`, `1G`, `500k`, `54000000`.
+fn parse_piece(s: &str) -> Result<u64, String> {
+    let piece = daemon::config::parse_size(s).map_err(|e| e.to_string())?;
+    if piece != 0 && piece < daemon::config::MIN_BUNDLE_PIECE {
+        return Err(format!(
+            "at least {} bytes (as the daemon's bundle_piece), or 0 for whole bundles",
+            daemon::config::MIN_BUNDLE_PIECE
+        ));
+    }
+    Ok(piece)
+}
+
 fn parse_rate(s: &str) -> Result<u64, String> {
     let lower = s.trim().to_ascii_lowercase();
     let trimmed = lower

@@ -119,8 +119,11 @@ pub struct NodeConfig {
     /// stranger's tiny bundles grow the index to millions; this node's own bundles and those
     /// for it are still stored beyond it. Counted in [`NodeStats::carry_refused`].
     pub max_carried_bundles: usize,
-    /// Bundles larger than this are split before sending (proactive fragmentation by policy), in
-    /// addition to splits for a link's MTU and a contact's known capacity. `None` disables it.
+    /// Bundles to one node larger than this are split before sending, at every hop (proactive
+    /// fragmentation by policy), in addition to splits for a link's MTU and a contact's known
+    /// capacity: the pieces travel on their own, so a large bundle crosses several hops in
+    /// about the time of one instead of one whole hop after another. Broadcast bundles are not
+    /// split by it (each node they reach would rebuild them). `None` disables it.
     pub max_bundle_piece: Option<u64>,
     /// Smallest payload piece worth sending into a contact that cannot take the whole bundle.
     pub min_piece: u64,
@@ -1960,8 +1963,12 @@ impl Node {
         // that fits, wait without reading the store; what was read is checked exactly below.
         let window = self.config.link_window_bytes;
         let mut estimate = held.payload_len.saturating_sub(start);
+        // Pieces by policy for bundles to one node only: every node a broadcast reaches is one
+        // of its destinations and would have to rebuild it from its pieces (a copy of the whole
+        // on each), where a bundle to one node is rebuilt once, at that node.
+        let policy_piece = self.config.max_bundle_piece.filter(|_| !broadcast);
         if l.mtu.is_none()
-            && self.config.max_bundle_piece.is_none()
+            && policy_piece.is_none()
             && let Some(capacity) = l.remaining_capacity(now)
         {
             estimate = estimate.min(capacity);
@@ -2004,11 +2011,11 @@ impl Node {
         if let Some(mtu) = l.mtu {
             limit = limit.min(mtu.saturating_sub(header_overhead(&bundle)).max(1));
         }
-        if let Some(piece) = self.config.max_bundle_piece {
+        if let Some(piece) = policy_piece {
             limit = limit.min(piece.max(1));
         }
         let pieces = if rest_len > limit {
-            if l.mtu.is_some() || self.config.max_bundle_piece.is_some() {
+            if l.mtu.is_some() || policy_piece.is_some() {
                 bundle.fragment(limit as usize).unwrap_or_default()
             } else {
                 // A contact that ends soon: send what fits now, the rest at the next contact.

@@ -505,6 +505,55 @@ fn a_small_mtu_splits_bundles_and_the_destination_reassembles() {
 }
 
 #[test]
+fn pieces_by_policy_cross_hops_at_once_and_the_destination_rebuilds_the_bundle() {
+    let mut net = Net::new(3, |c| c.max_bundle_piece = Some(2_000));
+    net.hold_transfers = true;
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    let data = payload(10_000);
+    net.send(0, Outgoing::new(app(0), app(2), data.clone()));
+    // Five pieces of 2,000 bytes go to the shell at once.
+    let first: Vec<(usize, usize, u64)> = net
+        .pending
+        .iter()
+        .map(|(i, j, b)| (*i, *j, b.payload.data.len() as u64))
+        .collect();
+    assert_eq!(first, vec![(0, 1, 2_000); 5]);
+    // The first piece to reach the middle node goes on while the others are still on their way
+    // there: the bundle crosses both hops in about the time of one.
+    net.complete_next();
+    assert!(
+        net.pending.iter().any(|(i, j, _)| (*i, *j) == (1, 2)),
+        "the middle node forwards the first piece at once"
+    );
+    while !net.pending.is_empty() {
+        net.complete_next();
+    }
+    let got = net.deliveries(2);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].payload, data);
+    assert_eq!(net.nodes[0].stats().fragments_sent, 5);
+    // The middle node carried the pieces as they came, and the destination kept none of them.
+    assert_eq!(net.nodes[1].stats().fragments_sent, 0);
+    assert_eq!(net.nodes[2].held_bundles().count(), 0);
+}
+
+#[test]
+fn pieces_by_policy_leave_broadcast_bundles_whole() {
+    let mut net = Net::new(3, |c| c.max_bundle_piece = Some(2_000));
+    net.link(0, 1, None);
+    net.link(1, 2, None);
+    let data = payload(10_000);
+    net.send(0, Outgoing::new(app(0), eid("dtn://~all/~news"), data.clone()));
+    for i in 1..3 {
+        let got = net.deliveries(i);
+        assert_eq!(got.len(), 1, "node {i}");
+        assert_eq!(got[0].payload, data);
+    }
+    assert_eq!(net.nodes[0].stats().fragments_sent, 0);
+}
+
+#[test]
 fn a_cut_transfer_resumes_where_it_stopped() {
     let mut net = Net::new(2, |_| {});
     let data = payload(100_000);

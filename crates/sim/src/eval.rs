@@ -22,8 +22,8 @@ use wire::rpc::{Mode, Transport, Value};
 
 use crate::eval_record::{CallRecord, Outcome, first_transport};
 use crate::paper::{
-    PAPER_BUDGET_MS, START, Sequence, call_file, complete_result, path_at_some_instant,
-    round_trip_possible, summarise, test_file,
+    FileCrossing, PAPER_BUDGET_MS, START, Sequence, call_file, complete_result,
+    file_round_trip_possible, path_at_some_instant, summarise, test_file,
 };
 use crate::rpc::{Behaviour, RpcApp, procedure};
 use crate::{LinkParams, Rng, SIM_EPOCH, Scenario, Sim, Topology, Violation, node_id};
@@ -292,6 +292,9 @@ pub struct Eval {
     /// than with stand-ins of the same length ([`RpcApp::stand_in_file_seals`]): the same
     /// outcome, at the cost of the cipher over every byte.
     pub real_seals: bool,
+    /// Bundles to one node larger than this are sent in pieces of it at every hop
+    /// (`node::NodeConfig::max_bundle_piece`; the daemon's `bundle_piece`); `None`: whole.
+    pub bundle_piece: Option<u64>,
 }
 
 impl Default for Eval {
@@ -315,6 +318,7 @@ impl Default for Eval {
             shape: Shape::default(),
             disk: None,
             real_seals: false,
+            bundle_piece: None,
         }
     }
 }
@@ -383,11 +387,20 @@ impl Eval {
         }
     }
 
-    /// How long a file of the set takes to cross one idle link: a hop of a journey when a call
-    /// without a result is checked.
-    pub fn file_hop_ms(&self, set: TestSet) -> u64 {
-        let bits = set.bytes() as u64 * 8;
-        (bits * 1_000).div_ceil(self.link.bandwidth_bps.max(1)) + self.link.latency_ms
+    /// How a file of the set crosses one idle link, whole or in pieces ([`Eval::bundle_piece`]):
+    /// the hops of a journey when a call without a result is checked.
+    pub fn file_crossing(&self, set: TestSet) -> FileCrossing {
+        let bytes = set.bytes() as u64;
+        let piece = self.bundle_piece.filter(|&p| p > 0 && p < bytes).unwrap_or(bytes);
+        let tx_ms = |n: u64| (n * 8 * 1_000).div_ceil(self.link.bandwidth_bps.max(1));
+        let mut pieces_ms = vec![tx_ms(piece); (bytes / piece.max(1)) as usize];
+        if bytes % piece.max(1) != 0 || pieces_ms.is_empty() {
+            pieces_ms.push(tx_ms(bytes % piece.max(1)));
+        }
+        FileCrossing {
+            pieces_ms,
+            latency_ms: self.link.latency_ms,
+        }
     }
 
     /// Where run's client and servers are and whom its explicit calls name. Its own stream of
@@ -442,13 +455,15 @@ impl Eval {
         scenario.workload.bundles = 0;
         scenario.quota = self.quota;
         scenario.disk = self.disk;
+        scenario.max_bundle_piece = self.bundle_piece;
         scenario
     }
 
     /// Whether any protocol could have answered a call by `transport` made in `window` (ms from
     /// the run's start) as the links came and went (`schedule`): by dtn or transparent, a journey
     /// from `client` to one of `servers` and back, waiting at nodes allowed, each hop taking as
-    /// long as the set's file needs on an idle link; by datagram or stream alone, which neither
+    /// long as the set's file needs on an idle link (sent whole, or in pieces that go on from a
+    /// node as they come: [`Eval::file_crossing`]); by datagram or stream alone, which neither
     /// store nor carry, a path at some instant of the window (for a call refused when made, the
     /// window is that instant), and for a file the journey its dtn-borne file needs. A call
     /// without a result is Ferry's fault only if this holds.
@@ -464,13 +479,13 @@ impl Eval {
         transport: Transport,
     ) -> bool {
         let store_carry_forward = || {
-            round_trip_possible(
+            file_round_trip_possible(
                 schedule,
                 nodes,
                 client,
                 servers,
                 window,
-                self.file_hop_ms(set),
+                &self.file_crossing(set),
             )
         };
         match transport {

@@ -801,27 +801,7 @@ fn earliest_arrivals(
     if from >= nodes {
         return arrival;
     }
-    // Each link's spans of being up, [since, until), from both ends.
-    let mut since: BTreeMap<(usize, usize), u64> = BTreeMap::new();
-    let mut spans: Vec<Vec<(usize, u64, u64)>> = vec![Vec::new(); nodes];
-    let add = |spans: &mut Vec<Vec<(usize, u64, u64)>>, (a, b): (usize, usize), s, e| {
-        spans[a].push((b, s, e));
-        spans[b].push((a, s, e));
-    };
-    for e in events {
-        if e.a >= nodes || e.b >= nodes || e.a == e.b || e.at > until {
-            continue;
-        }
-        let key = (e.a.min(e.b), e.a.max(e.b));
-        if e.up {
-            since.entry(key).or_insert(e.at);
-        } else if let Some(s) = since.remove(&key) {
-            add(&mut spans, key, s, e.at);
-        }
-    }
-    for (key, s) in since {
-        add(&mut spans, key, s, u64::MAX);
-    }
+    let spans = link_spans(events, nodes, until);
     // Dijkstra over time: waiting is allowed, so a later start never arrives earlier.
     let mut queue = std::collections::BinaryHeap::new();
     arrival[from] = Some(start);
@@ -843,6 +823,166 @@ fn earliest_arrivals(
         }
     }
     arrival
+}
+
+/// A file as it crosses a link: the time each of its pieces holds the link, in the order they
+/// are sent (one piece for a file sent whole), and the link's latency on top of each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileCrossing {
+    /// Transmission time of each piece, ms.
+    pub pieces_ms: Vec<u64>,
+    /// One-way latency of a link, ms.
+    pub latency_ms: u64,
+}
+
+impl FileCrossing {
+    /// A file sent whole, taking `hop_ms` a hop (latency included).
+    pub fn whole(hop_ms: u64) -> Self {
+        Self {
+            pieces_ms: vec![hop_ms],
+            latency_ms: 0,
+        }
+    }
+}
+
+/// When all of a file leaving `from` at `start` could first be at `to`, its pieces placed one
+/// after another on the earliest way through the links as they come and go, a piece holding its
+/// link (in that direction) for its transmission time, during which the link must stay up, and
+/// no two pieces holding one link at once; `None` if not all are there by `until`. Pieces go on
+/// from a node as soon as they are there, so a file in pieces crosses several hops in about the
+/// time of one. Placing each piece on its earliest way is not always the best placement of them
+/// all, but for pieces in a row along one way it is.
+fn file_arrival(
+    events: &[LinkEvent],
+    nodes: usize,
+    (from, to): (usize, usize),
+    start: u64,
+    until: u64,
+    file: &FileCrossing,
+) -> Option<u64> {
+    if from >= nodes || to >= nodes {
+        return None;
+    }
+    if from == to {
+        return Some(start);
+    }
+    let spans = link_spans(events, nodes, until);
+    // Each directed link's times held by pieces placed before, sorted.
+    let mut held: BTreeMap<(usize, usize), Vec<(u64, u64)>> = BTreeMap::new();
+    let mut done = start;
+    for &tx in &file.pieces_ms {
+        let mut arrival: Vec<Option<u64>> = vec![None; nodes];
+        let mut came_by: Vec<Option<(usize, u64)>> = vec![None; nodes];
+        let mut queue = std::collections::BinaryHeap::new();
+        arrival[from] = Some(start);
+        queue.push(std::cmp::Reverse((start, from)));
+        while let Some(std::cmp::Reverse((t, u))) = queue.pop() {
+            if arrival[u] != Some(t) {
+                continue;
+            }
+            if u == to {
+                break;
+            }
+            for &(v, s, e) in &spans[u] {
+                let busy = held.get(&(u, v)).map_or(&[][..], Vec::as_slice);
+                let Some(depart) = first_free(busy, t.max(s), tx) else {
+                    continue;
+                };
+                let arrive = depart.saturating_add(tx + file.latency_ms);
+                if depart.saturating_add(tx) > e || arrive > until {
+                    continue;
+                }
+                if arrival[v].is_none_or(|old| arrive < old) {
+                    arrival[v] = Some(arrive);
+                    came_by[v] = Some((u, depart));
+                    queue.push(std::cmp::Reverse((arrive, v)));
+                }
+            }
+        }
+        let at = arrival[to]?;
+        done = done.max(at);
+        let mut v = to;
+        while let Some((u, depart)) = came_by[v] {
+            let times = held.entry((u, v)).or_default();
+            let k = times.partition_point(|&(a, _)| a < depart);
+            times.insert(k, (depart, depart + tx));
+            v = u;
+        }
+    }
+    Some(done)
+}
+
+/// The first time from `t` at which a link held at `busy` (sorted, not overlapping) is free for
+/// `tx` ms.
+fn first_free(busy: &[(u64, u64)], mut t: u64, tx: u64) -> Option<u64> {
+    for &(a, b) in busy {
+        if b <= t {
+            continue;
+        }
+        if t.checked_add(tx)? <= a {
+            break;
+        }
+        t = b;
+    }
+    Some(t)
+}
+
+/// Each node's links' spans of being up, [since, until), as (neighbour, since, until).
+fn link_spans(events: &[LinkEvent], nodes: usize, until: u64) -> Vec<Vec<(usize, u64, u64)>> {
+    let mut since: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    let mut spans: Vec<Vec<(usize, u64, u64)>> = vec![Vec::new(); nodes];
+    let add = |spans: &mut Vec<Vec<(usize, u64, u64)>>, (a, b): (usize, usize), s, e| {
+        spans[a].push((b, s, e));
+        spans[b].push((a, s, e));
+    };
+    for e in events {
+        if e.a >= nodes || e.b >= nodes || e.a == e.b || e.at > until {
+            continue;
+        }
+        let key = (e.a.min(e.b), e.a.max(e.b));
+        if e.up {
+            since.entry(key).or_insert(e.at);
+        } else if let Some(s) = since.remove(&key) {
+            add(&mut spans, key, s, e.at);
+        }
+    }
+    for (key, s) in since {
+        add(&mut spans, key, s, u64::MAX);
+    }
+    spans
+}
+
+/// Whether a call from `client` between `start` and `end` could have sent its file to one of
+/// `servers` and had the result's file of the same size back in time ([`file_arrival`] both
+/// ways). A file sent whole is [`round_trip_possible`].
+pub(crate) fn file_round_trip_possible(
+    events: &[LinkEvent],
+    nodes: usize,
+    client: usize,
+    servers: &[usize],
+    (start, end): (u64, u64),
+    file: &FileCrossing,
+) -> bool {
+    if let [whole] = file.pieces_ms[..] {
+        return round_trip_possible(
+            events,
+            nodes,
+            client,
+            servers,
+            (start, end),
+            whole + file.latency_ms,
+        );
+    }
+    // A piece alone is the least the file needs: servers that not even one piece could reach
+    // and leave in time are not tried piece by piece.
+    let first = file.pieces_ms.first().copied().unwrap_or(0) + file.latency_ms;
+    let out = earliest_arrivals(events, nodes, client, start, end, first);
+    servers.iter().any(|&s| {
+        out.get(s).copied().flatten().is_some()
+            && file_arrival(events, nodes, (client, s), start, end, file).is_some_and(|at| {
+                file_arrival(events, nodes, (s, client), at, end, file).is_some()
+            })
+    })
 }
 
 fn apply(up: &mut BTreeSet<(usize, usize)>, e: &LinkEvent, nodes: usize) {
@@ -1406,6 +1546,108 @@ mod tests {
             earliest_arrivals(&events, 3, 0, 5_000, 22_000, 4_000)[2],
             None
         );
+    }
+
+    #[test]
+    fn a_file_in_pieces_crosses_hops_at_once_but_each_link_one_piece_at_a_time() {
+        let e = |at, up, a, b| LinkEvent { at, up, a, b };
+        // A chain 0-1-2, up throughout.
+        let chain = [e(0, true, 0, 1), e(0, true, 1, 2)];
+        let pieces = FileCrossing {
+            pieces_ms: vec![1_000; 4],
+            latency_ms: 10,
+        };
+        // Sent whole, 4 s a hop: 8 s (and the latency twice). In pieces, the last leaves 0 at
+        // 3 s and 1 at 4 s: 5 s. Each link carries one piece at a time, so not 2 s.
+        let whole = FileCrossing::whole(4_010);
+        assert_eq!(
+            file_arrival(&chain, 3, (0, 2), 1_000, 60_000, &whole),
+            Some(9_020)
+        );
+        assert_eq!(
+            file_arrival(&chain, 3, (0, 2), 1_000, 60_000, &pieces),
+            Some(6_020)
+        );
+        // Not by 6 s.
+        assert_eq!(
+            file_arrival(&chain, 3, (0, 2), 1_000, 6_000, &pieces),
+            None
+        );
+        // Link 1-2 down from 3.1 s to 10 s: two pieces cross it before, the others wait at 1.
+        let gap = [
+            e(0, true, 0, 1),
+            e(0, true, 1, 2),
+            e(3_100, false, 1, 2),
+            e(10_000, true, 1, 2),
+        ];
+        assert_eq!(
+            file_arrival(&gap, 3, (0, 2), 0, 60_000, &pieces),
+            Some(12_010)
+        );
+        // Sent whole the file misses the first span of 1-2 altogether.
+        assert_eq!(
+            file_arrival(&gap, 3, (0, 2), 0, 60_000, &whole),
+            Some(14_010)
+        );
+        // Two ways from 0 to 3 share the pieces: 0-1-3 and 0-2-3.
+        let diamond = [
+            e(0, true, 0, 1),
+            e(0, true, 1, 3),
+            e(0, true, 0, 2),
+            e(0, true, 2, 3),
+        ];
+        let no_latency = FileCrossing {
+            pieces_ms: vec![1_000; 4],
+            latency_ms: 0,
+        };
+        assert_eq!(
+            file_arrival(&diamond, 4, (0, 3), 0, 60_000, &no_latency),
+            Some(3_000)
+        );
+        // There and back: 5 s each way on the chain, from a call made at 1 s.
+        assert!(file_round_trip_possible(
+            &chain,
+            3,
+            0,
+            &[2],
+            (1_000, 11_040),
+            &pieces
+        ));
+        assert!(!file_round_trip_possible(
+            &chain,
+            3,
+            0,
+            &[2],
+            (1_000, 11_039),
+            &pieces
+        ));
+        assert!(!file_round_trip_possible(
+            &chain,
+            3,
+            0,
+            &[2],
+            (1_000, 11_040),
+            &whole
+        ));
+        assert!(file_round_trip_possible(
+            &chain,
+            3,
+            0,
+            &[2],
+            (1_000, 17_040),
+            &whole
+        ));
+    }
+
+    #[test]
+    fn a_link_is_free_for_a_piece_only_between_the_times_it_is_held() {
+        let busy = [(1_000, 2_000), (2_500, 4_000)];
+        assert_eq!(first_free(&busy, 0, 1_000), Some(0));
+        assert_eq!(first_free(&busy, 0, 1_001), Some(4_000));
+        assert_eq!(first_free(&busy, 1_500, 500), Some(2_000));
+        assert_eq!(first_free(&busy, 1_500, 501), Some(4_000));
+        assert_eq!(first_free(&busy, 5_000, 10), Some(5_000));
+        assert_eq!(first_free(&[], 7, 10), Some(7));
     }
 
     #[test]

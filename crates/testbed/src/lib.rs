@@ -131,6 +131,7 @@ impl Testbed {
             keepalive_s: self.keepalive_s,
             max_output: (2 * setup.set.bytes() as u64).max(1 << 20),
             exec_timeout_ms: setup.budget_ms,
+            bundle_piece: eval.bundle_piece,
         };
         let mut nodes = Nodes::start(&net, &specs, &self.work, &settings)?;
         nodes.wait_ready(self.settle)?;

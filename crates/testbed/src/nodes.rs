@@ -36,6 +36,8 @@ pub struct NodeSettings {
     pub max_output: u64,
     /// How long one execution may take.
     pub exec_timeout_ms: u64,
+    /// `bundle_piece`: bundles to one node larger than this go in pieces (`None`: whole).
+    pub bundle_piece: Option<u64>,
 }
 
 /// The running nodes of a run; stopped on drop.
@@ -52,6 +54,9 @@ fn config(spec: &NodeSpec, dir: &Path, settings: &NodeSettings) -> Result<String
     let dir_text = dir.to_str().context("the work directory is not UTF-8")?;
     writeln!(c, "node_id = \"dtn://n{}/\"", spec.index)?;
     writeln!(c, "data_dir = {:?}", format!("{dir_text}/data"))?;
+    if let Some(piece) = settings.bundle_piece {
+        writeln!(c, "bundle_piece = \"{piece}\"")?;
+    }
     writeln!(c, "[tcpcl]\nlisten = [\"0.0.0.0:4556\"]")?;
     writeln!(c, "keepalive = \"{}s\"", settings.keepalive_s)?;
     // Every node may hold a session with every other (Hub).
