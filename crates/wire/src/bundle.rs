@@ -31,7 +31,7 @@ pub struct Bundle {
 }
 
 /// The payload block (type 1, number 1).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PayloadBlock {
     /// Processing flags.
     pub flags: BlockFlags,
@@ -40,7 +40,22 @@ pub struct PayloadBlock {
     /// The application data unit or, in a fragment, a contiguous part of it. After decoding, a
     /// slice of the received buffer.
     pub data: Bytes,
+    /// In a fragment cut in this process ([`Bundle::split_at`]), the whole ADU it was cut from,
+    /// which `data` is a slice of; `None` otherwise (never encoded, never decoded, not compared).
+    /// A [`crate::Reassembly`] of pieces that all still point into it gives it back rather than
+    /// copying them into a new buffer: where bundles pass between nodes without being encoded,
+    /// as in a simulator, a bundle cut into pieces and rebuilt at its destination stays one
+    /// buffer.
+    pub origin: Option<Bytes>,
 }
+
+impl PartialEq for PayloadBlock {
+    fn eq(&self, other: &Self) -> bool {
+        (self.flags, self.crc_type, &self.data) == (other.flags, other.crc_type, &other.data)
+    }
+}
+
+impl Eq for PayloadBlock {}
 
 /// Whether two blocks share a number: a scan for the few blocks bundles usually carry, a set for
 /// the many a hostile bundle may (so the check stays O(n log n)).
@@ -164,6 +179,7 @@ impl Bundle {
                 flags: BlockFlags::default(),
                 crc_type: CrcType::Crc32c,
                 data: payload,
+                origin: None,
             },
         }
     }
@@ -276,6 +292,7 @@ impl Bundle {
                     flags: block.flags,
                     crc_type: block.crc_type,
                     data: buf.slice(block.data),
+                    origin: None,
                 });
             } else {
                 extensions.push(block.into_extension(at, &buf)?);

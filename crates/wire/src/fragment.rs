@@ -79,6 +79,11 @@ impl Bundle {
             Some(f) => (f.offset, f.total_adu_len),
             None => (0, len as u64),
         };
+        // The whole ADU the pieces point into, when it is known here.
+        let origin = match self.primary.fragment {
+            Some(_) => self.payload.origin.clone(),
+            None => Some(self.payload.data.clone()),
+        };
         let piece = |start: usize, end: usize, extensions: Vec<ExtensionBlock>| {
             let mut b = self.clone();
             b.primary.fragment = Some(FragmentInfo {
@@ -88,6 +93,7 @@ impl Bundle {
             b.primary.flags = b.primary.flags.with(BundleFlags::IS_FRAGMENT, true);
             b.extensions = extensions;
             b.payload.data = self.payload.data.slice(start..end);
+            b.payload.origin = origin.clone();
             b
         };
         let replicated = self
@@ -214,6 +220,7 @@ pub fn decode_cut_transfer(received: Bytes) -> Result<Option<Bundle>, DecodeErro
                         flags: block.flags,
                         crc_type: block.crc_type,
                         data: received.slice(block.data),
+                        origin: None,
                     },
                 };
                 bundle.validate().map_err(|k| DecodeError::new(0, k))?;
@@ -298,6 +305,7 @@ fn cut_payload_block(
             flags,
             crc_type,
             data: received.slice(start..start + usable),
+            origin: None,
         },
     };
     bundle.validate().map_err(|k| DecodeError::new(0, k))?;
@@ -329,6 +337,9 @@ pub struct Reassembly {
     first: Option<Box<Bundle>>,
     /// Any fragment, for the primary block when the first has not arrived yet.
     any: Box<Bundle>,
+    /// The whole ADU the fragments were cut from in this process, if one of them knew it
+    /// ([`PayloadBlock::origin`](crate::PayloadBlock::origin)).
+    origin: Option<Bytes>,
 }
 
 impl Reassembly {
@@ -347,6 +358,7 @@ impl Reassembly {
             received: 0,
             first: None,
             any: Box::new(fragment.clone()),
+            origin: None,
         };
         r.insert(fragment)?;
         Ok(r)
@@ -421,6 +433,10 @@ impl Reassembly {
             self.received += slice.len() as u64;
             self.extents.insert(s, slice);
         }
+        if self.origin.is_none() {
+            self.origin = (fragment.payload.origin.clone())
+                .filter(|origin| origin.len() as u64 == self.total);
+        }
         if info.offset == 0 && self.first.is_none() {
             self.first = Some(Box::new(fragment));
         }
@@ -440,9 +456,16 @@ impl Reassembly {
         let mut bundle = *self.first.unwrap_or(self.any);
         bundle.primary.fragment = None;
         bundle.primary.flags = bundle.primary.flags.with(BundleFlags::IS_FRAGMENT, false);
+        bundle.payload.origin = None;
         bundle.payload.data = if self.extents.len() == 1 {
             // One extent covers the ADU: it is already contiguous.
             self.extents.into_values().next().unwrap_or_default()
+        } else if let Some(origin) = self
+            .origin
+            .filter(|origin| points_into(origin, &self.extents))
+        {
+            // Every piece is the ADU's own memory at its offset, so these are its bytes.
+            origin
         } else {
             // `received == total` bounds this allocation by bytes that actually arrived.
             let mut adu = BytesMut::with_capacity(self.received as usize);
@@ -453,6 +476,18 @@ impl Reassembly {
         };
         Ok(bundle)
     }
+}
+
+/// Whether each extent is `origin`'s memory at the extent's offset.
+fn points_into(origin: &Bytes, extents: &BTreeMap<u64, Bytes>) -> bool {
+    extents.iter().all(|(&offset, part)| {
+        usize::try_from(offset).is_ok_and(|offset| {
+            offset
+                .checked_add(part.len())
+                .is_some_and(|end| end <= origin.len())
+                && std::ptr::eq(origin[offset..].as_ptr(), part.as_ptr())
+        })
+    })
 }
 
 #[cfg(test)]
@@ -648,6 +683,55 @@ mod tests {
         }
         assert!(r.is_complete());
         assert_eq!(r.finish().unwrap(), b);
+    }
+
+    #[test]
+    fn pieces_cut_here_are_rebuilt_into_their_own_buffer_and_decoded_ones_into_a_copy() {
+        let b = original(1000);
+        let pieces = b.fragment(300).unwrap();
+        assert!(
+            pieces
+                .iter()
+                .all(|p| p.payload.origin.as_ref().map(|o| o.as_ptr()) == Some(b.payload.data.as_ptr()))
+        );
+        // A piece of a piece still knows the ADU.
+        let (_, rest) = pieces[3].split_at(50).unwrap();
+        assert_eq!(
+            rest.payload.origin.as_ref().map(|o| o.as_ptr()),
+            Some(b.payload.data.as_ptr())
+        );
+        let mut r = Reassembly::new(pieces[2].clone()).unwrap();
+        for p in [&pieces[0], &pieces[3], &pieces[1]] {
+            r.insert(p.clone()).unwrap();
+        }
+        let whole = r.finish().unwrap();
+        assert_eq!(whole, b);
+        assert_eq!(whole.payload.data.as_ptr(), b.payload.data.as_ptr(), "no copy");
+        assert!(whole.payload.origin.is_none());
+
+        // The same pieces through the wire: nothing to point into, so a new buffer.
+        let decoded: Vec<Bundle> = pieces
+            .iter()
+            .map(|p| Bundle::decode(p.encode().to_bytes()).unwrap())
+            .collect();
+        assert!(decoded.iter().all(|p| p.payload.origin.is_none()));
+        let mut r = Reassembly::new(decoded[0].clone()).unwrap();
+        for p in &decoded[1..] {
+            r.insert(p.clone()).unwrap();
+        }
+        let whole = r.finish().unwrap();
+        assert_eq!(whole, b);
+        assert_ne!(whole.payload.data.as_ptr(), b.payload.data.as_ptr());
+
+        // Mixed: one piece decoded, the rest cut here: its bytes are not the origin's memory,
+        // so they are copied, and the result is still the bundle.
+        let mut r = Reassembly::new(pieces[0].clone()).unwrap();
+        r.insert(decoded[1].clone()).unwrap();
+        r.insert(pieces[2].clone()).unwrap();
+        r.insert(pieces[3].clone()).unwrap();
+        let whole = r.finish().unwrap();
+        assert_eq!(whole, b);
+        assert_ne!(whole.payload.data.as_ptr(), b.payload.data.as_ptr());
     }
 
     #[test]

@@ -139,6 +139,7 @@ fn sample(scheme: Scheme, crc: CrcType, payload_len: usize) -> Bundle {
             flags: BlockFlags(BlockFlags::DELETE_BUNDLE_IF_UNPROCESSABLE),
             crc_type: crc,
             data: payload(payload_len),
+            origin: None,
         },
     }
 }
@@ -1257,7 +1258,7 @@ prop_compose! {
         normalized(Bundle {
             primary,
             extensions,
-            payload: PayloadBlock { flags: block_flags(payload_flags), crc_type: payload_crc, data: Bytes::from(payload) },
+            payload: PayloadBlock { flags: block_flags(payload_flags), crc_type: payload_crc, data: Bytes::from(payload), origin: None },
         })
     }
 }

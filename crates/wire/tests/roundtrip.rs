@@ -115,7 +115,7 @@ prop_compose! {
         Bundle {
             primary: PrimaryBlock { flags: primary.encoded_flags(), ..primary },
             extensions: blocks,
-            payload: PayloadBlock { flags: payload_flags, crc_type: payload_crc, data: Bytes::from(payload) },
+            payload: PayloadBlock { flags: payload_flags, crc_type: payload_crc, data: Bytes::from(payload), origin: None },
         }
     }
 }
