@@ -670,20 +670,13 @@ impl Config {
                 .unwrap_or("epidemic")
                 .parse()
                 .map_err(|e| ConfigError(format!("strategy: {e}")))?,
-            bundle_piece: match file.bundle_piece {
-                None => None,
-                Some(text) => {
-                    let piece = size("bundle_piece", Some(text), "")?;
-                    if piece < MIN_BUNDLE_PIECE {
-                        // Pieces this small cost more in headers and bookkeeping than they
-                        // gain; a link's MTU splits bundles as finely as it needs anyway.
-                        return Err(ConfigError(format!(
-                            "bundle_piece must be at least {MIN_BUNDLE_PIECE} bytes, got {piece}"
-                        )));
-                    }
-                    Some(piece)
-                }
-            },
+            bundle_piece: file
+                .bundle_piece
+                .as_deref()
+                .map(|text| {
+                    parse_bundle_piece(text).map_err(|e| ConfigError(format!("bundle_piece{e}")))
+                })
+                .transpose()?,
             summary_grace,
             contact_plan: file.contact_plan.map(|p| resolve(base, &p)),
             tcpcl_listen,
@@ -1315,6 +1308,20 @@ pub struct SizeError {
     pub text: String,
     /// What the parser found wrong.
     pub reason: parse_size::Error,
+}
+
+/// Parses a `bundle_piece`: a size of at least [`MIN_BUNDLE_PIECE`]. The error reads after the
+/// key's name (`: "…" is not a size …`, ` must be at least …`).
+pub fn parse_bundle_piece(text: &str) -> Result<u64, String> {
+    let piece = parse_size(text).map_err(|e| format!(": {e}"))?;
+    if piece < MIN_BUNDLE_PIECE {
+        // Pieces this small cost more in headers and bookkeeping than they gain; a link's MTU
+        // splits bundles as finely as it needs anyway.
+        return Err(format!(
+            " must be at least {MIN_BUNDLE_PIECE} bytes, got {piece}"
+        ));
+    }
+    Ok(piece)
 }
 
 /// Parses `1MB`, `100KiB`, `1.5GB`, `10M`, `512` (bytes): decimal units (`k`, `M`, `G`, with or

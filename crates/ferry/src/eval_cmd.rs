@@ -99,8 +99,8 @@ pub(crate) struct MatrixArgs {
     #[arg(long)]
     real_seals: bool,
     /// Bundles to one node larger than this go in pieces of it at every hop, as the daemon's
-    /// `bundle_piece` sends them (e.g. 10MB); 0: whole.
-    #[arg(long, default_value = "10MB", value_parser = parse_piece)]
+    /// `bundle_piece` sends them (e.g. 10MB); 0: whole, as the daemon does by default.
+    #[arg(long, default_value = "0", value_parser = parse_piece)]
     piece: u64,
 }
 
@@ -385,14 +385,10 @@ fn parse_time_scale(s: &str) -> Result<f64, String> {
 
 /// Parses a bit rate: `10M`, `1G`, `500k`, `54000000`.
 fn parse_piece(s: &str) -> Result<u64, String> {
-    let piece = daemon::config::parse_size(s).map_err(|e| e.to_string())?;
-    if piece != 0 && piece < daemon::config::MIN_BUNDLE_PIECE {
-        return Err(format!(
-            "at least {} bytes (as the daemon's bundle_piece), or 0 for whole bundles",
-            daemon::config::MIN_BUNDLE_PIECE
-        ));
+    if daemon::config::parse_size(s).is_ok_and(|n| n == 0) {
+        return Ok(0);
     }
-    Ok(piece)
+    daemon::config::parse_bundle_piece(s).map_err(|e| format!("pieces{e}; or 0 for whole bundles"))
 }
 
 fn parse_rate(s: &str) -> Result<u64, String> {

@@ -65,6 +65,10 @@ pub(crate) struct NodeArgs {
     /// Routing strategy: epidemic, spray-and-wait[:COPIES] or direct.
     #[arg(long)]
     strategy: Option<String>,
+    /// Send bundles to one node larger than this in pieces of it, at every hop (e.g. 4MB; at
+    /// least 64KiB).
+    #[arg(long, value_name = "SIZE")]
+    bundle_piece: Option<String>,
     /// Route by this contact plan (known future contacts; format in docs/configuration.md):
     /// bundles for the nodes it names go along their earliest planned journey.
     #[arg(long, value_name = "FILE")]
@@ -246,6 +250,12 @@ fn build_config(args: &NodeArgs) -> Result<Config> {
     if let Some(s) = &args.strategy {
         config.strategy = s.parse().map_err(anyhow::Error::msg)?;
     }
+    if let Some(piece) = &args.bundle_piece {
+        config.bundle_piece = Some(
+            daemon::config::parse_bundle_piece(piece)
+                .map_err(|e| anyhow::anyhow!("--bundle-piece{e}"))?,
+        );
+    }
     if let Some(plan) = &args.contact_plan {
         config.contact_plan = Some(std::path::absolute(plan).unwrap_or_else(|_| plan.clone()));
     }
@@ -305,6 +315,11 @@ mod tests {
             (Memory, 2_000_000_000)
         );
         assert_eq!(store(&["--store-quota", "1MiB"]), (Disk, 1 << 20));
+        assert_eq!(config_of(&[]).bundle_piece, None);
+        assert_eq!(
+            config_of(&["--bundle-piece", "4MB"]).bundle_piece,
+            Some(4_000_000)
+        );
         assert_eq!(formats(&[]), (true, true));
         assert_eq!(formats(&["--beacon-format", "dtn7"]), (false, true));
         assert_eq!(

@@ -544,7 +544,10 @@ fn pieces_by_policy_leave_broadcast_bundles_whole() {
     net.link(0, 1, None);
     net.link(1, 2, None);
     let data = payload(10_000);
-    net.send(0, Outgoing::new(app(0), eid("dtn://~all/~news"), data.clone()));
+    net.send(
+        0,
+        Outgoing::new(app(0), eid("dtn://~all/~news"), data.clone()),
+    );
     for i in 1..3 {
         let got = net.deliveries(i);
         assert_eq!(got.len(), 1, "node {i}");

@@ -391,10 +391,13 @@ impl Eval {
     /// the hops of a journey when a call without a result is checked.
     pub fn file_crossing(&self, set: TestSet) -> FileCrossing {
         let bytes = set.bytes() as u64;
-        let piece = self.bundle_piece.filter(|&p| p > 0 && p < bytes).unwrap_or(bytes);
+        let piece = self
+            .bundle_piece
+            .filter(|&p| p > 0 && p < bytes)
+            .unwrap_or(bytes);
         let tx_ms = |n: u64| (n * 8 * 1_000).div_ceil(self.link.bandwidth_bps.max(1));
         let mut pieces_ms = vec![tx_ms(piece); (bytes / piece.max(1)) as usize];
-        if bytes % piece.max(1) != 0 || pieces_ms.is_empty() {
+        if !bytes.is_multiple_of(piece.max(1)) || pieces_ms.is_empty() {
             pieces_ms.push(tx_ms(bytes % piece.max(1)));
         }
         FileCrossing {

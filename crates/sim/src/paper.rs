@@ -979,9 +979,8 @@ pub(crate) fn file_round_trip_possible(
     let out = earliest_arrivals(events, nodes, client, start, end, first);
     servers.iter().any(|&s| {
         out.get(s).copied().flatten().is_some()
-            && file_arrival(events, nodes, (client, s), start, end, file).is_some_and(|at| {
-                file_arrival(events, nodes, (s, client), at, end, file).is_some()
-            })
+            && file_arrival(events, nodes, (client, s), start, end, file)
+                .is_some_and(|at| file_arrival(events, nodes, (s, client), at, end, file).is_some())
     })
 }
 
@@ -1569,10 +1568,7 @@ mod tests {
             Some(6_020)
         );
         // Not by 6 s.
-        assert_eq!(
-            file_arrival(&chain, 3, (0, 2), 1_000, 6_000, &pieces),
-            None
-        );
+        assert_eq!(file_arrival(&chain, 3, (0, 2), 1_000, 6_000, &pieces), None);
         // Link 1-2 down from 3.1 s to 10 s: two pieces cross it before, the others wait at 1.
         let gap = [
             e(0, true, 0, 1),

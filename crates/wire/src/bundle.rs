@@ -45,8 +45,8 @@ pub struct PayloadBlock {
     /// A [`crate::Reassembly`] of pieces that all still point into it gives it back rather than
     /// copying them into a new buffer: where bundles pass between nodes without being encoded,
     /// as in a simulator, a bundle cut into pieces and rebuilt at its destination stays one
-    /// buffer.
-    pub origin: Option<Bytes>,
+    /// buffer. Boxed: it is rare, and every bundle carries the field.
+    pub origin: Option<Box<Bytes>>,
 }
 
 impl PartialEq for PayloadBlock {

@@ -82,7 +82,7 @@ impl Bundle {
         // The whole ADU the pieces point into, when it is known here.
         let origin = match self.primary.fragment {
             Some(_) => self.payload.origin.clone(),
-            None => Some(self.payload.data.clone()),
+            None => Some(Box::new(self.payload.data.clone())),
         };
         let piece = |start: usize, end: usize, extensions: Vec<ExtensionBlock>| {
             let mut b = self.clone();
@@ -434,7 +434,7 @@ impl Reassembly {
             self.extents.insert(s, slice);
         }
         if self.origin.is_none() {
-            self.origin = (fragment.payload.origin.clone())
+            self.origin = (fragment.payload.origin.as_deref().cloned())
                 .filter(|origin| origin.len() as u64 == self.total);
         }
         if info.offset == 0 && self.first.is_none() {
@@ -689,11 +689,9 @@ mod tests {
     fn pieces_cut_here_are_rebuilt_into_their_own_buffer_and_decoded_ones_into_a_copy() {
         let b = original(1000);
         let pieces = b.fragment(300).unwrap();
-        assert!(
-            pieces
-                .iter()
-                .all(|p| p.payload.origin.as_ref().map(|o| o.as_ptr()) == Some(b.payload.data.as_ptr()))
-        );
+        assert!(pieces.iter().all(
+            |p| p.payload.origin.as_ref().map(|o| o.as_ptr()) == Some(b.payload.data.as_ptr())
+        ));
         // A piece of a piece still knows the ADU.
         let (_, rest) = pieces[3].split_at(50).unwrap();
         assert_eq!(
@@ -706,7 +704,11 @@ mod tests {
         }
         let whole = r.finish().unwrap();
         assert_eq!(whole, b);
-        assert_eq!(whole.payload.data.as_ptr(), b.payload.data.as_ptr(), "no copy");
+        assert_eq!(
+            whole.payload.data.as_ptr(),
+            b.payload.data.as_ptr(),
+            "no copy"
+        );
         assert!(whole.payload.origin.is_none());
 
         // The same pieces through the wire: nothing to point into, so a new buffer.

@@ -69,6 +69,14 @@ pub(crate) struct ContactOptions {
     /// The period of the link's contacts [default: 60s; --quick: 6s].
     #[arg(long, value_parser = crate::positive_duration)]
     period: Option<Duration>,
+    /// Ferry's nodes send bundles larger than this in pieces of it (their `bundle_piece`,
+    /// e.g. 4MB) [default: whole, as configured by default].
+    #[arg(long, value_parser = parse_bundle_piece)]
+    bundle_piece: Option<u64>,
+}
+
+fn parse_bundle_piece(s: &str) -> Result<u64, String> {
+    daemon::config::parse_bundle_piece(s).map_err(|e| format!("pieces{e}"))
 }
 
 /// The options with their defaults filled in.
@@ -79,6 +87,7 @@ pub(crate) struct Plan {
     pub(crate) sizes: Vec<u64>,
     pub(crate) up: Duration,
     pub(crate) period: Duration,
+    pub(crate) bundle_piece: Option<u64>,
 }
 
 impl Plan {
@@ -108,6 +117,7 @@ impl Plan {
             period: o
                 .period
                 .unwrap_or(Duration::from_secs(if quick { 6 } else { 60 })),
+            bundle_piece: o.bundle_piece,
         };
         if plan.up >= plan.period {
             anyhow::bail!(
@@ -306,7 +316,11 @@ fn one_run(
     pair.limit(Some(rate))?;
     let link_down = Instant::now();
     let tag = kind.kind();
-    let (a, b) = Node::start_pair(kind, &pair, work, tag, dtnd)?;
+    let ferry_args: Vec<String> = plan
+        .bundle_piece
+        .map(|piece| vec!["--bundle-piece".to_owned(), piece.to_string()])
+        .unwrap_or_default();
+    let (a, b) = Node::start_pair(kind, &pair, work, tag, dtnd, &ferry_args)?;
     let count = plan.count(size);
     let feed = a.feed(size, count)?;
     let feed_s: f64 = feed.trim().parse().unwrap_or(f64::NAN);

@@ -115,13 +115,15 @@ pub(crate) struct Node {
 
 impl Node {
     /// Starts b, then a with b as its static peer, stores fresh under `work` as `<tag>-b` and
-    /// `<tag>-a`: the two nodes of a contact or queue run.
+    /// `<tag>-a`: the two nodes of a contact or queue run. `ferry_args` go to both Ferry nodes'
+    /// command lines (none to dtnd's).
     pub(crate) fn start_pair(
         kind: Impl,
         pair: &Pair,
         work: &super::WorkDir,
         tag: &str,
         dtnd: Option<&Path>,
+        ferry_args: &[String],
     ) -> Result<(Node, Node)> {
         let b = Node::start(
             kind,
@@ -130,6 +132,7 @@ impl Node {
             &work.fresh(&format!("{tag}-b"))?,
             None,
             dtnd,
+            ferry_args,
         )?;
         let peer = format!("{}:4556", super::netns::ADDR_B);
         let a = Node::start(
@@ -139,6 +142,7 @@ impl Node {
             &work.fresh(&format!("{tag}-a"))?,
             Some(&peer),
             dtnd,
+            ferry_args,
         )?;
         Ok((a, b))
     }
@@ -153,6 +157,7 @@ impl Node {
         dir: &Path,
         peer: Option<&str>,
         dtnd: Option<&Path>,
+        ferry_args: &[String],
     ) -> Result<Node> {
         let log = dir.with_extension("log");
         let mut cmd = match kind {
@@ -170,6 +175,7 @@ impl Node {
                 if let Some(peer) = peer {
                     cmd.args(["--peer", peer]);
                 }
+                cmd.args(ferry_args);
                 cmd
             }
             Impl::Dtnd => {

@@ -176,7 +176,7 @@ fn one_run(size: u64, count: u64, kind: Impl, work: &WorkDir, dtnd: Option<&Path
     let pair = Pair::create("q")?;
     pair.set_link(false)?;
     let tag = kind.kind();
-    let (a, b) = Node::start_pair(kind, &pair, work, &format!("q{tag}"), dtnd)?;
+    let (a, b) = Node::start_pair(kind, &pair, work, &format!("q{tag}"), dtnd, &[])?;
     a.feed(size, count)?;
     let limit = Duration::from_secs(300);
     let watch = Watch::start(&b, Duration::from_millis(10), count, limit)?;

@@ -264,7 +264,7 @@ fn contact_section(c: &contact::Results) -> String {
          contacts of {} s every {} s (`ip link set up|down` on a's end: both ends lose carrier), \
          until every bundle is at b or the contacts that could carry it all twice, and two \
          more, have passed ({}).\n\n\
-         Nodes: Ferry (this build; defaults, `--no-discovery`, `--peer 10.99.0.2:4556`) and \
+         Nodes: Ferry (this build; defaults, `--no-discovery`, `--peer 10.99.0.2:4556`{}) and \
          dtn7-rs `dtnd` 0.21 (defaults: memory store, epidemic routing; `-s \
          tcp://10.99.0.2:4556/b`, `--disable_nd`, janitor 1 s).\n\n\
          What the columns mean:\n\n\
@@ -303,6 +303,12 @@ fn contact_section(c: &contact::Results) -> String {
             .map(|&r| format!("{} at {}", p.max_contacts(r), rate_text(r)))
             .collect::<Vec<_>>()
             .join(", "),
+        p.bundle_piece
+            .map(|piece| format!(
+                ", `--bundle-piece {piece}`: bundles in pieces of {}",
+                size_text(piece)
+            ))
+            .unwrap_or_default(),
         contact::FIRST_BYTES,
         contact::FIRST_POLL.as_millis(),
     );
