@@ -837,7 +837,8 @@ pub struct FileCrossing {
 
 impl FileCrossing {
     /// A file sent whole, taking `hop_ms` a hop (latency included).
-    pub fn whole(hop_ms: u64) -> Self {
+    #[cfg(test)]
+    fn whole(hop_ms: u64) -> Self {
         Self {
             pieces_ms: vec![hop_ms],
             latency_ms: 0,
@@ -846,27 +847,27 @@ impl FileCrossing {
 }
 
 /// When all of a file leaving `from` at `start` could first be at `to`, its pieces placed one
-/// after another on the earliest way through the links as they come and go, a piece holding its
+/// after another on the earliest way through the links' spans of being up (`spans`, from
+/// [`link_spans`] up to `until`), a piece holding its
 /// link (in that direction) for its transmission time, during which the link must stay up, and
 /// no two pieces holding one link at once; `None` if not all are there by `until`. Pieces go on
 /// from a node as soon as they are there, so a file in pieces crosses several hops in about the
 /// time of one. Placing each piece on its earliest way is not always the best placement of them
 /// all, but for pieces in a row along one way it is.
 fn file_arrival(
-    events: &[LinkEvent],
-    nodes: usize,
+    spans: &[Vec<(usize, u64, u64)>],
     (from, to): (usize, usize),
     start: u64,
     until: u64,
     file: &FileCrossing,
 ) -> Option<u64> {
+    let nodes = spans.len();
     if from >= nodes || to >= nodes {
         return None;
     }
     if from == to {
         return Some(start);
     }
-    let spans = link_spans(events, nodes, until);
     // Each directed link's times held by pieces placed before, sorted.
     let mut held: BTreeMap<(usize, usize), Vec<(u64, u64)>> = BTreeMap::new();
     let mut done = start;
@@ -977,10 +978,11 @@ pub(crate) fn file_round_trip_possible(
     // and leave in time are not tried piece by piece.
     let first = file.pieces_ms.first().copied().unwrap_or(0) + file.latency_ms;
     let out = earliest_arrivals(events, nodes, client, start, end, first);
+    let spans = link_spans(events, nodes, end);
     servers.iter().any(|&s| {
         out.get(s).copied().flatten().is_some()
-            && file_arrival(events, nodes, (client, s), start, end, file)
-                .is_some_and(|at| file_arrival(events, nodes, (s, client), at, end, file).is_some())
+            && file_arrival(&spans, (client, s), start, end, file)
+                .is_some_and(|at| file_arrival(&spans, (s, client), at, end, file).is_some())
     })
 }
 
@@ -1559,16 +1561,20 @@ mod tests {
         // Sent whole, 4 s a hop: 8 s (and the latency twice). In pieces, the last leaves 0 at
         // 3 s and 1 at 4 s: 5 s. Each link carries one piece at a time, so not 2 s.
         let whole = FileCrossing::whole(4_010);
+        // The file from node `ends.0` to `ends.1` of a network of `nodes`.
+        let arrive = |events: &[LinkEvent], nodes, ends, start, until, file: &FileCrossing| {
+            file_arrival(&link_spans(events, nodes, until), ends, start, until, file)
+        };
         assert_eq!(
-            file_arrival(&chain, 3, (0, 2), 1_000, 60_000, &whole),
+            arrive(&chain, 3, (0, 2), 1_000, 60_000, &whole),
             Some(9_020)
         );
         assert_eq!(
-            file_arrival(&chain, 3, (0, 2), 1_000, 60_000, &pieces),
+            arrive(&chain, 3, (0, 2), 1_000, 60_000, &pieces),
             Some(6_020)
         );
         // Not by 6 s.
-        assert_eq!(file_arrival(&chain, 3, (0, 2), 1_000, 6_000, &pieces), None);
+        assert_eq!(arrive(&chain, 3, (0, 2), 1_000, 6_000, &pieces), None);
         // Link 1-2 down from 3.1 s to 10 s: two pieces cross it before, the others wait at 1.
         let gap = [
             e(0, true, 0, 1),
@@ -1576,15 +1582,9 @@ mod tests {
             e(3_100, false, 1, 2),
             e(10_000, true, 1, 2),
         ];
-        assert_eq!(
-            file_arrival(&gap, 3, (0, 2), 0, 60_000, &pieces),
-            Some(12_010)
-        );
+        assert_eq!(arrive(&gap, 3, (0, 2), 0, 60_000, &pieces), Some(12_010));
         // Sent whole the file misses the first span of 1-2 altogether.
-        assert_eq!(
-            file_arrival(&gap, 3, (0, 2), 0, 60_000, &whole),
-            Some(14_010)
-        );
+        assert_eq!(arrive(&gap, 3, (0, 2), 0, 60_000, &whole), Some(14_010));
         // Two ways from 0 to 3 share the pieces: 0-1-3 and 0-2-3.
         let diamond = [
             e(0, true, 0, 1),
@@ -1597,7 +1597,7 @@ mod tests {
             latency_ms: 0,
         };
         assert_eq!(
-            file_arrival(&diamond, 4, (0, 3), 0, 60_000, &no_latency),
+            arrive(&diamond, 4, (0, 3), 0, 60_000, &no_latency),
             Some(3_000)
         );
         // There and back: 5 s each way on the chain, from a call made at 1 s.
