@@ -797,12 +797,42 @@ fn earliest_arrivals(
     until: u64,
     hop_ms: u64,
 ) -> Vec<Option<u64>> {
-    let mut arrival = vec![None; nodes];
     if from >= nodes {
-        return arrival;
+        return vec![None; nodes];
     }
     let spans = link_spans(events, nodes, until);
-    // Dijkstra over time: waiting is allowed, so a later start never arrives earlier.
+    let hop = Hop {
+        tx: hop_ms,
+        latency: 0,
+    };
+    arrivals_over(&spans, from, start, until, hop, &BTreeMap::new()).0
+}
+
+/// One hop of something carried: how long it holds its link, and the latency on top.
+#[derive(Clone, Copy)]
+struct Hop {
+    tx: u64,
+    latency: u64,
+}
+
+/// For each node, the neighbour a hop reached it from and when it left there.
+type CameBy = Vec<Option<(usize, u64)>>;
+
+/// Dijkstra over time from `from` at `start` through the links' spans of being up: when
+/// something can first be at each node, and for each the neighbour it came from and when it left
+/// there. Waiting is allowed, so a later start never arrives earlier. A hop holds its link (in
+/// that direction) for `hop.tx`, within one span and outside the times `held` lists for it.
+fn arrivals_over(
+    spans: &[Vec<(usize, u64, u64)>],
+    from: usize,
+    start: u64,
+    until: u64,
+    hop: Hop,
+    held: &BTreeMap<(usize, usize), Vec<(u64, u64)>>,
+) -> (Vec<Option<u64>>, CameBy) {
+    let nodes = spans.len();
+    let mut arrival: Vec<Option<u64>> = vec![None; nodes];
+    let mut came_by: CameBy = vec![None; nodes];
     let mut queue = std::collections::BinaryHeap::new();
     arrival[from] = Some(start);
     queue.push(std::cmp::Reverse((start, from)));
@@ -811,18 +841,22 @@ fn earliest_arrivals(
             continue;
         }
         for &(v, s, e) in &spans[u] {
-            let depart = t.max(s);
-            let arrive = depart.saturating_add(hop_ms);
-            if depart >= e || arrive > e || arrive > until {
+            let busy = held.get(&(u, v)).map_or(&[][..], Vec::as_slice);
+            let Some(depart) = first_free(busy, t.max(s), hop.tx) else {
+                continue;
+            };
+            let arrive = depart.saturating_add(hop.tx + hop.latency);
+            if depart >= e || depart.saturating_add(hop.tx) > e || arrive > until {
                 continue;
             }
             if arrival[v].is_none_or(|old| arrive < old) {
                 arrival[v] = Some(arrive);
+                came_by[v] = Some((u, depart));
                 queue.push(std::cmp::Reverse((arrive, v)));
             }
         }
     }
-    arrival
+    (arrival, came_by)
 }
 
 /// A file as it crosses a link: the time each of its pieces holds the link, in the order they
@@ -872,34 +906,11 @@ fn file_arrival(
     let mut held: BTreeMap<(usize, usize), Vec<(u64, u64)>> = BTreeMap::new();
     let mut done = start;
     for &tx in &file.pieces_ms {
-        let mut arrival: Vec<Option<u64>> = vec![None; nodes];
-        let mut came_by: Vec<Option<(usize, u64)>> = vec![None; nodes];
-        let mut queue = std::collections::BinaryHeap::new();
-        arrival[from] = Some(start);
-        queue.push(std::cmp::Reverse((start, from)));
-        while let Some(std::cmp::Reverse((t, u))) = queue.pop() {
-            if arrival[u] != Some(t) {
-                continue;
-            }
-            if u == to {
-                break;
-            }
-            for &(v, s, e) in &spans[u] {
-                let busy = held.get(&(u, v)).map_or(&[][..], Vec::as_slice);
-                let Some(depart) = first_free(busy, t.max(s), tx) else {
-                    continue;
-                };
-                let arrive = depart.saturating_add(tx + file.latency_ms);
-                if depart.saturating_add(tx) > e || arrive > until {
-                    continue;
-                }
-                if arrival[v].is_none_or(|old| arrive < old) {
-                    arrival[v] = Some(arrive);
-                    came_by[v] = Some((u, depart));
-                    queue.push(std::cmp::Reverse((arrive, v)));
-                }
-            }
-        }
+        let hop = Hop {
+            tx,
+            latency: file.latency_ms,
+        };
+        let (arrival, came_by) = arrivals_over(spans, from, start, until, hop, &held);
         let at = arrival[to]?;
         done = done.max(at);
         let mut v = to;
