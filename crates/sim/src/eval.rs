@@ -388,12 +388,14 @@ impl Eval {
     }
 
     /// How a file of the set crosses one idle link, whole or in pieces ([`Eval::bundle_piece`]):
-    /// the hops of a journey when a call without a result is checked.
-    pub fn file_crossing(&self, set: TestSet) -> FileCrossing {
+    /// the hops of a journey when a call without a result is checked. A `broadcast` file (an
+    /// any or all call's, sent to every node) goes whole, as the node sends every broadcast
+    /// bundle whole.
+    pub fn file_crossing(&self, set: TestSet, broadcast: bool) -> FileCrossing {
         let bytes = set.bytes() as u64;
         let piece = self
             .bundle_piece
-            .filter(|&p| p > 0 && p < bytes)
+            .filter(|&p| p > 0 && p < bytes && !broadcast)
             .unwrap_or(bytes);
         let tx_ms = |n: u64| (n * 8 * 1_000).div_ceil(self.link.bandwidth_bps.max(1));
         let mut pieces_ms = vec![tx_ms(piece); (bytes / piece.max(1)) as usize];
@@ -466,7 +468,9 @@ impl Eval {
     /// the run's start) as the links came and went (`schedule`): by dtn or transparent, a journey
     /// from `client` to one of `servers` and back, waiting at nodes allowed, each hop taking as
     /// long as the set's file needs on an idle link (sent whole, or in pieces that go on from a
-    /// node as they come: [`Eval::file_crossing`]); by datagram or stream alone, which neither
+    /// node as they come: [`Eval::file_crossing`]; an any or all call's file is broadcast, so it
+    /// goes out whole, and the result's file comes back to the client alone, so in pieces); by
+    /// datagram or stream alone, which neither
     /// store nor carry, a path at some instant of the window (for a call refused when made, the
     /// window is that instant), and for a file the journey its dtn-borne file needs. A call
     /// without a result is Ferry's fault only if this holds.
@@ -479,7 +483,7 @@ impl Eval {
         servers: &[usize],
         window: (u64, u64),
         set: TestSet,
-        transport: Transport,
+        mode: EvalMode,
     ) -> bool {
         let store_carry_forward = || {
             file_round_trip_possible(
@@ -488,10 +492,13 @@ impl Eval {
                 client,
                 servers,
                 window,
-                &self.file_crossing(set),
+                (
+                    &self.file_crossing(set, mode.mode != Mode::Explicit),
+                    &self.file_crossing(set, false),
+                ),
             )
         };
-        match transport {
+        match mode.transport {
             Transport::Datagram | Transport::Stream => {
                 path_at_some_instant(schedule, nodes, client, servers, window)
                     && (set == TestSet::Zero || store_carry_forward())
@@ -644,7 +651,7 @@ impl Eval {
                     &eligible,
                     call_window(at, budget, mode.transport, true),
                     setup.set,
-                    mode.transport,
+                    mode,
                 ));
                 records.push(record);
                 continue;
@@ -678,7 +685,7 @@ impl Eval {
                         &eligible,
                         call_window(start, end - start, mode.transport, false),
                         setup.set,
-                        mode.transport,
+                        mode,
                     ));
                 }
             }

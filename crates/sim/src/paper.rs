@@ -965,35 +965,44 @@ fn link_spans(events: &[LinkEvent], nodes: usize, until: u64) -> Vec<Vec<(usize,
 }
 
 /// Whether a call from `client` between `start` and `end` could have sent its file to one of
-/// `servers` and had the result's file of the same size back in time ([`file_arrival`] both
-/// ways). A file sent whole is [`round_trip_possible`].
+/// `servers` (crossing links as `out` does) and had the result's file of the same size back in
+/// time (as `back` does): [`file_arrival`] both ways. Files sent whole both ways are
+/// [`round_trip_possible`].
 pub(crate) fn file_round_trip_possible(
     events: &[LinkEvent],
     nodes: usize,
     client: usize,
     servers: &[usize],
     (start, end): (u64, u64),
-    file: &FileCrossing,
+    (out, back): (&FileCrossing, &FileCrossing),
 ) -> bool {
-    if let [whole] = file.pieces_ms[..] {
+    if let ([o], [b]) = (&out.pieces_ms[..], &back.pieces_ms[..])
+        && o + out.latency_ms == b + back.latency_ms
+    {
         return round_trip_possible(
             events,
             nodes,
             client,
             servers,
             (start, end),
-            whole + file.latency_ms,
+            o + out.latency_ms,
         );
     }
     // A piece alone is the least the file needs: servers that not even one piece could reach
-    // and leave in time are not tried piece by piece.
-    let first = file.pieces_ms.first().copied().unwrap_or(0) + file.latency_ms;
-    let out = earliest_arrivals(events, nodes, client, start, end, first);
+    // in time are not tried piece by piece. For a file sent whole, this is its arrival.
+    let first = out.pieces_ms.first().copied().unwrap_or(0) + out.latency_ms;
+    let reached = earliest_arrivals(events, nodes, client, start, end, first);
     let spans = link_spans(events, nodes, end);
     servers.iter().any(|&s| {
-        out.get(s).copied().flatten().is_some()
-            && file_arrival(&spans, (client, s), start, end, file)
-                .is_some_and(|at| file_arrival(&spans, (s, client), at, end, file).is_some())
+        let Some(lower) = reached.get(s).copied().flatten() else {
+            return false;
+        };
+        let there = if out.pieces_ms.len() == 1 {
+            Some(lower)
+        } else {
+            file_arrival(&spans, (client, s), start, end, out)
+        };
+        there.is_some_and(|at| file_arrival(&spans, (s, client), at, end, back).is_some())
     })
 }
 
@@ -1612,38 +1621,15 @@ mod tests {
             Some(3_000)
         );
         // There and back: 5 s each way on the chain, from a call made at 1 s.
-        assert!(file_round_trip_possible(
-            &chain,
-            3,
-            0,
-            &[2],
-            (1_000, 11_040),
-            &pieces
-        ));
-        assert!(!file_round_trip_possible(
-            &chain,
-            3,
-            0,
-            &[2],
-            (1_000, 11_039),
-            &pieces
-        ));
-        assert!(!file_round_trip_possible(
-            &chain,
-            3,
-            0,
-            &[2],
-            (1_000, 11_040),
-            &whole
-        ));
-        assert!(file_round_trip_possible(
-            &chain,
-            3,
-            0,
-            &[2],
-            (1_000, 17_040),
-            &whole
-        ));
+        let round_trip =
+            |end, files| file_round_trip_possible(&chain, 3, 0, &[2], (1_000, end), files);
+        assert!(round_trip(11_040, (&pieces, &pieces)));
+        assert!(!round_trip(11_039, (&pieces, &pieces)));
+        assert!(!round_trip(11_040, (&whole, &whole)));
+        assert!(round_trip(17_040, (&whole, &whole)));
+        // A broadcast call's file goes out whole (8 s) and its result comes back in pieces (5 s).
+        assert!(round_trip(14_040, (&whole, &pieces)));
+        assert!(!round_trip(14_039, (&whole, &pieces)));
     }
 
     #[test]

@@ -276,7 +276,7 @@ impl Testbed {
             let journey = o.result.is_none().then(|| {
                 let eligible: Vec<usize> = target.map_or(servers.clone(), |t| vec![t]);
                 eval.journey_existed(
-                    &schedule, count, client, &eligible, window, setup.set, transport,
+                    &schedule, count, client, &eligible, window, setup.set, setup.mode,
                 )
             });
             records.push(CallRecord {
