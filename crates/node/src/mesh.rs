@@ -294,6 +294,14 @@ impl Mesh {
         self.routes.get(destination).map(|r| &r.next_hop)
     }
 
+    /// Whether the newest advertisement of `origin` names `node` as its neighbour.
+    pub fn advertises(&self, origin: &Eid, node: &Eid) -> bool {
+        let (Some(o), Some(n)) = (self.ids.get(origin), self.ids.get(node)) else {
+            return false;
+        };
+        self.lsdb.get(o).is_some_and(|s| links_to(&s.links, *n))
+    }
+
     /// Hops to `destination`, if reachable.
     pub fn hops(&self, destination: &Eid) -> Option<u32> {
         self.routes.get(destination).map(|r| r.hops)

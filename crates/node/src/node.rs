@@ -1687,11 +1687,22 @@ impl Node {
                 return Err(err);
             }
         }
+        // Neighbour coverage, as the mesh floods its advertisements: a Ferry neighbour that
+        // floods, and sent us this bundle, sends it to its own neighbours itself, so only ours
+        // it does not advertise get our copy now. Without this, on a full mesh every node that
+        // receives a bundle offers it to every other, which all hold it or are receiving it
+        // already. One the sender misses (its link failed, the transfer was cut) gets our copy
+        // after its next summary vector, which offers everything it lacks.
+        let covering = from.filter(|f| {
+            self.strategy.floods() && self.speaks_ferry(f) && !self.plan_knows(&held.dest_node)
+        });
         self.index(id.clone(), held);
         let peers: Vec<(Eid, LinkId)> = self
             .neighbours
             .iter()
-            .filter(|(peer, _)| Some(*peer) != from)
+            .filter(|(peer, _)| {
+                Some(*peer) != from && !covering.is_some_and(|f| self.mesh.advertises(f, peer))
+            })
             .map(|(p, l)| (p.clone(), *l))
             .collect();
         for (peer, link) in peers {

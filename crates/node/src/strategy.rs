@@ -35,6 +35,12 @@ pub trait Strategy: fmt::Debug + Send {
     /// it. `toward_destination` is true when the neighbour is the bundle's destination node or the
     /// next hop of a live mesh path to it.
     fn decide(&self, copies: Option<u64>, toward_destination: bool) -> Decision;
+
+    /// Whether it sends every bundle to every neighbour that lacks it, so that a neighbour
+    /// running it passes a bundle on to that neighbour's own neighbours without our help.
+    fn floods(&self) -> bool {
+        false
+    }
 }
 
 /// Which strategy a node runs (configuration).
@@ -123,6 +129,10 @@ impl Strategy for Epidemic {
 
     fn decide(&self, _copies: Option<u64>, _toward_destination: bool) -> Decision {
         Decision::Replicate
+    }
+
+    fn floods(&self) -> bool {
+        true
     }
 }
 
@@ -215,5 +225,7 @@ mod tests {
         assert_eq!(Direct.decide(None, false), Decision::Skip);
         assert_eq!(Direct.decide(None, true), Decision::Replicate);
         assert_eq!(Epidemic.decide(None, false), Decision::Replicate);
+        assert!(Epidemic.floods());
+        assert!(!Direct.floods() && !SprayAndWait { copies: 8 }.floods());
     }
 }

@@ -617,6 +617,39 @@ fn datagrams_need_a_route_and_are_never_stored() {
 }
 
 #[test]
+fn a_flood_skips_the_neighbours_its_sender_reaches_itself() {
+    // A full mesh of four, each node's advertisement known to all.
+    let mut net = Net::new(4, |_| {});
+    for (a, b) in [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)] {
+        net.link(a, b, None);
+    }
+    net.advance_to(T0 + 5_000);
+    net.hold_transfers = true;
+    let id = net.send(0, Outgoing::new(app(0), app(3), payload(500)));
+    let offers_from = |net: &Net, i: usize| {
+        net.pending
+            .iter()
+            .filter(|(from, _, b)| *from == i && b.id() == id)
+            .map(|&(_, to, _)| to)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(offers_from(&net, 0), vec![1, 2, 3]);
+    // Nodes 1 and 2 get it from node 0, which sends it to every node itself: neither offers it
+    // on (each would be refused, the others holding it or receiving it already).
+    assert_eq!(net.complete_next(), id);
+    assert_eq!(net.complete_next(), id);
+    assert!(offers_from(&net, 1).is_empty() && offers_from(&net, 2).is_empty());
+    // Node 0's transfer to node 3 fails with the link: node 3's next summary vector shows it
+    // lacks the bundle, and it gets it from node 1 or 2, once.
+    net.unlink(0, 3);
+    net.hold_transfers = false;
+    assert!(net.deliveries(3).is_empty());
+    net.advance_to(net.now + 11_000);
+    assert_eq!(net.deliveries(3).len(), 1);
+    assert_eq!(net.deliveries(3)[0].id, id);
+}
+
+#[test]
 fn broadcast_datagrams_flood_once_per_node() {
     let mut net = Net::new(4, |_| {});
     // A ring: every node hears the flood twice, delivers it once.
