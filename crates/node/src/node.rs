@@ -1692,7 +1692,9 @@ impl Node {
         // it does not advertise get our copy now. Without this, on a full mesh every node that
         // receives a bundle offers it to every other, which all hold it or are receiving it
         // already. One the sender misses (its link failed, the transfer was cut) gets our copy
-        // after its next summary vector, which offers everything it lacks.
+        // after its next summary vector, which offers everything it lacks; so a neighbour that
+        // lies in its advertisement, or does not pass the bundle on, delays our copy by at most
+        // one summary period and never keeps it from anyone.
         let covering = from.filter(|f| {
             self.strategy.floods() && self.speaks_ferry(f) && !self.plan_knows(&held.dest_node)
         });
