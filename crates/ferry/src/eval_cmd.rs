@@ -98,9 +98,11 @@ pub(crate) struct MatrixArgs {
     /// --compare-sim` simulates with stand-ins too.
     #[arg(long)]
     real_seals: bool,
-    /// Bundles to one node larger than this go in pieces of it at every hop, as the daemon's
-    /// `bundle_piece` sends them (e.g. 10MB); 0: whole, as the daemon does by default.
-    #[arg(long, default_value = "0", value_parser = parse_piece)]
+    /// Bundles to one node larger than this go in pieces of it at every hop, as a daemon with
+    /// `bundle_piece` set sends them; `ferry testbed` sets it on its nodes. 0: whole, as a daemon
+    /// sends them by default. Pieces are the default here because they are how Ferry should
+    /// carry large files over several hops (a piece goes on as soon as it is there).
+    #[arg(long, default_value = "10MB", value_parser = parse_piece)]
     piece: u64,
 }
 
@@ -383,7 +385,7 @@ fn parse_time_scale(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Parses a bit rate: `10M`, `1G`, `500k`, `54000000`.
+/// Parses a piece size (`10MB`), or `0` for whole bundles.
 fn parse_piece(s: &str) -> Result<u64, String> {
     if daemon::config::parse_size(s).is_ok_and(|n| n == 0) {
         return Ok(0);
@@ -391,6 +393,7 @@ fn parse_piece(s: &str) -> Result<u64, String> {
     daemon::config::parse_bundle_piece(s).map_err(|e| format!("pieces{e}; or 0 for whole bundles"))
 }
 
+/// Parses a bit rate: `10M`, `1G`, `500k`, `54000000`.
 fn parse_rate(s: &str) -> Result<u64, String> {
     let lower = s.trim().to_ascii_lowercase();
     let trimmed = lower
