@@ -237,7 +237,6 @@ fn print_written(written: &[PathBuf]) {
     }
 }
 
-/// The command as typed (program name shortened to `ferry`).
 /// The command line as run, `ferry …`, for a report.
 pub(crate) fn command_line() -> String {
     let mut words: Vec<String> = std::env::args().skip(1).collect();

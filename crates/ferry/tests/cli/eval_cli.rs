@@ -98,14 +98,20 @@ fn chained_zero_mb_by_dtn_writes_a_report_within_the_target() {
         md.contains("Link model: every link carries 100 Mbit/s"),
         "{md}"
     );
+    assert!(
+        md.contains("Bundles to one node are sent in pieces of 10000000 bytes at every hop"),
+        "pieces of 10 MB by default: {md}"
+    );
     check_plots(&dir);
 
-    // The same report from the CSV alone.
+    // The same report from the CSV alone (here told the run's bundles went whole).
     let again = out_dir("from");
     let out = ferry(&[
         "eval",
         "--from",
         dir.join("calls.csv").to_str().unwrap(),
+        "--piece",
+        "0",
         "--out",
         again.to_str().unwrap(),
     ]);
@@ -119,6 +125,7 @@ fn chained_zero_mb_by_dtn_writes_a_report_within_the_target() {
         csv
     );
     let md2 = std::fs::read_to_string(again.join("README.md")).unwrap();
+    assert!(md2.contains("Bundles to one node are sent whole."), "{md2}");
     let table = |m: &str| m[m.find("## Every setup").unwrap()..].to_string();
     assert_eq!(table(&md2), table(&md));
     check_plots(&again);
