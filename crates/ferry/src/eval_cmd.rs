@@ -177,7 +177,7 @@ pub(crate) fn run(args: EvalArgs) -> Result<()> {
             command: command_line(),
             link_model: format!(
                 "read from {}; for its records from the simulator (source `sim`), given the \
-                 same --bandwidth and --latency as their runs: {}",
+                 same --bandwidth, --latency and --piece as their runs: {}",
                 csv.display(),
                 link_model(&link)
             ),
