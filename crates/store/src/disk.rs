@@ -398,6 +398,7 @@ impl DiskStore {
                 db: Arc::new(dir.join(DB_FILE)),
                 checkpoint_at: CHECKPOINT_WAL_BYTES,
                 checkpointing: Arc::new(AtomicBool::new(false)),
+                closed: Arc::new(AtomicBool::new(false)),
                 checkpoints: Arc::new(AtomicU64::new(0)),
                 wal_frames: Arc::new(AtomicU64::new(0)),
             },
@@ -1594,6 +1595,10 @@ pub struct Syncer {
     checkpoint_at: u64,
     /// Whether a checkpoint thread is running (one at a time).
     checkpointing: Arc<AtomicBool>,
+    /// Set when the store is dropped: no checkpoint starts after it. A checkpoint's connection
+    /// outliving the store would keep the database busy, and the store opened again in the
+    /// same process (a restart, a test) would be refused as if another process had it.
+    closed: Arc<AtomicBool>,
     /// Checkpoints the thread finished.
     checkpoints: Arc<AtomicU64>,
     /// Frames in the WAL after the last commit (SQLite's WAL hook says; the file's length does
@@ -1623,7 +1628,13 @@ impl Syncer {
     /// fails leaves the WAL to grow until the next one (`bound_wal` keeps it within the free
     /// space); nothing committed depends on it.
     fn start_checkpoint(&self) {
-        if self.checkpointing.swap(true, Ordering::AcqRel) {
+        // SeqCst with the store's drop: either the drop sees this checkpoint running and waits
+        // for it, or this sees the store closed.
+        if self.checkpointing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            self.checkpointing.store(false, Ordering::SeqCst);
             return;
         }
         let db = Arc::clone(&self.db);
@@ -1636,10 +1647,10 @@ impl Syncer {
                     tracing::warn!("{e}");
                 }
                 finished.fetch_add(1, Ordering::AcqRel);
-                running.store(false, Ordering::Release);
+                running.store(false, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            self.checkpointing.store(false, Ordering::Release);
+            self.checkpointing.store(false, Ordering::SeqCst);
         }
     }
 
@@ -1735,6 +1746,19 @@ fn lock_dir(dir: &Path) -> Result<File> {
 
 impl Drop for DiskStore {
     fn drop(&mut self) {
+        // A checkpoint thread holds a connection of its own; the store is closed when it ends.
+        // A passive checkpoint takes at most what copying and syncing the log takes, so the
+        // wait is bounded by the log's size (`bound_wal`), not by anyone else's lock; the
+        // deadline is for a disk that stopped answering.
+        self.syncer.closed.store(true, Ordering::SeqCst);
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.syncer.checkpointing.load(Ordering::SeqCst) {
+            if std::time::Instant::now() >= give_up {
+                tracing::warn!("closing the store while a checkpoint still runs");
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         // Unflushed changes are not durable by contract; roll them back explicitly so that their
         // payload files do not outlive them until the next open.
         if !self.conn.is_autocommit() {
@@ -2329,6 +2353,37 @@ mod tests {
             store.rpc_scan(RpcTable::Pending).expect("scan").len(),
             more as usize
         );
+    }
+
+    #[test]
+    fn a_store_dropped_while_it_checkpoints_waits_and_opens_again_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let value = vec![7u8; 1000];
+        for round in 0..3u32 {
+            let (mut store, _) = DiskStore::open(dir.path(), u64::MAX).expect("open");
+            store.syncer.checkpoint_at = 64 * 1024;
+            for i in 0..500u32 {
+                let key = (round * 1000 + i).to_be_bytes();
+                store.rpc_put(RpcTable::Pending, &key, &value).expect("put");
+                store.commit().expect("commit");
+            }
+            let syncer = store.syncer().expect("syncer");
+            // Starts a checkpoint of about 2 MB of log on its own thread and returns.
+            syncer.sync().expect("sync");
+            drop(store);
+            assert!(
+                !syncer.checkpointing(),
+                "the store closed under a checkpoint"
+            );
+            // The clone outlives the store: it starts no checkpoint any more.
+            let _ = syncer.sync();
+            assert!(
+                !syncer.checkpointing(),
+                "a checkpoint started after the close"
+            );
+        }
+        let (store, _) = DiskStore::open(dir.path(), u64::MAX).expect("reopen");
+        assert_eq!(store.rpc_scan(RpcTable::Pending).expect("scan").len(), 1500);
     }
 
     #[test]
