@@ -104,6 +104,12 @@ pub enum TcpclEvent {
         /// The bundle's size.
         total: u64,
     },
+    /// The last segment of a bundle we send was written out; its acknowledgement is to come.
+    /// The session task holds none of its bytes any more.
+    Written {
+        /// The caller's tag of the bundle.
+        tag: u64,
+    },
     /// The peer acknowledged a whole bundle.
     Sent {
         /// The caller's tag of the bundle.
@@ -388,6 +394,10 @@ impl Driver {
                         acknowledged,
                         total,
                     },
+                    None => continue,
+                },
+                SessionEvent::Written { transfer_id } => match self.tags.get(&transfer_id) {
+                    Some(&tag) => TcpclEvent::Written { tag },
                     None => continue,
                 },
                 SessionEvent::Sent { transfer_id } => match self.tags.remove(&transfer_id) {

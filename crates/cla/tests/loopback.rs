@@ -236,6 +236,11 @@ async fn an_untracked_bundle_arrives_and_is_never_reported_to_its_sender() {
     })
     .await;
     assert!(matches!(got_a.last(), Some(TcpclEvent::Sent { tag: 7 })));
+    // Before its acknowledgement, the tracked one was reported written out.
+    let written: Vec<usize> = (0..got_a.len())
+        .filter(|&i| matches!(got_a[i], TcpclEvent::Written { tag: 7 }))
+        .collect();
+    assert_eq!(written, [got_a.len() - 2], "{got_a:?}");
     // An untracked bundle still waiting when the session ends is not listed as unfinished.
     assert!(b.close());
     let _ = a.send_untracked(encoded(100, 3), false);
@@ -245,7 +250,14 @@ async fn an_untracked_bundle_arrives_and_is_never_reported_to_its_sender() {
     assert!(unfinished_b.is_empty(), "{unfinished_b:?}");
     let after: Vec<TcpclEvent> = got_a
         .into_iter()
-        .filter(|e| !matches!(e, TcpclEvent::Up { .. } | TcpclEvent::Sent { tag: 7 }))
+        .filter(|e| {
+            !matches!(
+                e,
+                TcpclEvent::Up { .. }
+                    | TcpclEvent::Written { tag: 7 }
+                    | TcpclEvent::Sent { tag: 7 }
+            )
+        })
         .collect();
     assert!(
         after.is_empty(),

@@ -8,7 +8,7 @@ use cla::tcpcl::{
     PeerInfo, ReceiveBudget, Role, SessTermReason, Session, SessionConfig, SessionError,
     SessionEvent, XferRefuseReason,
 };
-use common::{Pair, Scripted, config, encoded};
+use common::{Pair, Scripted, bundle, config, encoded};
 use proptest::prelude::*;
 use wire::tcpcl::{
     ContactHeader, ExtensionItem, Message, MsgReject, MsgRejectReason, SegmentFlags, SessInit,
@@ -1121,7 +1121,13 @@ fn unexpected_messages_get_msg_reject_and_the_session_goes_on() {
     s.send(&ack);
     s.send(&ack);
     assert!(s.output().is_empty());
-    assert_eq!(s.events(), [SessionEvent::Sent { transfer_id: 0 }]);
+    assert_eq!(
+        s.events(),
+        [
+            SessionEvent::Written { transfer_id: 0 },
+            SessionEvent::Sent { transfer_id: 0 }
+        ]
+    );
 }
 
 proptest! {
@@ -1246,4 +1252,42 @@ fn a_session_is_stalled_only_with_a_transfer_in_progress_and_nothing_heard_for_a
     p.a.rx.extend_from_slice(&wire);
     p.a.session.receive(p.now, &mut p.a.rx);
     assert!(!p.a.session.stalled(p.now + 1_000, 2_000));
+}
+
+#[test]
+fn a_transfer_is_reported_written_with_its_last_segment_and_its_bytes_are_let_go() {
+    let mut s = Scripted::passive(config("b"), 30);
+    let b = bundle(700_000, 1);
+    let payload = b.payload.data.clone();
+    s.session.send(b.encode(), false).unwrap();
+    drop(b);
+    // Segment by segment (ours are 256 KiB at most): the report comes with the last one, once.
+    let mut written_at = Vec::new();
+    let mut segments = 0;
+    while let Some(parts) = s.session.poll_transmit(s.now) {
+        segments += 1;
+        drop(parts);
+        for e in s.events() {
+            assert_eq!(e, SessionEvent::Written { transfer_id: 0 });
+            written_at.push(segments);
+        }
+        // Until then the session holds the bundle's bytes; after, nothing of them.
+        assert_eq!(
+            payload.is_unique(),
+            !written_at.is_empty(),
+            "segment {segments}"
+        );
+    }
+    assert!(segments >= 3, "{segments}");
+    assert_eq!(written_at, [segments]);
+    // The acknowledgement still completes it.
+    let total = s.session.queued_bytes();
+    assert!(total > 700_000, "{total}");
+    s.send(&Message::XferAck(XferAck {
+        flags: SegmentFlags::new(false, true),
+        transfer_id: 0,
+        acknowledged_length: total,
+    }));
+    assert_eq!(s.events(), [SessionEvent::Sent { transfer_id: 0 }]);
+    assert_eq!(s.session.queued_bytes(), 0);
 }

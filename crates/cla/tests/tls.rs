@@ -353,7 +353,7 @@ async fn two_nodes_with_certificates_of_one_ca_talk_over_tls() {
     loop {
         match next(&mut ea).await {
             TcpclEvent::Sent { tag: 1 } => break,
-            TcpclEvent::Progress { tag: 1, .. } => {}
+            TcpclEvent::Progress { tag: 1, .. } | TcpclEvent::Written { tag: 1 } => {}
             other => panic!("{other:?}"),
         }
     }

@@ -1095,6 +1095,12 @@ impl Daemon {
                 }
             }
             TcpclEvent::Progress { .. } => {}
+            TcpclEvent::Written { tag } => {
+                if let Some(f) = self.flights.get(&tag) {
+                    let (link, id) = (f.link, f.id.clone());
+                    self.host.node_mut().handle_transfer_written(now, link, &id);
+                }
+            }
             TcpclEvent::Sent { tag } => self.finish(tag, TransferResult::Complete),
             TcpclEvent::Refused { tag } => self.finish(tag, TransferResult::Refused),
             TcpclEvent::Down {

@@ -147,6 +147,9 @@ pub(crate) struct InFlight {
     /// The peer is the next hop of the bundle's planned route: the node releases its copy once
     /// the peer holds it whole.
     pub release: bool,
+    /// The shell wrote its last byte out ([`crate::Node::handle_transfer_written`]) and holds
+    /// none of it any more: it no longer counts against the window; its result is to come.
+    pub written: bool,
 }
 
 #[derive(Debug)]
@@ -268,10 +271,12 @@ pub(crate) struct Flights {
     by_piece: BTreeMap<BundleId, InFlight>,
     /// How many pieces of each held bundle are in flight.
     by_held: BTreeMap<BundleId, usize>,
-    /// Encoded bytes of every piece in flight: what the window bounds.
+    /// Encoded bytes of every piece in flight not written out yet: what the window bounds.
     pub bytes: u64,
-    /// Payload bytes in flight, to estimate what a contact can still carry.
+    /// Payload bytes in flight not written out yet, to estimate what a contact can still carry.
     pub queued_payload: u64,
+    /// Pieces in flight not written out yet.
+    unwritten: usize,
 }
 
 impl Flights {
@@ -280,19 +285,49 @@ impl Flights {
         // The same piece twice (it cannot happen while `offer` skips held bundles in flight)
         // must not count twice.
         self.remove(&piece);
-        self.bytes += flight.bytes;
-        self.queued_payload += flight.end - flight.start;
+        if !flight.written {
+            self.count_in(&flight);
+        }
         *self.by_held.entry(flight.held.clone()).or_default() += 1;
         self.by_piece.insert(piece, flight);
+    }
+
+    fn count_in(&mut self, flight: &InFlight) {
+        self.bytes += flight.bytes;
+        self.queued_payload += flight.end - flight.start;
+        self.unwritten += 1;
+    }
+
+    fn count_out(&mut self, flight: &InFlight) {
+        self.bytes = self.bytes.saturating_sub(flight.bytes);
+        self.queued_payload = self
+            .queued_payload
+            .saturating_sub(flight.end.saturating_sub(flight.start));
+        self.unwritten = self.unwritten.saturating_sub(1);
+    }
+
+    /// The shell wrote a piece out: it leaves the window, and stays in flight until its result
+    /// comes. Returns whether that changed anything (a piece not in flight, or reported twice,
+    /// does not).
+    pub(crate) fn written(&mut self, piece: &BundleId) -> bool {
+        let Some(flight) = self.by_piece.get_mut(piece) else {
+            return false;
+        };
+        if flight.written {
+            return false;
+        }
+        flight.written = true;
+        let flight = flight.clone();
+        self.count_out(&flight);
+        true
     }
 
     /// Takes a piece the shell reported on.
     pub(crate) fn remove(&mut self, piece: &BundleId) -> Option<InFlight> {
         let flight = self.by_piece.remove(piece)?;
-        self.bytes = self.bytes.saturating_sub(flight.bytes);
-        self.queued_payload = self
-            .queued_payload
-            .saturating_sub(flight.end.saturating_sub(flight.start));
+        if !flight.written {
+            self.count_out(&flight);
+        }
         if let Some(count) = self.by_held.get_mut(&flight.held) {
             *count -= 1;
             if *count == 0 {
@@ -318,9 +353,11 @@ impl Flights {
     }
 
     /// Whether an offer of `bytes` more fits in a window of `window` bytes. Something always fits
-    /// an empty window, so a bundle larger than the window still moves, alone.
+    /// an empty window, so a bundle larger than the window still moves, alone. Pieces written
+    /// out and waiting for their result are not in the window: the next bundle goes on the
+    /// wire while the peer makes the last one durable.
     pub(crate) fn has_room(&self, bytes: u64, window: u64) -> bool {
-        self.by_piece.is_empty() || self.bytes.saturating_add(bytes) <= window
+        self.unwritten == 0 || self.bytes.saturating_add(bytes) <= window
     }
 
     /// Forgets everything in flight (the neighbour is gone: the shell will not report it).

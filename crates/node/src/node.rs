@@ -57,12 +57,14 @@ pub const MAX_SUMMARY_PURGE_KEYS: usize = 65_536;
 /// (see `Node::send_summary`).
 pub const FULL_SUMMARY_EVERY: u32 = 6;
 
-/// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window must cover what a link sends
-/// while a completion comes back, and a completion waits for the receiver's last TCPCL XFER_ACK,
-/// which a Ferry daemon sends only once the bundle is durable (a flush, an fsync): 16 MiB is
-/// 130 ms at 1 Gbit/s. On loopback between two daemons with disk stores, 1 MiB bundles move as
-/// fast with 16 MiB as without a window, and 30-50 % slower with 2-4 MiB. Yet it is small enough
-/// that a phone with a few neighbours keeps tens of MiB in flight, not its whole store.
+/// Default of [`NodeConfig::link_window_bytes`]: 16 MiB. The window bounds what the shell holds
+/// to send on one link: pieces handed over and not yet written out. A piece written out leaves
+/// it, so the wait for the receiver's last TCPCL XFER_ACK (a Ferry daemon sends it once the
+/// bundle is durable: a flush, an fsync) no longer holds the next bundle back. When pieces
+/// stayed in the window until that acknowledgement, 1 MiB bundles on loopback between two
+/// daemons with disk stores moved as fast with 16 MiB as without a window and 30-50 % slower
+/// with 2-4 MiB. It is small enough that a phone with a few neighbours keeps tens of MiB in
+/// flight, not its whole store.
 pub const DEFAULT_LINK_WINDOW_BYTES: u64 = 16 << 20;
 
 /// How long a neighbour that sent no summary vector ([`NodeConfig::summary_grace`]) is
@@ -133,7 +135,10 @@ pub struct NodeConfig {
     /// queued on the convergence layer), so this bounds the memory a backlog for one neighbour
     /// costs. An offer always goes when nothing is in flight on its link, so a bundle larger than
     /// the window still moves, alone; the pieces a bundle is cut into for the link go together
-    /// (they share one payload buffer, so holding some back would save no memory). Real-time
+    /// (they share one payload buffer, so holding some back would save no memory). A piece the
+    /// shell wrote out ([`Node::handle_transfer_written`]) leaves the window while its result is
+    /// awaited: the shell no longer holds it, and the link carries the next bundle while the
+    /// peer makes the last one durable (with a 100 MB bundle, most of a second). Real-time
     /// traffic (beacons, control, datagram and stream bundles) is never held back. `u64::MAX`
     /// turns the window off.
     pub link_window_bytes: u64,
@@ -260,7 +265,8 @@ pub struct LinkLoad {
     pub pieces: usize,
     /// Held bundles those pieces were cut from.
     pub bundles: usize,
-    /// Their encoded bytes: at most the window, unless they are the pieces of one bundle.
+    /// The encoded bytes of those not written out yet ([`Node::handle_transfer_written`]): at
+    /// most the window, unless they are the pieces of one bundle.
     pub bytes: u64,
     /// Held bundles offered to the neighbour that wait for room in the window.
     pub waiting: usize,
@@ -785,6 +791,22 @@ impl Node {
         // Whatever the result, the piece left the window: bundles waiting for room go now.
         self.fill_window(now, link);
         self.pump(now);
+    }
+
+    /// The shell wrote the last byte of a transmitted bundle out and holds none of it; its
+    /// result ([`Node::handle_transfer`]) is to come, from a Ferry peer once the bundle is
+    /// durable there. The piece leaves the link's window (see
+    /// [`NodeConfig::link_window_bytes`]), so bundles waiting for room go now and the link does
+    /// not idle through the peer's sync. Optional: a shell that never says so keeps each piece
+    /// in the window until its result.
+    pub fn handle_transfer_written(&mut self, now: DtnTime, link: LinkId, id: &BundleId) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        if l.flights.written(id) {
+            self.fill_window(now, link);
+            self.pump(now);
+        }
     }
 
     /// Timers: beacons, neighbour expiry, summaries, bundle expiry, mesh and stream timers.
@@ -2058,6 +2080,7 @@ impl Node {
                 bytes,
                 give,
                 release,
+                written: false,
             };
             offset += piece_len;
             self.transmit_bundle(link, piece, false, Some((piece_id, flight)));

@@ -1000,6 +1000,52 @@ fn a_bundle_larger_than_the_window_goes_alone_and_is_not_overtaken() {
 }
 
 #[test]
+fn a_bundle_written_out_leaves_the_window_while_its_result_is_awaited() {
+    // Two bundles each larger than the window: without the shell's word that the first was
+    // written out, the second waits for the first's result (the peer's sync); with it, the
+    // second is on the wire meanwhile, and the first still completes as before.
+    let mut net = Net::new(2, |c| c.link_window_bytes = 4_000);
+    net.hold_transfers = true;
+    net.link(0, 1, None);
+    let first = net.send(0, Outgoing::new(app(0), app(1), payload(50_000)));
+    let second = net.send(0, Outgoing::new(app(0), app(1), payload(50_000)));
+    let third = net.send(0, Outgoing::new(app(0), app(1), payload(50_000)));
+    assert_eq!(net.pending.len(), 1);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.pieces, load.waiting), (1, 2), "{load:?}");
+    let now = DtnTime::from_millis(net.now);
+    net.nodes[0].handle_transfer_written(now, LinkId(1), &first);
+    net.settle();
+    // The second went; the first is still in flight, out of the window.
+    assert_eq!(net.pending.len(), 2);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!(
+        (load.pieces, load.bundles, load.waiting),
+        (2, 2, 1),
+        "{load:?}"
+    );
+    assert!(load.bytes > 50_000 && load.bytes < 100_000, "{load:?}");
+    // Said twice, or of a bundle not in flight, it changes nothing.
+    net.nodes[0].handle_transfer_written(now, LinkId(1), &first);
+    net.nodes[0].handle_transfer_written(now, LinkId(1), &third);
+    net.settle();
+    assert_eq!(net.pending.len(), 2);
+    // The third waits for room: the second is not written out yet, and the first's result
+    // frees nothing of the window.
+    assert_eq!(net.complete_next(), first);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!((load.pieces, load.waiting), (1, 1), "{load:?}");
+    assert!(load.bytes > 50_000, "{load:?}");
+    assert_eq!(net.complete_next(), second);
+    assert_eq!(net.complete_next(), third);
+    assert_eq!(delivered_ids(&net, 1), vec![first, second, third]);
+    assert_eq!(
+        net.nodes[0].link_load(LinkId(1)),
+        Some(node::LinkLoad::default())
+    );
+}
+
+#[test]
 fn the_pieces_of_one_bundle_go_together_and_the_next_bundle_waits() {
     // A 1 500-byte MTU cuts a 10 kB bundle into seven pieces: one offer, sharing one payload
     // buffer, so they go together even past the window.

@@ -1449,6 +1449,14 @@ impl<A: App> Sim<A> {
                             confirm: true,
                         };
                         self.schedule(arrive, ev);
+                        // Meanwhile it leaves the sender's window, as the daemon's TCPCL
+                        // session reports a transfer's last segment written out.
+                        self.nodes[from].host.node_mut().handle_transfer_written(
+                            self.now,
+                            LinkId(to as u64),
+                            &id,
+                        );
+                        self.drain_checked(from)?;
                     }
                 }
             }

@@ -209,6 +209,15 @@ pub enum SessionEvent {
         /// The bundle's size.
         total: u64,
     },
+    /// The last segment of an outgoing transfer was handed out by [`Session::poll_transmit`]:
+    /// the session holds none of its bytes any more, and its acknowledgement is to come (from
+    /// a Ferry peer once the bundle is durable there). An owner that bounds the bytes it has
+    /// handed to a session counts this one out now, so that the next bundle is on the wire
+    /// while the peer makes this one durable.
+    Written {
+        /// Our transfer id.
+        transfer_id: u64,
+    },
     /// The peer acknowledged the whole bundle.
     Sent {
         /// Our transfer id.

@@ -99,8 +99,12 @@ pub(super) struct Outgoing {
     queue: VecDeque<Transfer>,
     /// Segments going out.
     sending: Option<Transfer>,
-    /// All segments out, acknowledgement pending.
+    /// All segments out, acknowledgement pending. Their bytes are let go (`parts` emptied): a
+    /// session never sends a segment twice, and what a cut session leaves unacknowledged is
+    /// sent again from the owner's store, not from here.
     awaiting: VecDeque<Transfer>,
+    /// Transfers whose last segment went out since [`Outgoing::take_written`] was last asked.
+    written: Vec<u64>,
     next_id: u64,
 }
 
@@ -142,11 +146,19 @@ impl Outgoing {
         let t = self.sending.as_mut()?;
         let segment = t.next_segment(max.max(1));
         if t.fully_sent()
-            && let Some(done) = self.sending.take()
+            && let Some(mut done) = self.sending.take()
         {
+            done.parts = Default::default();
+            self.written.push(done.id);
             self.awaiting.push_back(done);
         }
         Some(segment)
+    }
+
+    /// The transfers whose last segment [`Outgoing::next_segment`] handed out since the last
+    /// call, in that order.
+    pub(super) fn take_written(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.written)
     }
 
     /// Whether a transfer has started and is not finished (an orderly close waits for it).

@@ -247,6 +247,9 @@ impl Session {
         let max = segment_size(&self.config, peer);
         // RFC 9174 §6.1: no new transfer after a SESS_TERM, the one in progress finishes.
         let segment = self.outgoing.next_segment(max, self.ending.is_none())?;
+        for transfer_id in self.outgoing.take_written() {
+            self.events.push_back(SessionEvent::Written { transfer_id });
+        }
         self.last_sent_ms = self.last_sent_ms.max(now_ms);
         Some(segment)
     }
