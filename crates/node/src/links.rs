@@ -277,6 +277,9 @@ pub(crate) struct Flights {
     pub queued_payload: u64,
     /// Pieces in flight not written out yet.
     unwritten: usize,
+    /// Encoded bytes, and the number, of pieces written out whose result is awaited.
+    written_bytes: u64,
+    written_pieces: usize,
 }
 
 impl Flights {
@@ -298,11 +301,9 @@ impl Flights {
         self.unwritten += 1;
     }
 
-    fn count_out(&mut self, flight: &InFlight) {
-        self.bytes = self.bytes.saturating_sub(flight.bytes);
-        self.queued_payload = self
-            .queued_payload
-            .saturating_sub(flight.end.saturating_sub(flight.start));
+    fn count_out(&mut self, bytes: u64, payload: u64) {
+        self.bytes = self.bytes.saturating_sub(bytes);
+        self.queued_payload = self.queued_payload.saturating_sub(payload);
         self.unwritten = self.unwritten.saturating_sub(1);
     }
 
@@ -317,16 +318,21 @@ impl Flights {
             return false;
         }
         flight.written = true;
-        let flight = flight.clone();
-        self.count_out(&flight);
+        let (bytes, payload) = (flight.bytes, flight.end.saturating_sub(flight.start));
+        self.count_out(bytes, payload);
+        self.written_bytes += bytes;
+        self.written_pieces += 1;
         true
     }
 
     /// Takes a piece the shell reported on.
     pub(crate) fn remove(&mut self, piece: &BundleId) -> Option<InFlight> {
         let flight = self.by_piece.remove(piece)?;
-        if !flight.written {
-            self.count_out(&flight);
+        if flight.written {
+            self.written_bytes = self.written_bytes.saturating_sub(flight.bytes);
+            self.written_pieces = self.written_pieces.saturating_sub(1);
+        } else {
+            self.count_out(flight.bytes, flight.end.saturating_sub(flight.start));
         }
         if let Some(count) = self.by_held.get_mut(&flight.held) {
             *count -= 1;
@@ -355,9 +361,13 @@ impl Flights {
     /// Whether an offer of `bytes` more fits in a window of `window` bytes. Something always fits
     /// an empty window, so a bundle larger than the window still moves, alone. Pieces written
     /// out and waiting for their result are not in the window: the next bundle goes on the
-    /// wire while the peer makes the last one durable.
+    /// wire while the peer makes the last one durable. They are bounded apart, by the window
+    /// again or one piece: a peer that never confirms gets the window and a piece or two, not
+    /// the backlog (and the session's list of transfers awaiting acknowledgement stays short).
     pub(crate) fn has_room(&self, bytes: u64, window: u64) -> bool {
-        self.unwritten == 0 || self.bytes.saturating_add(bytes) <= window
+        let unwritten_room = self.unwritten == 0 || self.bytes.saturating_add(bytes) <= window;
+        let awaiting_room = self.written_pieces <= 1 || self.written_bytes <= window;
+        unwritten_room && awaiting_room
     }
 
     /// Forgets everything in flight (the neighbour is gone: the shell will not report it).

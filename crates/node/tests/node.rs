@@ -1030,11 +1030,21 @@ fn a_bundle_written_out_leaves_the_window_while_its_result_is_awaited() {
     net.nodes[0].handle_transfer_written(now, LinkId(1), &third);
     net.settle();
     assert_eq!(net.pending.len(), 2);
-    // The third waits for room: the second is not written out yet, and the first's result
-    // frees nothing of the window.
+    // The third waits: the second is not written out yet. Once it is, the third still waits,
+    // as two pieces past the window await their results: a peer that never confirms gets no
+    // more. The first's result lets the third go.
+    net.nodes[0].handle_transfer_written(now, LinkId(1), &second);
+    net.settle();
+    assert_eq!(net.pending.len(), 2);
+    let load = net.nodes[0].link_load(LinkId(1)).unwrap();
+    assert_eq!(
+        (load.pieces, load.waiting, load.bytes),
+        (2, 1, 0),
+        "{load:?}"
+    );
     assert_eq!(net.complete_next(), first);
     let load = net.nodes[0].link_load(LinkId(1)).unwrap();
-    assert_eq!((load.pieces, load.waiting), (1, 1), "{load:?}");
+    assert_eq!((load.pieces, load.waiting), (2, 0), "{load:?}");
     assert!(load.bytes > 50_000, "{load:?}");
     assert_eq!(net.complete_next(), second);
     assert_eq!(net.complete_next(), third);
