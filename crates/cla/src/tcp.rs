@@ -41,8 +41,8 @@ use tokio::time::Instant;
 use wire::EncodedBundle;
 
 use crate::tcpcl::{
-    PeerInfo, Role, SessTermReason, Session, SessionConfig, SessionError, SessionEvent, TlsFailure,
-    XferRefuseReason,
+    PeerInfo, ReadSize, Role, SessTermReason, Session, SessionConfig, SessionError, SessionEvent,
+    TlsFailure, XferRefuseReason,
 };
 use crate::tls::TlsContext;
 
@@ -53,6 +53,10 @@ const READ_CHUNK: usize = 64 * 1024;
 /// allocation alive, so growing it before every read allocated a new 64 KiB block for each
 /// small message (an RPC call or reply, an ack) and freed it again once it was handled.
 const MIN_READ_ROOM: usize = 8 * 1024;
+/// The most one read takes, and the most the receive buffer grows by at once for a frame whose
+/// length is known: the rest of a large segment is read into room made for all of it, not into
+/// 64 KiB steps that copy what came so far each time the buffer grows.
+const MAX_READ: usize = 4 << 20;
 /// Reading pauses while this many bytes of control messages (mostly acks) wait to be written.
 const MAX_CONTROL_BACKLOG: usize = 256 * 1024;
 /// At most this many buffers go into one vectored write.
@@ -511,12 +515,39 @@ fn advance(out: &mut VecDeque<Bytes>, mut n: usize) {
     }
 }
 
-/// One read of at most [`READ_CHUNK`] bytes (cancel-safe).
-async fn read_some<R: AsyncRead + Unpin>(rd: &mut R, rx: &mut BytesMut) -> io::Result<usize> {
-    if rx.capacity() - rx.len() < MIN_READ_ROOM {
-        rx.reserve(READ_CHUNK);
+/// What one read did.
+enum Read {
+    /// Bytes went into the receive buffer, for [`Session::receive`].
+    Buffered(usize),
+    /// Bytes went straight into the transfer being received ([`Session::direct_room`]).
+    Direct(usize),
+}
+
+/// One read (cancel-safe): straight into the transfer being received while a large segment's
+/// data is on its way and nothing is buffered, else into `rx` as [`Session::read_size`] says:
+/// with room for the rest of the frame at its front when that is known (at most [`MAX_READ`]),
+/// just a segment header between a transfer's segments, else [`READ_CHUNK`].
+async fn read_some<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    rx: &mut BytesMut,
+    session: &mut Session,
+) -> io::Result<Read> {
+    if rx.is_empty()
+        && let Some((buf, rest)) = session.direct_room()
+    {
+        let want = rest.min(MAX_READ);
+        buf.reserve(want);
+        return rd.read_buf(&mut buf.limit(want)).await.map(Read::Direct);
     }
-    rd.read_buf(&mut rx.limit(READ_CHUNK)).await
+    let (room, want) = match session.read_size(rx) {
+        ReadSize::Any => (MIN_READ_ROOM, READ_CHUNK),
+        ReadSize::Frame(rest) => (rest.min(MAX_READ), rest.clamp(READ_CHUNK, MAX_READ)),
+        ReadSize::Header(len) => (len, len),
+    };
+    if rx.capacity() - rx.len() < room {
+        rx.reserve(want.max(room));
+    }
+    rd.read_buf(&mut rx.limit(want)).await.map(Read::Buffered)
 }
 
 /// The connection's state besides the session: buffers and which directions are open. It
@@ -689,14 +720,15 @@ where
             && !starting_tls
             && d.session.transmit_backlog() < MAX_CONTROL_BACKLOG;
         tokio::select! {
-            r = read_some(rd, &mut io.rx), if can_read => {
+            r = read_some(rd, &mut io.rx, &mut d.session), if can_read => {
                 let now = d.now();
                 match r {
-                    Ok(0) => {
+                    Ok(Read::Buffered(0) | Read::Direct(0)) => {
                         io.read_open = false;
                         d.session.receive_closed(now);
                     }
-                    Ok(_) => d.session.receive(now, &mut io.rx),
+                    Ok(Read::Buffered(_)) => d.session.receive(now, &mut io.rx),
+                    Ok(Read::Direct(n)) => d.session.direct_read(now, n),
                     Err(e) => {
                         tracing::debug!(link, "read: {e}");
                         io.read_open = false;

@@ -56,6 +56,7 @@ proptest! {
         max_chunk in 1usize..100_000,
         seed in any::<u64>(),
         budget in 1usize..4,
+        direct in any::<bool>(),
     ) {
         let a_config = SessionConfig { max_segment, ..config("a") };
         let b_config = SessionConfig { segment_mru: b_segment_mru, ..config("b") };
@@ -63,6 +64,10 @@ proptest! {
         p.rng = common::Rng(seed);
         p.max_chunk = max_chunk;
         p.budget = budget;
+        // Either side reads as the connection task does (segment data straight into its
+        // transfer) or everything through its receive buffer.
+        p.a.direct = direct;
+        p.b.direct = direct;
         let a_bundles: Vec<_> = a_sizes.iter().enumerate().map(|(i, &n)| encoded(n, i as u64)).collect();
         let b_bundles: Vec<_> = b_sizes.iter().enumerate().map(|(i, &n)| encoded(n, 100 + i as u64)).collect();
         for (i, b) in a_bundles.iter().enumerate() {
@@ -170,7 +175,9 @@ fn progress_is_reported_per_acknowledged_segment() {
                 _ => None,
             })
             .collect();
-    assert_eq!(progress, [100_000, 200_000]);
+    // The first segment of several carries at most 64 KiB (the receiver copies it once), the
+    // others up to `max_segment`.
+    assert_eq!(progress, [65_536, 165_536]);
     assert_eq!(p.a.sent_ids(), [0]);
     let started: Vec<_> =
         p.b.events
@@ -184,7 +191,7 @@ fn progress_is_reported_per_acknowledged_segment() {
                 _ => None,
             })
             .collect();
-    assert_eq!(started, [(0, 100_000, Some(total))]);
+    assert_eq!(started, [(0, 65_536, Some(total))]);
 }
 
 #[test]
@@ -363,6 +370,156 @@ fn ignoring_the_peers_transfer_mru_lets_larger_bundles_through() {
     p.a.session.send(big.clone(), false).unwrap();
     p.run();
     assert_eq!(p.b.received(), [big.to_bytes()]);
+}
+
+#[test]
+fn a_large_transfers_data_is_read_straight_into_its_buffer_and_arrives_intact() {
+    let mut p = Pair::established(
+        SessionConfig {
+            max_segment: 256 << 10,
+            ..config("a")
+        },
+        config("b"),
+    );
+    p.b.direct = true;
+    p.max_chunk = 64 << 10;
+    let bundles = [encoded(1 << 20, 1), encoded(3 << 20, 2), encoded(1000, 3)];
+    for b in &bundles {
+        p.a.session.send(b.clone(), false).unwrap();
+    }
+    p.run();
+    let want: Vec<Bytes> = bundles.iter().map(|b| b.to_bytes()).collect();
+    assert_eq!(p.b.received(), want);
+    assert_eq!(p.a.sent_ids(), [0, 1, 2]);
+    // Of the two large bundles, all but each first segment (64 KiB) and what came in a read
+    // with a segment header went straight into the transfer.
+    let large = (4 << 20) as usize;
+    assert!(
+        p.b.direct_bytes > large * 9 / 10,
+        "{} of {large} bytes read directly",
+        p.b.direct_bytes
+    );
+    // Every segment acknowledged with its cumulative length, as when nothing is streamed.
+    let acks: Vec<u64> =
+        p.b.sent
+            .iter()
+            .filter_map(|m| match m {
+                Message::XferAck(a) if a.transfer_id == 0 => Some(a.acknowledged_length),
+                _ => None,
+            })
+            .collect();
+    let total = bundles[0].len() as u64;
+    let mut expected = vec![65_536];
+    while *expected.last().unwrap() < total {
+        expected.push((expected.last().unwrap() + (256 << 10)).min(total));
+    }
+    assert_eq!(acks, expected);
+}
+
+#[test]
+fn refusing_while_a_segment_streams_in_drops_the_rest_and_the_next_bundle_goes_through() {
+    let mut p = Pair::established(
+        SessionConfig {
+            max_segment: 256 << 10,
+            ..config("a")
+        },
+        config("b"),
+    );
+    p.b.direct = true;
+    p.max_chunk = 20_000;
+    let bundles = [encoded(1 << 20, 1), encoded(300_000, 2)];
+    for b in &bundles {
+        p.a.session.send(b.clone(), false).unwrap();
+    }
+    // Refused once part of a segment after the first went straight into the transfer.
+    assert!(p.run_until(|p| p.b.direct_bytes > 0));
+    p.b.session.refuse(0, XferRefuseReason::NotAcceptable);
+    p.run();
+    assert_eq!(p.b.received(), [bundles[1].to_bytes()]);
+    assert!(p.a.terminated().is_none() && p.b.terminated().is_none());
+    assert!(
+        p.a.events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Refused { transfer_id: 0, .. })),
+        "{:?}",
+        p.a.events
+    );
+    assert_eq!(p.a.sent_ids(), [1]);
+}
+
+#[test]
+fn a_streamed_segment_that_does_not_fit_the_budget_refuses_its_transfer_before_its_data() {
+    let budget = ReceiveBudget::new(512 << 10);
+    let mut p = Pair::established(
+        SessionConfig {
+            max_segment: 256 << 10,
+            ..config("a")
+        },
+        SessionConfig {
+            receive_budget: Some(budget.clone()),
+            ..config("b")
+        },
+    );
+    p.b.direct = true;
+    p.max_chunk = 30_000;
+    let bundles = [encoded(1 << 20, 1), encoded(200_000, 2)];
+    for b in &bundles {
+        p.a.session.send(b.clone(), false).unwrap();
+    }
+    // 64 KiB and 256 KiB fit in 512 KiB; the third segment's 256 KiB do not, which is known
+    // from its header: the transfer is refused then, and none of that segment's data is kept.
+    assert!(p.run_until(|p| {
+        p.a.events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Refused { .. }))
+    }));
+    assert!(budget.in_use() <= 512 << 10);
+    p.run();
+    assert_eq!(p.b.received(), [bundles[1].to_bytes()]);
+    let refused: Vec<_> =
+        p.a.events
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::Refused {
+                    transfer_id,
+                    reason,
+                    acknowledged,
+                } => Some((*transfer_id, *reason, *acknowledged)),
+                _ => None,
+            })
+            .collect();
+    assert_eq!(
+        refused,
+        [(0, XferRefuseReason::NoResources, 65_536 + (256 << 10))]
+    );
+    assert_eq!((budget.in_use(), budget.refused()), (0, 1));
+    assert!(p.a.terminated().is_none() && p.b.terminated().is_none());
+}
+
+#[test]
+fn a_cut_while_a_segment_streams_in_keeps_only_the_acknowledged_segments() {
+    let mut p = Pair::established(
+        SessionConfig {
+            max_segment: 256 << 10,
+            ..config("a")
+        },
+        config("b"),
+    );
+    p.b.direct = true;
+    p.max_chunk = 30_000;
+    let big = encoded(1 << 20, 1);
+    p.a.session.send(big.clone(), false).unwrap();
+    // Cut half way through the third segment (64 KiB + 256 KiB acknowledged before it).
+    assert!(p.run_until(|p| p.b.direct_bytes > 256 << 10));
+    p.b.session.receive_closed(p.now);
+    p.b.drain_events();
+    let kept = p.b.events.iter().find_map(|e| match e {
+        SessionEvent::Terminated { partial, .. } => partial.clone(),
+        _ => None,
+    });
+    let (_, prefix) = kept.expect("the received prefix is reported");
+    assert_eq!(prefix.len(), 65_536 + (256 << 10));
+    assert_eq!(&prefix[..], &big.to_bytes()[..prefix.len()]);
 }
 
 #[test]

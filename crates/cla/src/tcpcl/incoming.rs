@@ -1,8 +1,8 @@
 //! The receiving half of a session: the one incoming transfer in progress (RFC 9174 forbids
 //! interleaving), its reassembly, and what to answer to each segment.
 
-use bytes::{Bytes, BytesMut};
-use wire::tcpcl::{XferAck, XferRefuseReason, XferSegment};
+use bytes::{Buf, Bytes, BytesMut};
+use wire::tcpcl::{SegmentFlags, SegmentHeader, XferAck, XferRefuseReason, XferSegment};
 
 use super::budget::{ReceiveBudget, Reservation};
 
@@ -36,9 +36,13 @@ struct Transfer {
     /// The first data received, kept as the received slice so a single-segment bundle (or a cut
     /// after the first segment) is handed over without a copy.
     first: Bytes,
-    /// Everything received, once a second segment with data arrived.
+    /// Everything received, once a second segment with data arrived; while a segment is streamed
+    /// in (see [`Streamed`]) also the part of its data that has arrived.
     joined: Option<BytesMut>,
+    /// Bytes of the segments received whole (what was acknowledged).
     received: u64,
+    /// The segment whose data is being read straight into `joined`, if one is.
+    streamed: Option<Streamed>,
     announced: Option<u64>,
     /// Whether `IncomingStarted` was reported (it waits for the first data: dtn7-rs may open a
     /// transfer with an empty START segment).
@@ -55,26 +59,67 @@ impl Transfer {
         let len = data.len() as u64;
         if self.received == 0 {
             self.first = data;
-        } else if let Some(joined) = &mut self.joined {
-            joined.extend_from_slice(&data);
         } else {
-            let needed = self.received.saturating_add(len);
-            let reserve = self.announced.unwrap_or(0).min(PREALLOCATE_MAX).max(needed);
-            let mut joined = BytesMut::with_capacity(usize::try_from(reserve).unwrap_or(0));
-            joined.extend_from_slice(&self.first);
-            joined.extend_from_slice(&data);
-            self.first = Bytes::new();
-            self.joined = Some(joined);
+            self.joined_with_room(len).extend_from_slice(&data);
         }
         self.received = self.received.saturating_add(len);
     }
 
+    /// Everything of the segments received whole: a segment streamed in part is left out, as it
+    /// was never acknowledged.
     fn take(self) -> Bytes {
         match self.joined {
-            Some(joined) => joined.freeze(),
+            Some(mut joined) => {
+                joined.truncate(usize::try_from(self.received).unwrap_or(usize::MAX));
+                joined.freeze()
+            }
             None => self.first,
         }
     }
+
+    /// The joined buffer, made from `first` if this is the second segment with data, with room
+    /// for `more` bytes (and for the announced length, up to [`PREALLOCATE_MAX`]).
+    fn joined_with_room(&mut self, more: u64) -> &mut BytesMut {
+        let needed = self.received.saturating_add(more);
+        let announced = self.announced.unwrap_or(0).min(PREALLOCATE_MAX);
+        let joined = self.joined.get_or_insert_with(|| {
+            let reserve = announced.max(needed);
+            let mut joined = BytesMut::with_capacity(usize::try_from(reserve).unwrap_or(0));
+            joined.extend_from_slice(&self.first);
+            self.first = Bytes::new();
+            joined
+        });
+        let room = usize::try_from(needed)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(joined.len());
+        joined.reserve(room);
+        joined
+    }
+}
+
+/// A continuation segment whose header was taken off the stream before its data arrived: its
+/// data goes straight into the transfer's buffer (no copy of a whole segment in the receive
+/// buffer first, and none again to join it to the rest), read there directly by the connection
+/// when nothing else is buffered.
+#[derive(Debug, Clone, Copy)]
+struct Streamed {
+    flags: SegmentFlags,
+    data_len: u64,
+    /// Data bytes still to come.
+    remaining: u64,
+}
+
+/// What [`Incoming::begin_stream`] made of a segment header.
+#[derive(Debug)]
+pub(super) enum StreamStart {
+    /// The header was taken: the caller removes it from its buffer, and the segment's data goes
+    /// to [`Incoming::stream_from`] and [`Incoming::direct_room`].
+    Streaming,
+    /// Not a segment to stream; it is handled when it has arrived whole.
+    Whole,
+    /// The transfer is refused (over its MRU or the node's budget), exactly as
+    /// [`Incoming::on_segment`] would have refused it; the segment is dropped when whole.
+    Refused(SegmentOutcome),
 }
 
 /// What bounds the bytes an incoming transfer keeps.
@@ -97,6 +142,14 @@ pub(super) enum Incoming {
     /// This side refused the transfer with this id; its remaining segments are dropped until
     /// its END or the START of the next transfer.
     Discarding(u64),
+    /// This side refused the transfer with this id while one of its segments was streamed in:
+    /// the rest of that segment's data is dropped as it comes, then the transfer is
+    /// `Discarding` (or over, if that segment was its END).
+    Skipping {
+        refused: u64,
+        remaining: u64,
+        end: bool,
+    },
 }
 
 /// A boxed transfer, so `Incoming` stays small.
@@ -129,6 +182,11 @@ impl Incoming {
                 // The peer moved on from a transfer this side refused (it need not send that
                 // one's END), or starts afresh.
                 Self::Discarding(_) | Self::Idle => *self = Self::Idle,
+                Self::Skipping { .. } => {
+                    return SegmentOutcome::Violation(
+                        "internal: a segment while a refused one's data is dropped".into(),
+                    );
+                }
             }
             return self.start(seg, limits, accept_new);
         }
@@ -145,6 +203,9 @@ impl Incoming {
             Self::Discarding(refused) => SegmentOutcome::Violation(format!(
                 "segment of transfer {id} without START after transfer {refused} was refused"
             )),
+            Self::Skipping { .. } => SegmentOutcome::Violation(
+                "internal: a segment while a refused one's data is dropped".into(),
+            ),
             Self::Receiving(t) if t.0.id != id => SegmentOutcome::Violation(format!(
                 "segment of transfer {id} while transfer {} is in progress",
                 t.0.id
@@ -192,6 +253,7 @@ impl Incoming {
             first: Bytes::new(),
             joined: None,
             received: 0,
+            streamed: None,
             announced,
             started: false,
             reservation: Reservation::new(limits.budget.cloned()),
@@ -204,6 +266,9 @@ impl Incoming {
             return SegmentOutcome::Violation("internal: no transfer in progress".into());
         };
         let t = &mut slot.0;
+        if t.streamed.is_some() {
+            return SegmentOutcome::Violation("internal: a segment while one streams in".into());
+        }
         let len = seg.data.len() as u64;
         // The budget is asked last: a transfer over the MRU is refused without spending it.
         if t.received.saturating_add(len) > transfer_mru || !t.reservation.grow(len) {
@@ -251,11 +316,160 @@ impl Incoming {
     pub(super) fn refuse(&mut self, transfer_id: u64) -> bool {
         match self {
             Self::Receiving(t) if t.0.id == transfer_id => {
-                *self = Self::Discarding(transfer_id);
+                *self = match t.0.streamed {
+                    Some(s) => Self::Skipping {
+                        refused: transfer_id,
+                        remaining: s.remaining,
+                        end: s.flags.is_end(),
+                    },
+                    None => Self::Discarding(transfer_id),
+                };
                 true
             }
             _ => false,
         }
+    }
+
+    /// Looks at the header of a continuation segment whose data has not all arrived, and takes
+    /// it to stream its data in if it continues the transfer in progress and fits its limits
+    /// (checked, and the budget taken, as [`Incoming::on_segment`] does for a whole segment).
+    /// Only a transfer whose first data came is streamed into: that data is what
+    /// `IncomingStarted` reports, as a slice of its own.
+    pub(super) fn begin_stream(
+        &mut self,
+        header: SegmentHeader,
+        limits: Limits<'_>,
+    ) -> StreamStart {
+        let Self::Receiving(slot) = self else {
+            return StreamStart::Whole;
+        };
+        let t = &mut slot.0;
+        if t.id != header.transfer_id || t.streamed.is_some() || t.received == 0 {
+            return StreamStart::Whole;
+        }
+        let len = header.data_len;
+        if t.received.saturating_add(len) > limits.transfer_mru || !t.reservation.grow(len) {
+            let id = t.id;
+            *self = if header.flags.is_end() {
+                Self::Idle
+            } else {
+                Self::Discarding(id)
+            };
+            return StreamStart::Refused(SegmentOutcome::Refuse(id, XferRefuseReason::NoResources));
+        }
+        t.joined_with_room(len);
+        t.streamed = Some(Streamed {
+            flags: header.flags,
+            data_len: len,
+            remaining: len,
+        });
+        StreamStart::Streaming
+    }
+
+    /// Whether a transfer whose first data came is in progress with no segment streaming in: its
+    /// next segment's header is what the connection most likely brings next.
+    pub(super) fn between_segments(&self) -> bool {
+        matches!(self, Self::Receiving(t) if t.0.received > 0 && t.0.streamed.is_none())
+    }
+
+    /// Whether the data of a streamed segment is still to come: the next bytes of the
+    /// connection are that data, for [`Incoming::stream_from`] (or [`Incoming::direct_room`]).
+    pub(super) fn awaits_segment_data(&self) -> bool {
+        match self {
+            Self::Receiving(t) => t.0.streamed.is_some(),
+            Self::Skipping { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Takes what `rx` holds of a streamed segment's data off its front. The segment's outcome
+    /// once its last byte is in (for a refused transfer, its data dropped: none).
+    pub(super) fn stream_from(&mut self, rx: &mut BytesMut) -> Option<SegmentOutcome> {
+        match self {
+            Self::Skipping {
+                refused,
+                remaining,
+                end,
+            } => {
+                let n = usize::try_from(*remaining)
+                    .unwrap_or(usize::MAX)
+                    .min(rx.len());
+                rx.advance(n);
+                *remaining -= n as u64;
+                if *remaining == 0 {
+                    *self = if *end {
+                        Self::Idle
+                    } else {
+                        Self::Discarding(*refused)
+                    };
+                }
+                None
+            }
+            Self::Receiving(slot) => {
+                let t = &mut slot.0;
+                let s = t.streamed.as_mut()?;
+                let n = usize::try_from(s.remaining)
+                    .unwrap_or(usize::MAX)
+                    .min(rx.len());
+                t.joined.as_mut()?.extend_from_slice(&rx[..n]);
+                rx.advance(n);
+                s.remaining -= n as u64;
+                self.finish_streamed()
+            }
+            _ => None,
+        }
+    }
+
+    /// Room for the connection to read a streamed segment's data into directly, and how much of
+    /// it is still to come; `None` unless a segment is streamed into a transfer.
+    pub(super) fn direct_room(&mut self) -> Option<(&mut BytesMut, usize)> {
+        let Self::Receiving(slot) = self else {
+            return None;
+        };
+        let t = &mut slot.0;
+        let s = t.streamed?;
+        let remaining = usize::try_from(s.remaining).unwrap_or(usize::MAX);
+        Some((t.joined.as_mut()?, remaining))
+    }
+
+    /// `n` bytes were read into [`Incoming::direct_room`]. The segment's outcome once its last
+    /// byte is in.
+    pub(super) fn direct_read(&mut self, n: usize) -> Option<SegmentOutcome> {
+        let Self::Receiving(slot) = self else {
+            return None;
+        };
+        let s = slot.0.streamed.as_mut()?;
+        s.remaining = s.remaining.saturating_sub(n as u64);
+        self.finish_streamed()
+    }
+
+    /// Ends a streamed segment whose data is all in: acknowledged as a whole one would be.
+    fn finish_streamed(&mut self) -> Option<SegmentOutcome> {
+        let Self::Receiving(slot) = self else {
+            return None;
+        };
+        let t = &mut slot.0;
+        let s = t.streamed.filter(|s| s.remaining == 0)?;
+        t.streamed = None;
+        t.received = t.received.saturating_add(s.data_len);
+        let ack = XferAck {
+            flags: s.flags,
+            transfer_id: t.id,
+            acknowledged_length: t.received,
+        };
+        let complete = if s.flags.is_end() {
+            match std::mem::take(self) {
+                Self::Receiving(slot) => Some(slot.0.take()),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        Some(SegmentOutcome::Accepted {
+            ack,
+            started: None,
+            complete,
+        })
     }
 
     /// The prefix received of the transfer in progress, if any bytes arrived (for a cut).

@@ -46,7 +46,7 @@ mod session;
 
 pub use budget::ReceiveBudget;
 use bytes::Bytes;
-pub use session::Session;
+pub use session::{ReadSize, Session};
 pub use wire::tcpcl::{SessTermReason, XferRefuseReason};
 
 /// What this side announces and accepts. `Default` gives RFC-friendly values for a node.

@@ -23,6 +23,12 @@ struct Transfer {
     urgent: bool,
 }
 
+/// The most data the first segment of a transfer of several carries. A receiver keeps a
+/// transfer's first segment as it arrived (the whole bundle, if it is the only one), and the rest
+/// of a longer transfer streams into one buffer the first is copied into when the second comes
+/// (`incoming.rs`): a small first segment makes that copy small.
+const FIRST_SEGMENT_MAX: u64 = 64 * 1024;
+
 impl Transfer {
     fn fully_sent(&self) -> bool {
         self.started && self.sent >= self.total
@@ -32,10 +38,17 @@ impl Transfer {
         self.total.saturating_sub(self.acked)
     }
 
-    /// The next segment (header then data slices), at most `max` bytes of data.
+    /// The next segment (header then data slices), at most `max` bytes of data; the first of a
+    /// transfer of several at most [`FIRST_SEGMENT_MAX`].
     fn next_segment(&mut self, max: u64) -> Vec<Bytes> {
         let start = !self.started;
-        let len = self.total.saturating_sub(self.sent).min(max);
+        let rest = self.total.saturating_sub(self.sent);
+        let max = if start && rest > max {
+            max.min(FIRST_SEGMENT_MAX)
+        } else {
+            max
+        };
+        let len = rest.min(max);
         let end = self.sent.saturating_add(len) >= self.total;
         // RFC 9174 §5.2.5.1: the Transfer Length extension SHOULD NOT be sent on a transfer of
         // one segment; on a longer one it lets the receiver refuse early and preallocate.

@@ -2,14 +2,14 @@
 
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use wire::EncodedBundle;
 use wire::tcpcl::{
-    ContactHeader, FrameLimits, Message, MsgReject, MsgRejectReason, SessInit, SessTerm,
-    SessTermFlags, SessTermReason, TcpclError, XferRefuse, XferRefuseReason, XferSegment,
+    ContactHeader, FrameLimits, FrameStatus, Message, MsgReject, MsgRejectReason, SessInit,
+    SessTerm, SessTermFlags, SessTermReason, TcpclError, XferRefuse, XferRefuseReason, XferSegment,
 };
 
-use super::incoming::{Incoming, Limits, SegmentOutcome};
+use super::incoming::{Incoming, Limits, SegmentOutcome, StreamStart};
 use super::outgoing::{AckOutcome, Outgoing};
 use super::{
     PeerInfo, Role, SessionConfig, SessionError, SessionEvent, TlsFailure, TlsPeer, TlsPolicy,
@@ -71,6 +71,25 @@ pub struct Session {
     created_ms: u64,
     last_sent_ms: u64,
     last_received_ms: u64,
+}
+
+/// A continuation segment with at least this much of its data still to come is streamed into its
+/// transfer (see [`Session::direct_room`]); less is not worth a read of its own.
+const STREAM_MIN: u64 = 16 * 1024;
+
+/// Bytes of a segment header without START (type, flags, transfer id, data length).
+const SEGMENT_HEADER_LEN: usize = 18;
+
+/// How much the connection's next read should take ([`Session::read_size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadSize {
+    /// Whatever has arrived, up to the reader's usual read.
+    Any,
+    /// The frame at the front of the buffer needs this many more bytes: room for all of them.
+    Frame(usize),
+    /// Only this many bytes: the next segment's header, so its data can go straight into its
+    /// transfer.
+    Header(usize),
 }
 
 /// The largest segment we send, given the peer's segment MRU.
@@ -150,11 +169,63 @@ impl Session {
                 }
                 continue;
             }
+            if self.incoming.awaits_segment_data() {
+                if rx.is_empty() {
+                    return;
+                }
+                if let Some(outcome) = self.incoming.stream_from(rx) {
+                    self.on_segment_outcome(outcome);
+                }
+                continue;
+            }
+            if self.phase == Phase::Established && self.begin_stream(rx) {
+                continue;
+            }
             match Message::decode_from(rx, self.limits) {
                 Ok(None) => return,
                 Ok(Some(message)) => self.on_message(now_ms, message),
                 Err(e) => self.on_decode_error(e),
             }
+        }
+    }
+
+    /// How much the connection's next read into `rx` should take, so that a large segment's data
+    /// lands where it stays: room for the whole rest of a frame whose length is known, and only
+    /// a segment header between the segments of a transfer being received, so that the data
+    /// after it is read straight into the transfer ([`Session::direct_room`]) instead of into
+    /// `rx` and copied from there.
+    pub fn read_size(&self, rx: &[u8]) -> ReadSize {
+        if self.phase != Phase::Established || self.incoming.awaits_segment_data() {
+            return ReadSize::Any;
+        }
+        if rx.is_empty() && self.incoming.between_segments() {
+            return ReadSize::Header(SEGMENT_HEADER_LEN);
+        }
+        match Message::peek_frame(rx, self.limits) {
+            Ok(FrameStatus::NeedMore(n)) => ReadSize::Frame(n),
+            _ => ReadSize::Any,
+        }
+    }
+
+    /// Room to read the connection's next bytes into directly, and how many may go there: while
+    /// the data of a large segment of a transfer being received is on its way and `rx` is empty,
+    /// that data goes straight into the transfer's buffer, instead of into `rx` and then, copied,
+    /// onto the rest of the transfer. Report what was read with [`Session::direct_read`].
+    pub fn direct_room(&mut self) -> Option<(&mut BytesMut, usize)> {
+        if self.phase != Phase::Established {
+            return None;
+        }
+        self.incoming.direct_room()
+    }
+
+    /// `n` bytes (at least one) were read into [`Session::direct_room`].
+    pub fn direct_read(&mut self, now_ms: u64, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.last_received_ms = self.last_received_ms.max(now_ms);
+        if let Some(outcome) = self.incoming.direct_read(n) {
+            self.on_segment_outcome(outcome);
         }
     }
 
@@ -770,13 +841,48 @@ impl Session {
         }
     }
 
+    /// Takes the header of a continuation segment off `rx` if its data is to be streamed into
+    /// its transfer (see [`Session::direct_room`]): one whose data has not all arrived and
+    /// whose rest is worth reading on its own. Returns whether it did, or refused the transfer.
+    fn begin_stream(&mut self, rx: &mut BytesMut) -> bool {
+        let Ok(Some(header)) = Message::peek_segment_header(rx, self.limits) else {
+            // A framing error is reported by the whole-frame decode that follows.
+            return false;
+        };
+        let arrived = (rx.len() - header.header_len.min(rx.len())) as u64;
+        if header.data_len.saturating_sub(arrived) < STREAM_MIN {
+            return false;
+        }
+        let limits = Limits {
+            transfer_mru: self.config.transfer_mru,
+            budget: self.config.receive_budget.as_ref(),
+        };
+        match self.incoming.begin_stream(header, limits) {
+            StreamStart::Streaming => {
+                rx.advance(header.header_len);
+                true
+            }
+            StreamStart::Whole => false,
+            StreamStart::Refused(outcome) => {
+                // The segment stays in `rx` and is dropped once whole, with the transfer's rest.
+                self.on_segment_outcome(outcome);
+                false
+            }
+        }
+    }
+
     fn on_segment(&mut self, segment: XferSegment) {
         let accept_new = self.ending.is_none();
         let limits = Limits {
             transfer_mru: self.config.transfer_mru,
             budget: self.config.receive_budget.as_ref(),
         };
-        match self.incoming.on_segment(segment, limits, accept_new) {
+        let outcome = self.incoming.on_segment(segment, limits, accept_new);
+        self.on_segment_outcome(outcome);
+    }
+
+    fn on_segment_outcome(&mut self, outcome: SegmentOutcome) {
+        match outcome {
             SegmentOutcome::Accepted {
                 ack,
                 started,

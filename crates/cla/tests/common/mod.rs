@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use bytes::{Bytes, BytesMut};
-use cla::tcpcl::{Role, Session, SessionConfig, SessionEvent};
+use cla::tcpcl::{ReadSize, Role, Session, SessionConfig, SessionEvent};
 use wire::DtnTime;
 use wire::tcpcl::{ContactHeader, FrameLimits, Message, SessInit};
 use wire::{Bundle, CreationTimestamp, Eid, EncodedBundle, PrimaryBlock};
@@ -72,6 +72,12 @@ pub(crate) struct Side {
     contact_sent: bool,
     /// Decoding copy of `wire` for `sent`.
     trace: BytesMut,
+    /// Whether this side reads as the connection task does: straight into the transfer being
+    /// received when the session offers room ([`Session::direct_room`]), and no more than a
+    /// segment header when [`Session::read_size`] asks for one.
+    pub(crate) direct: bool,
+    /// Bytes that went straight into a transfer.
+    pub(crate) direct_bytes: usize,
 }
 
 impl Side {
@@ -84,6 +90,8 @@ impl Side {
             sent: Vec::new(),
             contact_sent: false,
             trace: BytesMut::new(),
+            direct: false,
+            direct_bytes: 0,
         }
     }
 
@@ -204,7 +212,21 @@ impl Pair {
         if from.wire.is_empty() {
             return false;
         }
-        let n = (1 + rng.below(max)).min(from.wire.len());
+        let mut n = (1 + rng.below(max)).min(from.wire.len());
+        if to.direct {
+            if to.rx.is_empty()
+                && let Some((buf, rest)) = to.session.direct_room()
+            {
+                let n = n.min(rest);
+                buf.extend_from_slice(&from.wire.split_to(n));
+                to.direct_bytes += n;
+                to.session.direct_read(now, n);
+                return true;
+            }
+            if let ReadSize::Header(len) = to.session.read_size(&to.rx) {
+                n = n.min(len);
+            }
+        }
         let chunk = from.wire.split_to(n);
         to.rx.extend_from_slice(&chunk);
         to.session.receive(now, &mut to.rx);

@@ -10,6 +10,21 @@ use super::message::{
     XFER_ACK_LEN, XFER_REFUSE_LEN,
 };
 
+/// The header of a continuation XFER_SEGMENT (one without START) whose header has arrived, whatever
+/// of its data has: what a reader needs to put the data straight where it belongs
+/// ([`Message::peek_segment_header`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SegmentHeader {
+    /// The segment's flags (END or not; never START).
+    pub flags: SegmentFlags,
+    /// The transfer it belongs to.
+    pub transfer_id: u64,
+    /// Bytes before the data: type code, flags, transfer id, data length.
+    pub header_len: usize,
+    /// Bytes of data that follow the header.
+    pub data_len: u64,
+}
+
 /// How far a receive buffer goes towards the frame at its front.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameStatus {
@@ -166,6 +181,36 @@ impl Message {
         }
     }
 
+    /// The header of the XFER_SEGMENT at the front of `buf`, if it is a segment without START whose
+    /// header (type code to data length) has arrived; `None` for anything else, or before then.
+    /// The data length is checked against `limits` as [`Message::peek_frame`] checks it.
+    pub fn peek_segment_header(
+        buf: &[u8],
+        limits: FrameLimits,
+    ) -> Result<Option<SegmentHeader>, TcpclError> {
+        if buf.first() != Some(&MessageType::XferSegment.code()) {
+            return Ok(None);
+        }
+        let Some(&flags) = buf.get(1) else {
+            return Ok(None);
+        };
+        let flags = SegmentFlags(flags);
+        if flags.is_start() {
+            return Ok(None);
+        }
+        let (Some(id), Some(data)) = (be::<8>(buf, 2), be::<8>(buf, SEGMENT_EXT_LEN_AT)) else {
+            return Ok(None);
+        };
+        let data_len = u64::from_be_bytes(data);
+        check("segment data", data_len, limits.max_segment_data)?;
+        Ok(Some(SegmentHeader {
+            flags,
+            transfer_id: u64::from_be_bytes(id),
+            header_len: SEGMENT_FIXED_LEN as usize,
+            data_len,
+        }))
+    }
+
     /// Takes the message at the front of a receive buffer off and decodes it, once it is whole.
     ///
     /// `Ok(None)`: more bytes are needed, and `buf` is untouched. `Ok(Some(message))`: the frame
@@ -244,6 +289,34 @@ mod tests {
             "the next message is not looked at"
         );
         assert!(Message::decode(bytes::Bytes::copy_from_slice(&seg[..31])).is_ok());
+    }
+
+    #[test]
+    fn a_continuation_segment_header_is_read_before_its_data() {
+        let mut seg = vec![0x01, SegmentFlags::END];
+        seg.extend_from_slice(&7u64.to_be_bytes());
+        seg.extend_from_slice(&900u64.to_be_bytes()[..7]);
+        let header = |b: &[u8]| Message::peek_segment_header(b, LIMITS);
+        assert_eq!(header(&seg), Ok(None), "data length not complete");
+        seg.push(900u64.to_be_bytes()[7]);
+        seg.extend_from_slice(b"some of the data");
+        assert_eq!(
+            header(&seg),
+            Ok(Some(SegmentHeader {
+                flags: SegmentFlags(SegmentFlags::END),
+                transfer_id: 7,
+                header_len: 18,
+                data_len: 900,
+            }))
+        );
+        // More than the limits allow is refused at once, as by `peek_frame`.
+        seg[10..18].copy_from_slice(&1001u64.to_be_bytes());
+        assert!(matches!(header(&seg), Err(TcpclError::TooLarge { .. })));
+        // A START segment, another message, or an empty buffer: not for this.
+        seg[1] = SegmentFlags::START;
+        assert_eq!(header(&seg), Ok(None));
+        assert_eq!(header(&[0x04]), Ok(None));
+        assert_eq!(header(&[]), Ok(None));
     }
 
     #[test]

@@ -86,7 +86,7 @@ mod message;
 pub use contact::{ContactFlags, ContactHeader, MAGIC, VERSION};
 pub use error::TcpclError;
 pub use extension::ExtensionItem;
-pub use frame::{FrameLimits, FrameStatus};
+pub use frame::{FrameLimits, FrameStatus, SegmentHeader};
 pub use message::{
     Message, MessageType, MsgReject, MsgRejectReason, SegmentFlags, SessInit, SessTerm,
     SessTermFlags, SessTermReason, XferAck, XferRefuse, XferRefuseReason, XferSegment,
