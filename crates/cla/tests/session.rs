@@ -1322,6 +1322,87 @@ proptest! {
         }
     }
 
+    /// A transfer whose later segments a peer may lie about (another transfer id, START again,
+    /// a data length over the segment MRU, the transfer MRU or the budget, data cut short or
+    /// followed by junk), read as the connection task reads: no panic, buffers and the budget
+    /// stay bounded, at most one Terminated, and a bundle is delivered only if every segment was
+    /// whole and consistent, with exactly the bytes sent.
+    #[test]
+    fn lies_in_streamed_segments_are_refused_or_end_the_session(
+        first in 1usize..2000,
+        segments in prop::collection::vec(
+            (0u8..10, 16_000u64..70_000, 0u8..8, any::<bool>()), 1..5),
+        junk in prop::collection::vec(any::<u8>(), 0..64),
+        with_junk in any::<bool>(),
+        chunks in prop::collection::vec(1_000usize..40_000, 1..16),
+    ) {
+        let junk = if with_junk { junk } else { Vec::new() };
+        let budget = ReceiveBudget::new(250_000);
+        let mut s = Scripted::passive(SessionConfig {
+            segment_mru: 64_000,
+            transfer_mru: 300_000,
+            receive_budget: Some(budget.clone()),
+            ..config("b")
+        }, 30);
+        let mut wire = Vec::new();
+        let mut sent = vec![1u8; first];
+        wire.extend_from_slice(&segment(9, true, false, &sent).to_bytes().unwrap());
+        let mut consistent = true;
+        let mut ended = false;
+        for (i, &(lie, len, cut, end)) in segments.iter().enumerate() {
+            let data = vec![i as u8 + 2; len as usize];
+            let (id, start) = match lie {
+                0 => (10, false), // another transfer's segment
+                1 => (9, true),   // START while the transfer is in progress
+                _ => (9, false),
+            };
+            let mut frame = segment(id, start, end, &data).to_bytes().unwrap().to_vec();
+            if cut == 0 {
+                // Cut short: what follows is read as the rest of this segment's data.
+                frame.truncate(frame.len() - 1000);
+                consistent = false;
+            }
+            if lie < 2 || len > 64_000 {
+                consistent = false;
+            }
+            sent.extend_from_slice(&data);
+            wire.extend_from_slice(&frame);
+            if end {
+                ended = true;
+                break;
+            }
+        }
+        wire.extend_from_slice(&junk);
+        let mut at = 0;
+        // Every chunk is at least 1,000 bytes: at most a few hundred rounds.
+        for n in chunks.iter().cycle() {
+            if at >= wire.len() { break; }
+            let end = (at + n).min(wire.len());
+            s.feed_direct(&wire[at..end]);
+            at = end;
+            // A partial frame (at most the segment MRU and a header) and one chunk.
+            prop_assert!(s.rx.len() <= 64_000 + 40_000 + 64, "{}", s.rx.len());
+            let _ = s.raw_output();
+        }
+        s.session.handle_timeout(1_000_000);
+        let _ = s.raw_output();
+        let events = s.events();
+        let n = events.iter().filter(|e| matches!(e, SessionEvent::Terminated { .. })).count();
+        prop_assert!(n <= 1);
+        for e in &events {
+            if let SessionEvent::Received { transfer_id: 9, bundle } = e {
+                prop_assert!(ended && consistent && sent.len() <= 250_000);
+                prop_assert_eq!(&bundle[..], &sent[..]);
+            }
+        }
+        if ended && consistent && sent.len() <= 250_000 && junk.is_empty() {
+            let delivered = events.iter().any(|e| matches!(e, SessionEvent::Received { transfer_id: 9, .. }));
+            prop_assert!(delivered, "{:?}", events.iter().map(|e| format!("{e:?}").chars().take(80).collect::<String>()).collect::<Vec<_>>());
+        }
+        drop(s);
+        prop_assert_eq!(budget.in_use(), 0);
+    }
+
     /// Random bytes instead of a contact header, on either role.
     #[test]
     fn hostile_bytes_from_the_start(

@@ -408,10 +408,17 @@ impl Incoming {
             Self::Receiving(slot) => {
                 let t = &mut slot.0;
                 let s = t.streamed.as_mut()?;
+                // `begin_stream` made the buffer; without it nothing could be consumed, and the
+                // session must not wait for bytes it would never take.
+                let Some(joined) = t.joined.as_mut() else {
+                    return Some(SegmentOutcome::Violation(
+                        "internal: a streamed segment without its buffer".into(),
+                    ));
+                };
                 let n = usize::try_from(s.remaining)
                     .unwrap_or(usize::MAX)
                     .min(rx.len());
-                t.joined.as_mut()?.extend_from_slice(&rx[..n]);
+                joined.extend_from_slice(&rx[..n]);
                 rx.advance(n);
                 s.remaining -= n as u64;
                 self.finish_streamed()

@@ -151,7 +151,8 @@ impl Session {
             // Any byte counts as life: a large segment arriving slowly is not idleness.
             self.last_received_ms = self.last_received_ms.max(now_ms);
         }
-        // Each round consumes a frame or returns, so hostile input cannot make this spin.
+        // Each round consumes a frame (or some of a streamed segment's data) or returns, so
+        // hostile input cannot make this spin.
         loop {
             if self.phase == Phase::Terminated {
                 rx.clear();

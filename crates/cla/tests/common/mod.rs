@@ -355,6 +355,33 @@ impl Scripted {
         }
     }
 
+    /// Feeds bytes as the connection task reads them: while the session offers room for a
+    /// streamed segment's data and nothing is buffered, straight into it (as far as that room
+    /// goes), the rest through the receive buffer. Returns how many went straight in.
+    pub(crate) fn feed_direct(&mut self, mut bytes: &[u8]) -> usize {
+        let mut direct = 0;
+        while !bytes.is_empty() {
+            if self.rx.is_empty()
+                && let Some((buf, rest)) = self.session.direct_room()
+            {
+                let n = rest.min(bytes.len());
+                buf.extend_from_slice(&bytes[..n]);
+                self.session.direct_read(self.now, n);
+                direct += n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = match self.session.read_size(&self.rx) {
+                ReadSize::Header(len) => len.min(bytes.len()),
+                _ => bytes.len(),
+            };
+            self.rx.extend_from_slice(&bytes[..n]);
+            self.session.receive(self.now, &mut self.rx);
+            bytes = &bytes[n..];
+        }
+        direct
+    }
+
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         self.rx.extend_from_slice(bytes);
         self.session.receive(self.now, &mut self.rx);
