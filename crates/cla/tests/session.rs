@@ -372,8 +372,9 @@ fn ignoring_the_peers_transfer_mru_lets_larger_bundles_through() {
     assert_eq!(p.b.received(), [big.to_bytes()]);
 }
 
-#[test]
-fn a_large_transfers_data_is_read_straight_into_its_buffer_and_arrives_intact() {
+/// Two sessions where a sends segments of up to 256 KiB and b reads as the connection task does
+/// (segment data straight into its transfer), the bytes crossing in chunks of up to `max_chunk`.
+fn streaming_pair(max_chunk: usize) -> Pair {
     let mut p = Pair::established(
         SessionConfig {
             max_segment: 256 << 10,
@@ -382,7 +383,13 @@ fn a_large_transfers_data_is_read_straight_into_its_buffer_and_arrives_intact() 
         config("b"),
     );
     p.b.direct = true;
-    p.max_chunk = 64 << 10;
+    p.max_chunk = max_chunk;
+    p
+}
+
+#[test]
+fn a_large_transfers_data_is_read_straight_into_its_buffer_and_arrives_intact() {
+    let mut p = streaming_pair(64 << 10);
     let bundles = [encoded(1 << 20, 1), encoded(3 << 20, 2), encoded(1000, 3)];
     for b in &bundles {
         p.a.session.send(b.clone(), false).unwrap();
@@ -418,15 +425,7 @@ fn a_large_transfers_data_is_read_straight_into_its_buffer_and_arrives_intact() 
 
 #[test]
 fn refusing_while_a_segment_streams_in_drops_the_rest_and_the_next_bundle_goes_through() {
-    let mut p = Pair::established(
-        SessionConfig {
-            max_segment: 256 << 10,
-            ..config("a")
-        },
-        config("b"),
-    );
-    p.b.direct = true;
-    p.max_chunk = 20_000;
+    let mut p = streaming_pair(20_000);
     let bundles = [encoded(1 << 20, 1), encoded(300_000, 2)];
     for b in &bundles {
         p.a.session.send(b.clone(), false).unwrap();
@@ -498,15 +497,7 @@ fn a_streamed_segment_that_does_not_fit_the_budget_refuses_its_transfer_before_i
 
 #[test]
 fn a_cut_while_a_segment_streams_in_keeps_only_the_acknowledged_segments() {
-    let mut p = Pair::established(
-        SessionConfig {
-            max_segment: 256 << 10,
-            ..config("a")
-        },
-        config("b"),
-    );
-    p.b.direct = true;
-    p.max_chunk = 30_000;
+    let mut p = streaming_pair(30_000);
     let big = encoded(1 << 20, 1);
     p.a.session.send(big.clone(), false).unwrap();
     // Cut half way through the third segment (64 KiB + 256 KiB acknowledged before it).
