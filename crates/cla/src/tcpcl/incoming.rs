@@ -77,6 +77,12 @@ impl Transfer {
         }
     }
 
+    /// Whether `len` more bytes fit the transfer MRU and the node's budget; if so, the budget is
+    /// taken. The budget is asked last: a transfer over the MRU is refused without spending it.
+    fn admit(&mut self, len: u64, transfer_mru: u64) -> bool {
+        self.received.saturating_add(len) <= transfer_mru && self.reservation.grow(len)
+    }
+
     /// The joined buffer, made from `first` if this is the second segment with data, with room
     /// for `more` bytes (and for the announced length, up to [`PREALLOCATE_MAX`]).
     fn joined_with_room(&mut self, more: u64) -> &mut BytesMut {
@@ -269,24 +275,12 @@ impl Incoming {
         if t.streamed.is_some() {
             return SegmentOutcome::Violation("internal: a segment while one streams in".into());
         }
-        let len = seg.data.len() as u64;
-        // The budget is asked last: a transfer over the MRU is refused without spending it.
-        if t.received.saturating_add(len) > transfer_mru || !t.reservation.grow(len) {
+        if !t.admit(seg.data.len() as u64, transfer_mru) {
             let id = t.id;
-            *self = if seg.flags.is_end() {
-                Self::Idle
-            } else {
-                Self::Discarding(id)
-            };
-            return SegmentOutcome::Refuse(id, XferRefuseReason::NoResources);
+            return self.refuse_for_resources(id, seg.flags);
         }
         let data = seg.data.clone();
         t.push(seg.data);
-        let ack = XferAck {
-            flags: seg.flags,
-            transfer_id: t.id,
-            acknowledged_length: t.received,
-        };
         // A transfer that ends with its first data (a small bundle in one segment) is reported
         // as received only: there is nothing left to refuse, and the owner would look at its
         // primary block twice.
@@ -296,7 +290,37 @@ impl Incoming {
         } else {
             None
         };
-        let complete = if seg.flags.is_end() {
+        self.accepted(seg.flags, started)
+    }
+
+    /// Refuses the transfer in progress for want of room (RFC 9174 Table 7, "No Resources"):
+    /// its remaining segments are dropped, unless the one refused was its last.
+    fn refuse_for_resources(&mut self, id: u64, flags: SegmentFlags) -> SegmentOutcome {
+        *self = if flags.is_end() {
+            Self::Idle
+        } else {
+            Self::Discarding(id)
+        };
+        SegmentOutcome::Refuse(id, XferRefuseReason::NoResources)
+    }
+
+    /// The outcome of a segment of the transfer in progress whose data is all counted in
+    /// `received`: its XFER_ACK, and the whole transfer if the segment was its last.
+    fn accepted(
+        &mut self,
+        flags: SegmentFlags,
+        started: Option<(Bytes, Option<u64>)>,
+    ) -> SegmentOutcome {
+        let Self::Receiving(slot) = self else {
+            return SegmentOutcome::Violation("internal: no transfer in progress".into());
+        };
+        let t = &slot.0;
+        let ack = XferAck {
+            flags,
+            transfer_id: t.id,
+            acknowledged_length: t.received,
+        };
+        let complete = if flags.is_end() {
             match std::mem::take(self) {
                 Self::Receiving(slot) => Some(slot.0.take()),
                 _ => None,
@@ -348,14 +372,9 @@ impl Incoming {
             return StreamStart::Whole;
         }
         let len = header.data_len;
-        if t.received.saturating_add(len) > limits.transfer_mru || !t.reservation.grow(len) {
+        if !t.admit(len, limits.transfer_mru) {
             let id = t.id;
-            *self = if header.flags.is_end() {
-                Self::Idle
-            } else {
-                Self::Discarding(id)
-            };
-            return StreamStart::Refused(SegmentOutcome::Refuse(id, XferRefuseReason::NoResources));
+            return StreamStart::Refused(self.refuse_for_resources(id, header.flags));
         }
         t.joined_with_room(len);
         t.streamed = Some(Streamed {
@@ -459,24 +478,7 @@ impl Incoming {
         let s = t.streamed.filter(|s| s.remaining == 0)?;
         t.streamed = None;
         t.received = t.received.saturating_add(s.data_len);
-        let ack = XferAck {
-            flags: s.flags,
-            transfer_id: t.id,
-            acknowledged_length: t.received,
-        };
-        let complete = if s.flags.is_end() {
-            match std::mem::take(self) {
-                Self::Receiving(slot) => Some(slot.0.take()),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        Some(SegmentOutcome::Accepted {
-            ack,
-            started: None,
-            complete,
-        })
+        Some(self.accepted(s.flags, None))
     }
 
     /// The prefix received of the transfer in progress, if any bytes arrived (for a cut).

@@ -77,9 +77,6 @@ pub struct Session {
 /// transfer (see [`Session::direct_room`]); less is not worth a read of its own.
 const STREAM_MIN: u64 = 16 * 1024;
 
-/// Bytes of a segment header without START (type, flags, transfer id, data length).
-const SEGMENT_HEADER_LEN: usize = 18;
-
 /// How much the connection's next read should take ([`Session::read_size`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadSize {
@@ -200,7 +197,7 @@ impl Session {
             return ReadSize::Any;
         }
         if rx.is_empty() && self.incoming.between_segments() {
-            return ReadSize::Header(SEGMENT_HEADER_LEN);
+            return ReadSize::Header(XferSegment::CONTINUATION_HEADER_LEN);
         }
         match Message::peek_frame(rx, self.limits) {
             Ok(FrameStatus::NeedMore(n)) => ReadSize::Frame(n),

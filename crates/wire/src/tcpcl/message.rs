@@ -325,6 +325,10 @@ pub enum Message {
 }
 
 impl XferSegment {
+    /// Bytes before the data of a segment without START (type code, flags, transfer id, data
+    /// length): what a reader takes to learn where the next segment's data goes.
+    pub const CONTINUATION_HEADER_LEN: usize = SEGMENT_FIXED_LEN as usize;
+
     /// The Transfer Length the segment announces, if it carries that extension (the first one if
     /// several); an error if its value is not 8 bytes.
     pub fn transfer_length(&self) -> Result<Option<u64>, TcpclError> {
