@@ -45,6 +45,7 @@ mod held;
 mod links;
 pub mod mesh;
 mod node;
+mod pieces;
 pub mod plan;
 mod strategy;
 pub mod stream;

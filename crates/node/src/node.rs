@@ -26,6 +26,7 @@ use crate::classes::{
 };
 use crate::links::{InFlight, Link, LinkTable};
 use crate::mesh::{Mesh, MeshConfig, RouteEvent};
+use crate::pieces::{Acknowledged, cut, spread_start, start_salt};
 use crate::strategy::{Decision, Strategy, StrategyKind};
 use crate::stream::{StreamConfig, StreamError, StreamId, Streams};
 use crate::{Delivery, DropReason, Event, Frame, LinkChange, LinkId, TransferResult, Transmit};
@@ -371,8 +372,9 @@ pub struct Node {
     /// Neighbours that sent no summary vector in time: other implementations, sent no control
     /// traffic until the entry expires ([`NodeConfig::summary_grace`]).
     foreign: ExpiringMap<Eid, ()>,
-    /// Payload bytes (a prefix) of a held bundle that a neighbour already holds as a fragment.
-    partial: BTreeMap<(BundleId, Eid), u64>,
+    /// Payload ranges of a held bundle that a neighbour already holds as fragments (a cut
+    /// contact, or pieces acknowledged out of order), until it holds all of it.
+    partial: BTreeMap<(BundleId, Eid), Acknowledged>,
     /// Keys of delivered bundles (whole-bundle keys), to delete them network-wide, and until
     /// when each holds. Kept in the store too (`RpcTable::Purged`), written with what added the
     /// entry, so that a bundle delivered here is still refused after a restart. Each entry's
@@ -1632,11 +1634,45 @@ impl Node {
         }
         self.known.insert(peer.clone(), have);
         if let Some(&link) = self.neighbours.get(peer) {
-            let ids: Vec<BundleId> = self.held.ids().cloned().collect();
-            for id in ids {
+            for id in self.offer_order(link) {
                 self.offer(now, &id, peer, link, None);
             }
         }
+    }
+
+    /// The held bundles in the order they are offered to the neighbour on `link` all at once:
+    /// by id, except that the held pieces of one bundle start where this node starts that bundle
+    /// on this link, as a bundle cut into pieces here does (see `pieces`).
+    fn offer_order(&self, link: LinkId) -> Vec<BundleId> {
+        let mut ids: Vec<BundleId> = self.held.ids().cloned().collect();
+        let mut at = 0;
+        while at < ids.len() {
+            // Pieces of one bundle sort together: same source and creation, by offset.
+            let first = &ids[at];
+            let run = ids[at..]
+                .iter()
+                .take_while(|id| {
+                    id.fragment.is_some()
+                        && id.source == first.source
+                        && id.creation == first.creation
+                })
+                .count();
+            let end = at + run.max(1);
+            if run > 1 {
+                let group = &mut ids[at..end];
+                let others = self
+                    .links
+                    .iter()
+                    .filter(|(other, l)| {
+                        **other != link && group.iter().any(|id| l.flights.carries(id))
+                    })
+                    .count();
+                let salt = start_salt(&self.me, adu_key(&group[0]));
+                group.rotate_left(spread_start(group.len(), others, salt));
+            }
+            at = end;
+        }
+        ids
     }
 
     // ----- storing and forwarding dtn bundles -----
@@ -1988,16 +2024,18 @@ impl Node {
             Decision::Replicate => held.copies.map(|_| 1).filter(|_| toward),
             Decision::Hand { give } => Some(give),
         };
-        let start = self
-            .partial
-            .get(&(id.clone(), peer.clone()))
-            .copied()
-            .unwrap_or(0);
+        // The parts of the payload the peer lacks: all of it, or what a cut or pieces
+        // acknowledged out of order left.
+        let missing = match self.partial.get(&(id.clone(), peer.clone())) {
+            Some(have) => have.missing(held.payload_len),
+            None => vec![0..held.payload_len],
+        };
         // About what the transfer will occupy: the payload still to send (headers come on top),
         // or what the contact can still take when the rest is to be cut to fit it. If not even
         // that fits, wait without reading the store; what was read is checked exactly below.
         let window = self.config.link_window_bytes;
-        let mut estimate = held.payload_len.saturating_sub(start);
+        let rest_len: u64 = missing.iter().map(|r| r.end - r.start).sum();
+        let mut estimate = rest_len;
         // Pieces by policy for bundles to one node only: every node a broadcast reaches is one
         // of its destinations and would have to rebuild it from its pieces (a copy of the whole
         // on each), where a bundle to one node is rebuilt once, at that node.
@@ -2025,16 +2063,16 @@ impl Node {
         if !count_hop(&mut bundle) {
             return Offered::Done;
         }
-        let len = bundle.payload.data.len() as u64;
-        if start > 0 && start < len {
-            match bundle.split_at(start as usize) {
-                Ok((_, rest)) => bundle = rest,
-                Err(_) => return Offered::Done,
+        // Each missing part as a bundle of its own, with its offset in the held payload.
+        let mut parts = Vec::with_capacity(missing.len());
+        for range in missing {
+            match cut(&bundle, range.clone()) {
+                Some(part) => parts.push((range.start, part)),
+                None => return Offered::Done,
             }
         }
         // How much of the rest to send as one piece: the link's MTU, the contact's remaining
         // capacity, and the configured piece size all bound it (proactive fragmentation).
-        let rest_len = len - start.min(len);
         let mut limit = u64::MAX;
         if let Some(capacity) = l.remaining_capacity(now) {
             let fits = capacity.saturating_sub(header_overhead(&bundle));
@@ -2049,25 +2087,58 @@ impl Node {
         if let Some(piece) = policy_piece {
             limit = limit.min(piece.max(1));
         }
-        let pieces = if rest_len > limit {
-            if l.mtu.is_some() || policy_piece.is_some() {
-                bundle.fragment(limit as usize).unwrap_or_default()
-            } else {
-                // A contact that ends soon: send what fits now, the rest at the next contact.
-                match bundle.split_at(limit as usize) {
-                    Ok((first, _)) => vec![first],
-                    Err(_) => vec![bundle],
+        let mut pieces: Vec<(u64, Bundle)> = Vec::new();
+        if rest_len <= limit {
+            pieces = parts;
+        } else if l.mtu.is_some() || policy_piece.is_some() {
+            for (at, part) in parts {
+                let mut offset = at;
+                for piece in part.fragment(limit as usize).unwrap_or_default() {
+                    let piece_len = piece.payload.data.len() as u64;
+                    pieces.push((offset, piece));
+                    offset += piece_len;
                 }
             }
         } else {
-            vec![bundle]
+            // A contact that ends soon: send what fits now, the rest at the next contact.
+            let mut room = limit;
+            for (at, part) in parts {
+                let part_len = part.payload.data.len() as u64;
+                if room == 0 {
+                    break;
+                }
+                if part_len <= room {
+                    room -= part_len;
+                    pieces.push((at, part));
+                    continue;
+                }
+                match part.split_at(room as usize) {
+                    Ok((first, _)) => pieces.push((at, first)),
+                    Err(_) => pieces.push((at, part)),
+                }
+                break;
+            }
+        }
+        // A link that joins others already sending this bundle starts at another piece, so that
+        // the neighbours hold different pieces first (see `pieces`).
+        if pieces.len() > 1 {
+            let others = self
+                .links
+                .iter()
+                .filter(|(other, l)| **other != link && l.flights.carries(id))
+                .count();
+            let salt = start_salt(&self.me, adu_key(id));
+            let start = spread_start(pieces.len(), others, salt);
+            pieces.rotate_left(start);
+        }
+        let Some(l) = self.links.get(&link) else {
+            return Offered::Done;
         };
-        let sizes: Vec<u64> = pieces.iter().map(encoded_len).collect();
+        let sizes: Vec<u64> = pieces.iter().map(|(_, p)| encoded_len(p)).collect();
         if !l.flights.has_room(sizes.iter().sum(), window) {
             return Offered::Blocked;
         }
-        let mut offset = start;
-        for (piece, bytes) in pieces.into_iter().zip(sizes) {
+        for ((offset, piece), bytes) in pieces.into_iter().zip(sizes) {
             let piece_len = piece.payload.data.len() as u64;
             let piece_id = piece.id();
             if piece.primary.fragment.is_some() && rest_len > piece_len {
@@ -2082,7 +2153,6 @@ impl Node {
                 release,
                 written: false,
             };
-            offset += piece_len;
             self.transmit_bundle(link, piece, false, Some((piece_id, flight)));
         }
         Offered::Done
@@ -2095,13 +2165,10 @@ impl Node {
         };
         let len = held.payload_len;
         let slot = (flight.held.clone(), peer.clone());
-        let before = self.partial.get(&slot).copied().unwrap_or(0);
-        if flight.start > before {
-            return; // a piece beyond a gap: it will be resent
-        }
-        let upto = before.max(end);
-        if upto < len {
-            self.partial.insert(slot, upto);
+        let mut have = self.partial.remove(&slot).unwrap_or_default();
+        have.insert(flight.start..end);
+        if !have.missing(len).is_empty() {
+            self.partial.insert(slot, have);
             // The next piece goes at once if the contact is still up.
             if let Some(&link) = self.neighbours.get(peer) {
                 let id = flight.held.clone();
@@ -2109,7 +2176,6 @@ impl Node {
             }
             return;
         }
-        self.partial.remove(&slot);
         let key = held.key;
         let dest_node = held.dest_node.clone();
         let flags = held.flags;
