@@ -120,8 +120,11 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
                 .run(&eval, *run, &|line| eprintln!("  {line}"))
                 .with_context(|| format!("testbed run {name}"))?;
             let answered = got.iter().filter(|r| r.rtt_ms.is_some()).count();
+            let node_work = facts
+                .node_work_ms
+                .map_or("–".to_string(), |ms| format!("{ms} ms"));
             eprintln!(
-                "  {answered}/{} answered; {} links, {} link changes ({} failed), {:.1} s",
+                "  {answered}/{} answered; {} links, {} link changes ({} failed), {:.1} s; node work allowed {node_work}",
                 got.len(),
                 facts.links,
                 facts.link_changes,
@@ -130,7 +133,7 @@ pub(crate) fn run(args: TestbedArgs) -> Result<()> {
             );
             writeln!(
                 facts_text,
-                "| {name} | {} | {} | {} | {:.1} s |",
+                "| {name} | {} | {} | {} | {:.1} s | {node_work} |",
                 facts.links,
                 facts.link_changes,
                 facts.link_change_errors,
@@ -277,7 +280,7 @@ fn agreement_markdown(rows: &[testbed::Agreement], t: Tolerance, facts: &str) ->
     }
     let _ = writeln!(
         s,
-        "\n## The testbed's runs\n\n| run | links | link changes | failed | wall time |\n|---|---|---|---|---|\n{facts}"
+        "\n## The testbed's runs\n\nNode work allowed: what the run's answered calls took beyond the journey check's quickest round trip (median; at most a tenth of a call's time). A lost call counts as Ferry's fault only if a journey existed that left this much of its time.\n\n| run | links | link changes | failed | wall time | node work allowed |\n|---|---|---|---|---|---|\n{facts}"
     );
     s
 }

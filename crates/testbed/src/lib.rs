@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use sim::eval::{Eval, Placement, Run, TestSet, call_window};
 use sim::eval_record::{CallRecord, Outcome, SetupKey, SetupSummary, summarise};
-use wire::rpc::Mode;
+use wire::rpc::{Mode, Transport};
 
 use crate::calls::{CallArg, CallSpec};
 use crate::net::Net;
@@ -56,6 +56,49 @@ pub struct RunFacts {
     pub link_change_errors: usize,
     /// From the network's start to the last call's end.
     pub wall: Duration,
+    /// The run's own allowance for what real nodes and processes add to a call's round trip
+    /// ([`node_work_allowance`]); `None` when no answered call measured it.
+    pub node_work_ms: Option<u64>,
+}
+
+/// What the run's answered calls took beyond the journey check's quickest round trip for each
+/// (links that carry a file in its transmission time, nodes that compute in no time): the
+/// median of `(rtt, quickest)` differences, at least 0 and at most a tenth of `budget_ms`.
+/// A lost call is Ferry's fault only if a journey existed that leaves this much of its time:
+/// a real call also spends it in `ferry call`, the echo's process, and each node's storing,
+/// sealing and syncing, and a journey shorter than that could not have been used. Measured per
+/// run, so what the judged call's own run cost is what it is allowed, and bounded, so a slow
+/// build cannot excuse its losses with its own slowness.
+pub fn node_work_allowance(answered: &[(u64, u64)], budget_ms: u64) -> Option<u64> {
+    let mut extra: Vec<u64> = answered
+        .iter()
+        .map(|&(rtt, quickest)| rtt.saturating_sub(quickest))
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    extra.sort_unstable();
+    Some(extra[extra.len() / 2].min(budget_ms / 10))
+}
+
+/// The shortest time from `window.0` within which `exists` (a journey check over the window
+/// `(window.0, window.0 + t)`) finds a round trip, to the millisecond, if it does by `window.1`.
+fn quickest_journey_ms(window: (u64, u64), exists: impl Fn((u64, u64)) -> bool) -> Option<u64> {
+    let (start, end) = window;
+    if !exists((start, end)) {
+        return None;
+    }
+    // The check is monotone in the window's end: a later end only adds ways.
+    let (mut lo, mut hi) = (0, end - start);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if exists((start, start + mid)) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(if exists((start, start + lo)) { lo } else { hi })
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -266,19 +309,48 @@ impl Testbed {
         nodes.stop();
         drop(net);
 
+        let journey = |k: usize, window: (u64, u64)| {
+            let eligible: Vec<usize> = explicit_targets
+                .get(k)
+                .map_or(servers.clone(), |&t| vec![t]);
+            eval.journey_existed(
+                &schedule, count, client, &eligible, window, setup.set, setup.mode,
+            )
+        };
+        let transport = setup.mode.transport;
+        let window_of = |o: &calls::CallOutcome| {
+            let made_at_ms = o.made_unix_ms.saturating_sub(t0_unix);
+            call_window(made_at_ms, setup.budget_ms, transport, o.id.is_empty())
+        };
+        // Store-carry-forward calls have their whole time for a journey; by datagram or stream
+        // alone the check asks for a path at some instant, which takes no time to measure.
+        let timed = !matches!(transport, Transport::Datagram | Transport::Stream);
+        let node_work_ms = if timed {
+            let answered: Vec<(u64, u64)> = outcomes
+                .iter()
+                .enumerate()
+                .filter_map(|(k, o)| {
+                    let (_, at) = o.result.as_ref()?;
+                    let rtt = at.saturating_sub(o.made_unix_ms);
+                    let quickest = quickest_journey_ms(window_of(o), |w| journey(k, w))?;
+                    Some((rtt, quickest))
+                })
+                .collect();
+            node_work_allowance(&answered, setup.budget_ms)
+        } else {
+            None
+        };
         let mut records = Vec::with_capacity(outcomes.len());
         for (k, o) in outcomes.into_iter().enumerate() {
             let ran = runs.get(&o.id).cloned().unwrap_or_default();
             let made_at_ms = o.made_unix_ms.saturating_sub(t0_unix);
             let target = explicit_targets.get(k).copied();
-            let transport = setup.mode.transport;
-            let window = call_window(made_at_ms, setup.budget_ms, transport, o.id.is_empty());
-            let journey = o.result.is_none().then(|| {
-                let eligible: Vec<usize> = target.map_or(servers.clone(), |t| vec![t]);
-                eval.journey_existed(
-                    &schedule, count, client, &eligible, window, setup.set, setup.mode,
-                )
-            });
+            let (start, end) = window_of(&o);
+            let window = (
+                start,
+                end.saturating_sub(node_work_ms.unwrap_or(0)).max(start),
+            );
+            let journey = o.result.is_none().then(|| journey(k, window));
             records.push(CallRecord {
                 source: "testbed".into(),
                 topology: setup.network.name().into(),
@@ -321,6 +393,7 @@ impl Testbed {
             link_changes: changes.into_inner(),
             link_change_errors: change_errors.into_inner(),
             wall,
+            node_work_ms,
         };
         Ok((records, facts))
     }
@@ -465,4 +538,33 @@ pub fn measure_sync(dir: &std::path::Path) -> Result<Duration> {
     let _ = std::fs::remove_file(&path);
     times.sort_unstable();
     Ok(times[times.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allowance_is_the_median_extra_time_and_never_more_than_a_tenth_of_the_call() {
+        // Round trips of 1,150, 1,300 and 1,100 ms where the quickest journeys took 990, 1,000
+        // and 1,000 ms: 160, 300 and 100 ms more.
+        assert_eq!(
+            node_work_allowance(&[(1_150, 990), (1_300, 1_000), (1_100, 1_000)], 21_000),
+            Some(160)
+        );
+        // A call quicker than the check's journey (it cannot be, but clocks differ) adds none.
+        assert_eq!(node_work_allowance(&[(900, 1_000)], 21_000), Some(0));
+        assert_eq!(node_work_allowance(&[(9_000, 1_000)], 21_000), Some(2_100));
+        assert_eq!(node_work_allowance(&[], 21_000), None);
+    }
+
+    #[test]
+    fn the_quickest_journey_is_found_to_the_millisecond() {
+        // A journey that needs 993 ms from a call made at 101,000 ms.
+        let exists = |(start, end): (u64, u64)| end >= start + 993;
+        assert_eq!(quickest_journey_ms((101_000, 122_000), exists), Some(993));
+        assert_eq!(quickest_journey_ms((0, 500), exists), None);
+        assert_eq!(quickest_journey_ms((5, 998), exists), Some(993));
+        assert_eq!(quickest_journey_ms((0, 100), |_| true), Some(0));
+    }
 }
