@@ -2028,6 +2028,8 @@ impl Node {
         // acknowledged out of order left.
         let missing = match self.partial.get(&(id.clone(), peer.clone())) {
             Some(have) => have.missing(held.payload_len),
+            // All of it: one range (not a range's numbers).
+            #[allow(clippy::single_range_in_vec_init)]
             None => vec![0..held.payload_len],
         };
         // About what the transfer will occupy: the payload still to send (headers come on top),
