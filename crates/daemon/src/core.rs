@@ -726,6 +726,16 @@ impl Daemon {
                 ),
             );
         }
+        if stats.mtu_too_small > 0 {
+            let min = self.host.node().config().min_piece;
+            self.metrics.counters.refusals.log_once(
+                "mtu_too_small",
+                format_args!(
+                    "a TCPCL peer's transfer MRU leaves room for pieces of less than {min} bytes: \
+                     it is sent only bundles that fit it whole (ferry_mtu_too_small_total)"
+                ),
+            );
+        }
         if stats.carry_refused > 0 {
             let max = self.host.node().config().max_carried_bundles;
             self.metrics.counters.refusals.log_once(

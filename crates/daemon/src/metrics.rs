@@ -547,6 +547,12 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
             n.fragments_sent,
         ),
         counter(
+            "mtu_too_small_total",
+            "Offers of a bundle not sent to a TCPCL peer whose transfer MRU would have it cut into \
+             pieces smaller than 4 KiB (the peer gets only bundles that fit it whole).",
+            n.mtu_too_small,
+        ),
+        counter(
             "control_sent_total",
             "Control bundles sent.",
             n.control_sent,

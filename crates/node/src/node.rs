@@ -128,7 +128,9 @@ pub struct NodeConfig {
     /// about the time of one instead of one whole hop after another. Broadcast bundles are not
     /// split by it (each node they reach would rebuild them). `None` disables it.
     pub max_bundle_piece: Option<u64>,
-    /// Smallest payload piece worth sending into a contact that cannot take the whole bundle.
+    /// Smallest payload piece worth sending into a contact that cannot take the whole bundle,
+    /// and the smallest piece a link's MTU may have a bundle cut into (a smaller MTU gets only
+    /// bundles that fit it whole: [`NodeStats::mtu_too_small`]).
     pub min_piece: u64,
     /// Encoded bytes of store-carry-forward bundles in flight on one link (handed to the shell
     /// and not yet reported by `handle_transfer`); more wait in the node, which hands them over
@@ -230,6 +232,10 @@ pub struct NodeStats {
     pub dropped: u64,
     /// Fragments this node cut (reactively or proactively).
     pub fragments_sent: u64,
+    /// Offers of a bundle not sent to a neighbour whose link MTU (a TCPCL peer's transfer MRU)
+    /// leaves room for pieces smaller than [`NodeConfig::min_piece`] only, the bundle not
+    /// fitting whole.
+    pub mtu_too_small: u64,
     /// Purge keys named by neighbours' summaries that were not kept because the purge set held
     /// [`NodeConfig::max_purge_entries`] entries.
     pub purge_set_full: u64,
@@ -2084,7 +2090,15 @@ impl Node {
             limit = fits;
         }
         if let Some(mtu) = l.mtu {
-            limit = limit.min(mtu.saturating_sub(header_overhead(&bundle)).max(1));
+            // A TCPCL peer names its own transfer MRU: one of a few bytes would have the bundle
+            // cut into as many pieces as it has bytes, all built at once. Pieces smaller than
+            // `min_piece` are not made; such a peer gets only bundles that fit whole.
+            let room = mtu.saturating_sub(header_overhead(&bundle));
+            if rest_len > room && room < self.config.min_piece {
+                self.stats.mtu_too_small += 1;
+                return Offered::Done;
+            }
+            limit = limit.min(room.max(1));
         }
         if let Some(piece) = policy_piece {
             limit = limit.min(piece.max(1));

@@ -497,7 +497,8 @@ fn direct_delivery_only_hands_bundles_to_their_destination() {
 
 #[test]
 fn a_small_mtu_splits_bundles_and_the_destination_reassembles() {
-    let mut net = Net::new(2, |_| {});
+    // Pieces of ~1.4 kB, below the default smallest piece, to see many of them.
+    let mut net = Net::new(2, |c| c.min_piece = 512);
     let data = payload(10_000);
     net.send(0, Outgoing::new(app(0), app(1), data.clone()));
     net.link(0, 1, Some(1_500));
@@ -1163,7 +1164,10 @@ fn a_bundle_written_out_leaves_the_window_while_its_result_is_awaited() {
 fn the_pieces_of_one_bundle_go_together_and_the_next_bundle_waits() {
     // A 1 500-byte MTU cuts a 10 kB bundle into seven pieces: one offer, sharing one payload
     // buffer, so they go together even past the window.
-    let mut net = Net::new(2, |c| c.link_window_bytes = 4_000);
+    let mut net = Net::new(2, |c| {
+        c.link_window_bytes = 4_000;
+        c.min_piece = 512;
+    });
     net.hold_transfers = true;
     let data = payload(10_000);
     let first = net.send(0, Outgoing::new(app(0), app(1), data.clone()));
@@ -2295,7 +2299,10 @@ fn broadcast_bundles_are_signed_and_verified_but_never_encrypted() {
 fn a_protected_bundle_cut_into_pieces_is_checked_once_whole_at_its_destination() {
     let (hmac, aes) = (key(1, 32), key(2, 32));
     // Node 0 signs and encrypts for node 2 (`secured`); node 2 requires both.
-    let mut net = Net::new(3, |c| secured(c, &hmac, &aes));
+    let mut net = Net::new(3, |c| {
+        secured(c, &hmac, &aes);
+        c.min_piece = 512;
+    });
     let data = payload(10_000);
     net.send(0, Outgoing::new(app(0), app(2), data.clone()));
     net.link(0, 2, Some(1_500));
@@ -2346,4 +2353,34 @@ fn a_planned_route_is_followed_and_changes_when_the_plan_does() {
     net.advance_to(T0 + 60_000);
     assert!(net.nodes[1].held_bundles().any(|(b, _)| *b == id));
     assert!(net.nodes[0].held_bundles().all(|(b, _)| *b != id));
+}
+
+#[test]
+fn a_peer_whose_transfer_mru_leaves_no_room_for_a_worthwhile_piece_gets_no_pieces() {
+    // A TCPCL peer announces the transfer MRU the node cuts bundles to (its link's MTU). One
+    // that announces 300 bytes would have a 1 MB bundle cut into pieces of a few hundred bytes
+    // (100 bytes: of one byte each, a million bundles built at once), from one message of a
+    // stranger.
+    let mut net = Net::new(2, |_| {});
+    net.hold_transfers = true;
+    net.send(0, Outgoing::new(app(0), app(1), payload(1_000_000)));
+    net.link(0, 1, Some(300));
+    assert!(
+        net.pending.is_empty(),
+        "{} pieces handed over",
+        net.pending.len()
+    );
+    assert!(net.nodes[0].stats().mtu_too_small >= 1);
+    // What fits whole still goes.
+    net.send(0, Outgoing::new(app(0), app(1), payload(10)));
+    assert_eq!(net.pending.len(), 1);
+    // A peer whose MRU leaves room for pieces of at least `min_piece` gets pieces.
+    net.unlink(0, 1);
+    net.link(0, 1, Some(10_000));
+    assert!(
+        net.pending
+            .iter()
+            .all(|(_, _, b)| b.payload.data.len() <= 10_000)
+    );
+    assert!(net.pending.len() > 100, "{} pieces", net.pending.len());
 }
