@@ -1384,6 +1384,120 @@ proptest::proptest! {
     }
 }
 
+/// What a shell may do next with the pieces of a bundle it holds.
+#[derive(Debug, Clone, Copy)]
+enum PieceStep {
+    /// Report the `n`th held transfer (modulo how many there are) as done.
+    Complete(usize),
+    /// Cut it after `keep` payload bytes (modulo its length): the peer keeps that prefix.
+    Cut(usize, u64),
+    /// Report it failed: nothing reached the peer.
+    Fail(usize),
+    /// The link goes down and comes back.
+    Bounce,
+}
+
+fn piece_step() -> impl proptest::strategy::Strategy<Value = PieceStep> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => any::<usize>().prop_map(PieceStep::Complete),
+        2 => (any::<usize>(), any::<u64>()).prop_map(|(n, k)| PieceStep::Cut(n, k)),
+        1 => any::<usize>().prop_map(PieceStep::Fail),
+        1 => Just(PieceStep::Bounce),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// A bundle in pieces, by policy or by the link's MTU, whatever order its pieces end in,
+    /// cut or failed or done, across links that go down and up: it arrives once, whole, and the
+    /// sender never sends a byte the peer confirmed again, save for the rest of a piece that
+    /// was cut.
+    #[test]
+    fn a_bundle_in_pieces_arrives_once_whole_whatever_its_pieces_meet(
+        len in 1usize..40_000,
+        piece in 4_096u64..12_000,
+        by_mtu in proptest::prelude::any::<bool>(),
+        steps in proptest::collection::vec(piece_step(), 0..60),
+    ) {
+        let mtu = by_mtu.then_some(piece);
+        let mut net = Net::new(2, |c| {
+            if !by_mtu {
+                c.max_bundle_piece = Some(piece);
+            }
+        });
+        net.hold_transfers = true;
+        net.link(0, 1, mtu);
+        let data = payload(len);
+        net.send(0, Outgoing::new(app(0), app(1), data.clone()));
+        // Payload bytes handed to the shell, and those the peer confirmed or kept.
+        let mut cut_off = 0u64;
+        for step in steps {
+            match step {
+                PieceStep::Bounce => {
+                    // What is on the link when it goes down fails.
+                    cut_off += net
+                        .pending
+                        .iter()
+                        .map(|(_, _, b)| b.payload.data.len() as u64)
+                        .sum::<u64>();
+                    net.unlink(0, 1);
+                    net.link(0, 1, mtu);
+                }
+                PieceStep::Complete(n) | PieceStep::Cut(n, _) | PieceStep::Fail(n) => {
+                    if net.pending.is_empty() {
+                        continue;
+                    }
+                    let (i, j, bundle) = net.pending.remove(n % net.pending.len()).unwrap();
+                    let id = bundle.id();
+                    let now = DtnTime::from_millis(net.now);
+                    let piece_len = bundle.payload.data.len() as u64;
+                    let result = match step {
+                        PieceStep::Complete(_) => {
+                            net.nodes[j].handle_bundle(now, LinkId(i as u64), bundle);
+                            TransferResult::Complete
+                        }
+                        PieceStep::Cut(_, keep) => {
+                            let keep = keep % piece_len;
+                            if keep > 0 {
+                                let (prefix, _) = bundle.split_at(keep as usize).unwrap();
+                                net.nodes[j].handle_bundle(now, LinkId(i as u64), prefix);
+                            }
+                            cut_off += piece_len - keep;
+                            TransferResult::Cut { payload_bytes: keep }
+                        }
+                        _ => {
+                            cut_off += piece_len;
+                            TransferResult::Failed
+                        }
+                    };
+                    net.nodes[i].handle_transfer(now, LinkId(j as u64), &id, result);
+                    net.settle();
+                }
+            }
+        }
+        // From here the shell completes everything; what is left goes with the next summary.
+        for _ in 0..4 {
+            while !net.pending.is_empty() {
+                net.complete_next();
+            }
+            net.advance_to(net.now + 10_001);
+        }
+        let got = net.deliveries(1);
+        proptest::prop_assert_eq!(got.len(), 1);
+        proptest::prop_assert_eq!(&got[0].payload, &data);
+        // Every piece handed over was confirmed, cut or failed; what was confirmed went once.
+        let sent_payload: u64 = net.nodes[0].stats().bytes_sent;
+        let headers = 400 * net.nodes[0].stats().bundles_sent;
+        proptest::prop_assert!(
+            sent_payload <= len as u64 + cut_off + headers,
+            "sent {} encoded bytes for {} payload bytes, {} cut off or failed",
+            sent_payload, len, cut_off
+        );
+    }
+}
+
 /// Sends a datagram from node 0 to node 1 and returns its bundle as it left node 0 (it still
 /// crosses and is delivered).
 fn datagram_bundle(net: &mut Net, len: usize) -> Bundle {
