@@ -2043,6 +2043,7 @@ impl Node {
         // that fits, wait without reading the store; what was read is checked exactly below.
         let window = self.config.link_window_bytes;
         let rest_len: u64 = missing.iter().map(|r| r.end - r.start).sum();
+        let held_len = held.payload_len;
         let mut estimate = rest_len;
         // Pieces by policy for bundles to one node only: every node a broadcast reaches is one
         // of its destinations and would have to rebuild it from its pieces (a copy of the whole
@@ -2056,6 +2057,16 @@ impl Node {
         }
         if !l.flights.has_room(estimate, window) {
             return Offered::Blocked;
+        }
+        // An MTU below `min_piece` (a TCPCL peer names it) cannot take this in worthwhile
+        // pieces whatever its headers: refused without reading the store, as it is offered again
+        // at every summary. (An MTU just above it is judged exactly below, headers known.)
+        if let Some(mtu) = l.mtu
+            && mtu < self.config.min_piece
+            && rest_len >= mtu
+        {
+            self.stats.mtu_too_small += 1;
+            return Offered::Done;
         }
         let mut bundle = match fresh {
             Some(bundle) => bundle.clone(),
@@ -2071,19 +2082,25 @@ impl Node {
         if !count_hop(&mut bundle) {
             return Offered::Done;
         }
-        // Each missing part as a bundle of its own, with its offset in the held payload.
+        let overhead = header_overhead(&bundle);
+        // Each missing part as a bundle of its own, with its offset in the held payload; the
+        // bundle itself, not a copy, when all of it is missing (the usual case).
         let mut parts = Vec::with_capacity(missing.len());
-        for range in missing {
-            match cut(&bundle, range.clone()) {
-                Some(part) => parts.push((range.start, part)),
-                None => return Offered::Done,
+        if rest_len == held_len {
+            parts.push((0, bundle));
+        } else {
+            for range in missing {
+                match cut(&bundle, range.clone()) {
+                    Some(part) => parts.push((range.start, part)),
+                    None => return Offered::Done,
+                }
             }
         }
         // How much of the rest to send as one piece: the link's MTU, the contact's remaining
         // capacity, and the configured piece size all bound it (proactive fragmentation).
         let mut limit = u64::MAX;
         if let Some(capacity) = l.remaining_capacity(now) {
-            let fits = capacity.saturating_sub(header_overhead(&bundle));
+            let fits = capacity.saturating_sub(overhead);
             if fits < rest_len && fits < self.config.min_piece {
                 return Offered::Done; // not worth starting in what is left of this contact
             }
@@ -2093,7 +2110,7 @@ impl Node {
             // A TCPCL peer names its own transfer MRU: one of a few bytes would have the bundle
             // cut into as many pieces as it has bytes, all built at once. Pieces smaller than
             // `min_piece` are not made; such a peer gets only bundles that fit whole.
-            let room = mtu.saturating_sub(header_overhead(&bundle));
+            let room = mtu.saturating_sub(overhead);
             if rest_len > room && room < self.config.min_piece {
                 self.stats.mtu_too_small += 1;
                 return Offered::Done;
@@ -2183,7 +2200,7 @@ impl Node {
         let slot = (flight.held.clone(), peer.clone());
         let mut have = self.partial.remove(&slot).unwrap_or_default();
         have.insert(flight.start..end);
-        if !have.missing(len).is_empty() {
+        if !have.holds_all(len) {
             self.partial.insert(slot, have);
             // The next piece goes at once if the contact is still up.
             if let Some(&link) = self.neighbours.get(peer) {

@@ -28,6 +28,11 @@ impl Acknowledged {
         }
     }
 
+    /// Whether the neighbour holds every byte of a payload of `len` bytes.
+    pub(crate) fn holds_all(&self, len: u64) -> bool {
+        len == 0 || self.0.gaps(&(0..len)).next().is_none()
+    }
+
     /// The parts of a payload of `len` bytes the neighbour lacks, by offset.
     pub(crate) fn missing(&self, len: u64) -> Vec<Range<u64>> {
         if len == 0 {
@@ -139,7 +144,10 @@ mod tests {
         a.insert(0..40);
         a.insert(70..100);
         assert!(a.missing(100).is_empty());
+        assert!(a.holds_all(100));
+        assert!(!a.holds_all(101));
         assert!(Acknowledged::default().missing(0).is_empty());
+        assert!(Acknowledged::default().holds_all(0));
     }
 
     #[test]
