@@ -361,6 +361,8 @@ struct RpcFile {
     dtn_timeout: Option<String>,
     file_budget: Option<String>,
     finished_in_memory: Option<i64>,
+    max_served_calls: Option<i64>,
+    max_served_calls_per_caller: Option<i64>,
     trusted_servers: Option<Vec<String>>,
     provider_grace: Option<String>,
     #[serde(default)]
@@ -412,6 +414,12 @@ pub struct RpcConfig {
     /// older finished calls are read back from the store when asked for
     /// (`rpc::RpcConfig::finished_in_memory`).
     pub finished_in_memory: usize,
+    /// Served-call records kept at once, in memory and in the store; a new call from another
+    /// node beyond it is dropped unheard (`rpc::RpcConfig::max_served_calls`).
+    pub max_served_calls: usize,
+    /// Served-call records one caller may have among them
+    /// (`rpc::RpcConfig::max_served_calls_per_caller`).
+    pub max_served_calls_per_caller: usize,
     /// The servers (Ed25519 public keys) whose any-mode notices this node acts on; `None`: any
     /// signer's.
     pub trusted_servers: Option<Vec<[u8; 32]>>,
@@ -436,6 +444,8 @@ impl Default for RpcConfig {
             dtn_timeout: Duration::from_secs(90),
             file_budget: rpc::RpcConfig::default().max_file_bytes,
             finished_in_memory: rpc::RpcConfig::default().finished_in_memory,
+            max_served_calls: rpc::RpcConfig::default().max_served_calls,
+            max_served_calls_per_caller: rpc::RpcConfig::default().max_served_calls_per_caller,
             trusted_servers: None,
             provider_grace: crate::providers::PROVIDER_GRACE,
             procedures: Vec::new(),
@@ -971,6 +981,11 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
         }
         Ok(d)
     };
+    let count = |key: &str, value: Option<i64>, default: usize| match value {
+        Some(n) => usize::try_from(n)
+            .map_err(|_| ConfigError(format!("{key}: {n} is not a count (0 or more)"))),
+        None => Ok(default),
+    };
     let mut procedures: Vec<ProcedureConfig> = Vec::new();
     for (i, p) in file.procedure.into_iter().enumerate() {
         let procedure = procedure_config(i, p, base)?;
@@ -1001,14 +1016,21 @@ fn rpc_config(file: RpcFile, base: Option<&Path>) -> Result<RpcConfig, ConfigErr
             }
             None => defaults.file_budget,
         },
-        finished_in_memory: match file.finished_in_memory {
-            Some(n) => usize::try_from(n).map_err(|_| {
-                ConfigError(format!(
-                    "rpc.finished_in_memory: {n} is not a count (0 or more)"
-                ))
-            })?,
-            None => defaults.finished_in_memory,
-        },
+        finished_in_memory: count(
+            "rpc.finished_in_memory",
+            file.finished_in_memory,
+            defaults.finished_in_memory,
+        )?,
+        max_served_calls: count(
+            "rpc.max_served_calls",
+            file.max_served_calls,
+            defaults.max_served_calls,
+        )?,
+        max_served_calls_per_caller: count(
+            "rpc.max_served_calls_per_caller",
+            file.max_served_calls_per_caller,
+            defaults.max_served_calls_per_caller,
+        )?,
         trusted_servers: public_keys("rpc.trusted_servers", file.trusted_servers)?,
         provider_grace: positive(
             "rpc.provider_grace",
@@ -1502,6 +1524,20 @@ mod tests {
         assert_eq!(c.rpc.finished_in_memory, 256);
         let c = Config::from_toml("[rpc]\nfinished_in_memory = 10", "x").unwrap();
         assert_eq!(c.rpc.finished_in_memory, 10);
+        let c = Config::from_toml(
+            "[rpc]\nmax_served_calls = 5000\nmax_served_calls_per_caller = 100",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.rpc.max_served_calls, c.rpc.max_served_calls_per_caller),
+            (5000, 100)
+        );
+        let c = Config::from_toml("", "x").unwrap();
+        assert_eq!(
+            (c.rpc.max_served_calls, c.rpc.max_served_calls_per_caller),
+            (1_000_000, 250_000)
+        );
         assert_eq!(c.rpc.trusted_servers, None);
         let key = "ab".repeat(32);
         let c = Config::from_toml(&format!("[rpc]\ntrusted_servers = [\"{key}\"]"), "x").unwrap();
@@ -1659,6 +1695,14 @@ mod tests {
         assert!(err("[rpc]\ndtn_timeout = \"x\"").contains("rpc.dtn_timeout"));
         assert!(err("[rpc]\nfile_budget = \"lots\"").contains("rpc.file_budget"));
         assert!(err("[rpc]\nfinished_in_memory = -1").contains("rpc.finished_in_memory"));
+        assert!(
+            err("[rpc]\nmax_served_calls = -5")
+                .contains("rpc.max_served_calls: -5 is not a count (0 or more)")
+        );
+        assert!(
+            err("[rpc]\nmax_served_calls_per_caller = -1")
+                .contains("rpc.max_served_calls_per_caller")
+        );
         assert!(err("[rpc]\ntrusted_servers = [\"abc\"]").contains("rpc.trusted_servers"));
     }
 

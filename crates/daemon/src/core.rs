@@ -2523,6 +2523,7 @@ impl Daemon {
         self.metrics.render(&crate::metrics::Sources {
             node: self.host.node().stats(),
             rpc: self.engine().stats(),
+            rpc_served_records: self.engine().served_records() as u64,
             peers: self.links.values().filter(|l| l.announced).count() as u64,
             store: usage.map(|u| (u.bundles, u.bytes, u.quota)),
             inbox_bundles: self.host.inboxes().len(),

@@ -153,6 +153,8 @@ impl Refusals {
 pub(crate) struct Sources {
     pub(crate) node: NodeStats,
     pub(crate) rpc: RpcStats,
+    /// Served-call records kept, in memory and in the store.
+    pub(crate) rpc_served_records: u64,
     /// Neighbours with a session.
     pub(crate) peers: u64,
     /// (bundles, bytes, quota), if the store could say.
@@ -883,6 +885,29 @@ fn node_figures(s: &Sources, m: &Counters) -> Vec<Figure> {
                     Value::Int(s.rpc.calls_rejected),
                 ),
                 (Some(("result", "duplicate")), Value::Int(s.rpc.duplicates)),
+            ],
+        },
+        gauge(
+            "rpc_served_records",
+            "Records of calls this node served (answered, refused or skipped), in memory and in \
+             the store; each is kept until its call's deadline plus an hour.",
+            s.rpc_served_records,
+        ),
+        Figure {
+            name: "rpc_calls_dropped_unheard_total",
+            help: "New calls from other nodes dropped without a record or a reply (never run) \
+                   because this node kept its most served-call records (rpc.max_served_calls) \
+                   or their caller its most (rpc.max_served_calls_per_caller).",
+            kind: Kind::Counter,
+            series: vec![
+                (
+                    Some(("bound", "total")),
+                    Value::Int(s.rpc.served_table_full),
+                ),
+                (
+                    Some(("bound", "caller")),
+                    Value::Int(s.rpc.served_caller_full),
+                ),
             ],
         },
         counter(

@@ -79,6 +79,8 @@ pub struct RpcShell {
     presented_bound_logged: bool,
     /// Whether the bound of learnt keys was logged (once).
     learnt_bound_logged: bool,
+    /// Whether the served-call records' bound was logged.
+    served_bound_logged: bool,
     /// Procedures applications serve, and the jobs handed to them.
     pub providers: Providers,
 }
@@ -160,6 +162,7 @@ impl RpcShell {
             changed_calls: Default::default(),
             presented_bound_logged: false,
             learnt_bound_logged: false,
+            served_bound_logged: false,
             providers,
         };
         Ok((shell, engine, rx, timers_rx))
@@ -286,6 +289,18 @@ impl RpcShell {
                 "rpc: {} keys are known, the most kept; new nodes' keys are not learnt (counted \
                  in ferry_rpc_keys_not_learnt_total; `ferry keys forget` makes room)",
                 rpc::MAX_LEARNT_KEYS
+            );
+        }
+        if !self.served_bound_logged
+            && engine.stats().served_table_full + engine.stats().served_caller_full > 0
+        {
+            self.served_bound_logged = true;
+            tracing::warn!(
+                "rpc: new calls are dropped unheard: this node keeps its most served-call \
+                 records ({} kept; [rpc] max_served_calls, and max_served_calls_per_caller for \
+                 one caller), each until its call's deadline plus an hour (counted in \
+                 ferry_rpc_calls_dropped_unheard_total)",
+                engine.served_records()
             );
         }
         if !self.presented_bound_logged && engine.stats().presented_keys_dropped > 0 {
@@ -503,6 +518,8 @@ fn engine_config(config: &Config) -> Result<rpc::RpcConfig, StartError> {
     engine.timers.dtn_timeout = config.rpc.dtn_timeout;
     engine.max_file_bytes = config.rpc.file_budget;
     engine.finished_in_memory = config.rpc.finished_in_memory;
+    engine.max_served_calls = config.rpc.max_served_calls;
+    engine.max_served_calls_per_caller = config.rpc.max_served_calls_per_caller;
     engine.trusted_servers = config
         .rpc
         .trusted_servers

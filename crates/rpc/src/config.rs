@@ -105,6 +105,14 @@ pub struct RpcConfig {
     /// call cost ≈55 µs of CPU and a node's rate fell through a long run; with 256, ≈49 µs and
     /// no fall). What is older is one SQLite read away (by id), and 256 still lists a screenful.
     pub finished_in_memory: usize,
+    /// Served-call records kept at once, in memory and in the store together (each stays until
+    /// its call's deadline plus `retention`). When this many are kept, a new call from another
+    /// node is dropped unheard: no record, no reply, never run; a later copy is served once
+    /// there is room. 1,000,000 by default (a null call's record is a few hundred bytes).
+    pub max_served_calls: usize,
+    /// Served-call records one caller (by key) may have among them, so that one peer cannot
+    /// take the whole table: 250,000 by default, a quarter of it.
+    pub max_served_calls_per_caller: usize,
     /// The server-wide predicate, checked before a procedure's own.
     pub accept: Requirement,
     /// The procedures this node offers.
@@ -134,6 +142,8 @@ impl Default for RpcConfig {
             retry_interval: Duration::from_secs(5),
             retention: Duration::from_secs(3_600),
             finished_in_memory: 256,
+            max_served_calls: 1_000_000,
+            max_served_calls_per_caller: 250_000,
             accept: Requirement::always(),
             procedures: Vec::new(),
             pinned_keys: Vec::new(),

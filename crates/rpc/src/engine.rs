@@ -596,6 +596,12 @@ pub struct RpcStats {
     pub reruns: u64,
     /// Executions stopped, and their callers answered `server_stopped`, by a graceful stop.
     pub stopped: u64,
+    /// New calls from other nodes dropped unheard because the node keeps
+    /// [`RpcConfig::max_served_calls`] served-call records.
+    pub served_table_full: u64,
+    /// New calls dropped unheard because their caller has
+    /// [`RpcConfig::max_served_calls_per_caller`] served-call records.
+    pub served_caller_full: u64,
 }
 
 // ----- internal state -----
@@ -775,6 +781,8 @@ pub struct Rpc {
     by_call: BTreeMap<CallId, BTreeSet<PublicKey>>,
     /// What may leave memory for the store, and how far it has.
     archive: Archive,
+    /// Served-call records kept, in memory and in the store, and each caller's share.
+    served: served::ServedCount,
     jobs: BTreeMap<JobId, ServeKey>,
     next_job: u64,
     /// This node's identity and what it knows of other nodes' keys.
@@ -935,6 +943,7 @@ impl Rpc {
             writes: Writes::default(),
             by_call: BTreeMap::new(),
             archive: Archive::default(),
+            served: served::ServedCount::default(),
             jobs: BTreeMap::new(),
             next_job: 1,
             notices: BTreeMap::new(),
@@ -1055,6 +1064,12 @@ impl Rpc {
     /// finished (see [`RpcConfig::finished_in_memory`]).
     pub fn calls_in_memory(&self) -> (usize, usize) {
         (self.calls.len(), self.serving.len())
+    }
+
+    /// How many served-call records this node keeps, in memory and in the store together
+    /// (bounded by [`RpcConfig::max_served_calls`]).
+    pub fn served_records(&self) -> usize {
+        self.served.total()
     }
 
     /// The calls this node serves or served that it keeps in memory, the latest deadline
@@ -2028,6 +2043,7 @@ impl Rpc {
         let Some(s) = removed else {
             return;
         };
+        self.served.remove(&key.caller);
         if self.archive.serving.get(&(s.call.deadline, key.id)) == Some(&key.caller) {
             self.archive.serving.remove(&(s.call.deadline, key.id));
         }
@@ -2043,6 +2059,7 @@ mod archive;
 mod client;
 mod keys;
 mod persist;
+mod served;
 mod server;
 
 pub use keys::{KeyError, KeySource, KnownKey, MAX_LEARNT_KEYS, PresentedKey};

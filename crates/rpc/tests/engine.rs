@@ -2211,3 +2211,143 @@ fn served_calls_are_listed_with_where_they_stand() {
     assert_eq!(state(jobs[1].call), "running");
     assert_eq!(rpc.served_views(1).len(), 1);
 }
+
+// ----- the served-call records a stranger can make are bounded -----
+
+/// A call `n` from `caller` to a procedure the server does not offer, due in two hours: what a
+/// peer growing the server's tables would send (refused, and the refusal recorded).
+fn call_to_nothing(caller: &str, n: u8) -> Message {
+    Message::Call(Call {
+        id: CallId([n; 16]),
+        caller: eid(caller),
+        mode: Mode::Explicit,
+        server: Some(eid("dtn://server/")),
+        procedure: "nothing".into(),
+        params: vec![],
+        requirements: String::new(),
+        deadline: NOW + Duration::from_secs(7_200),
+        transport: Transport::Dtn,
+    })
+}
+
+#[test]
+fn a_flood_of_new_calls_fills_the_served_records_to_their_bound_and_dropped_calls_never_run() {
+    let bounded = |c: &mut RpcConfig| {
+        c.max_served_calls = 6;
+        c.max_served_calls_per_caller = 4;
+        // Records leave memory and are swept from the store: both ways of going are counted.
+        c.finished_in_memory = 1;
+    };
+    let (mut node, mut rpc) = server_with(bounded);
+    let flooder = Identity::from_secret([1; 32]);
+    let other = Identity::from_secret([3; 32]);
+    let mut seq = 0;
+    let mut send = |node: &mut Node, rpc: &mut Rpc, by: &Identity, caller: &str, n: u8| {
+        seq += 1;
+        deliver(
+            node,
+            rpc,
+            sealed_by(by, 2, &call_to_nothing(caller, n), n),
+            seq,
+        );
+    };
+    let replies = |node: &Node| node.store().list().unwrap().len();
+
+    // One caller gets its share, four records; its next two calls are dropped unheard.
+    for n in 1..=6 {
+        send(&mut node, &mut rpc, &flooder, "dtn://client/", n);
+    }
+    assert_eq!(rpc.stats().calls_rejected, 4);
+    assert_eq!(rpc.stats().served_caller_full, 2);
+    assert_eq!(replies(&node), 4, "a dropped call gets no reply");
+    // Another caller still has room, until the whole table is full.
+    for n in 11..=13 {
+        send(&mut node, &mut rpc, &other, "dtn://other/", n);
+    }
+    assert_eq!(rpc.stats().calls_rejected, 6);
+    assert_eq!(rpc.stats().served_table_full, 1);
+    assert_eq!(rpc.served_records(), 6);
+    assert_eq!(rows(&node, store::RpcTable::Dedup), 6);
+    assert_eq!(rpc.calls_in_memory().1, 1, "the rest left memory");
+
+    // A copy of a recorded call is still answered from its record: the bound never costs a
+    // call its answer. A call the node serves itself is always recorded.
+    send(&mut node, &mut rpc, &flooder, "dtn://client/", 1);
+    assert_eq!(rpc.stats().duplicates, 1);
+    assert_eq!(replies(&node), 7);
+    let own = rpc::CallRequest::new(rpc::Target::Node(eid("dtn://server/")), "nothing", vec![]);
+    rpc.call(NOW, &mut node, own).expect("a call to itself");
+    assert_eq!(
+        rpc.stats().calls_rejected,
+        7,
+        "its own call is heard (and refused)"
+    );
+    assert_eq!(rpc.stats().served_table_full, 1);
+    assert_eq!(rpc.served_records(), 7);
+
+    // A restart finds the records and the bound holds.
+    let (mut node, mut rpc) = {
+        let mut node = Node::new(
+            NodeConfig::new(eid("dtn://server/")),
+            node.into_store(),
+            NOW + Duration::from_millis(10),
+        );
+        let mut config = RpcConfig::default();
+        bounded(&mut config);
+        let rpc = Rpc::new(
+            config,
+            Identity::from_secret([2; 32]),
+            [9; 32],
+            &mut node,
+            NOW + Duration::from_millis(10),
+        );
+        (node, rpc)
+    };
+    assert_eq!(rpc.served_records(), 7);
+    send(&mut node, &mut rpc, &other, "dtn://other/", 14);
+    assert_eq!(rpc.stats().served_table_full, 1);
+    assert_eq!(rpc.stats().calls_rejected, 0);
+
+    // Once the records' time is up (deadline plus the hour of retention) the sweep removes
+    // them and makes room: a copy of a call dropped earlier is now heard, once.
+    run_timers_until(
+        &mut rpc,
+        &mut node,
+        NOW + Duration::from_secs(7_200 + 3_600 + 120),
+    );
+    assert_eq!(rows(&node, store::RpcTable::Dedup), 0);
+    assert_eq!(rpc.served_records(), 0);
+    let mut late = call_to_nothing("dtn://client/", 5);
+    if let Message::Call(c) = &mut late {
+        c.deadline = NOW + Duration::from_secs(20_000);
+    }
+    let later = NOW + Duration::from_secs(7_200 + 3_600 + 120);
+    let sealed = Bytes::from(sealed_by(&flooder, 2, &late, 5));
+    for _ in 0..2 {
+        seq_deliver(&mut node, &mut rpc, later, sealed.clone());
+    }
+    assert_eq!(rpc.stats().calls_rejected, 1);
+    assert_eq!(rpc.stats().duplicates, 1);
+    assert_eq!(rpc.served_records(), 1);
+}
+
+/// `payload` delivered at `now` (a bundle of its own each time).
+fn seq_deliver(node: &mut Node, rpc: &mut Rpc, now: DtnTime, payload: Bytes) {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000);
+    let event = Event::Delivered(Delivery {
+        id: BundleId {
+            source: eid("dtn://client/~rpc"),
+            creation: CreationTimestamp {
+                time: now,
+                sequence: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            },
+            fragment: None,
+        },
+        destination: eid("dtn://server/~rpc"),
+        class: Class::Dtn,
+        created: now,
+        expiry: now + Duration::from_millis(60_000),
+        payload,
+    });
+    assert!(rpc.handle_node_event(now, node, &event));
+}

@@ -752,3 +752,58 @@ async fn a_commit_nobody_waits_for_is_synced_on_a_quiet_node() {
     assert!(synced >= 1, "the call's records were never synced");
     a.shut_down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_a_callers_share_of_served_records_are_dropped_unheard_and_counted() {
+    // Bravo keeps at most 4 served-call records of any one caller (each until its deadline
+    // plus an hour): alpha's fifth call is neither run nor answered, and waits out its
+    // deadline as for a lost bundle.
+    let dirs = (TempDir::new("rpc"), TempDir::new("rpc"));
+    let pb = free_port();
+    let mut bravo = client("bravo", dirs.1.path(), pb, &[]);
+    bravo.rpc.max_served_calls_per_caller = 4;
+    let b = daemon::start(bravo).await.unwrap();
+    let a = daemon::start(client("alpha", dirs.0.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&a, 1).await;
+    for _ in 0..4 {
+        null_call(&a).await;
+    }
+    let mut fifth = call("bravo", "null", vec![]);
+    fifth.deadline = Some("3s".into());
+    let unheard = a
+        .control
+        .call_for_outcome(fifth, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(unheard.finished(), "{unheard:#?}");
+    assert!(unheard.replies.is_empty(), "{unheard:#?}");
+    let status = b.control.ask(Request::Status).await.unwrap();
+    assert_eq!(status.rpc.executions, 4, "the dropped call never ran");
+    assert_eq!(metric(&b, "ferry_rpc_served_records").await, 4);
+    // Every copy the caller sent (by stream, then by dtn) is dropped and counted.
+    assert!(
+        metric(
+            &b,
+            "ferry_rpc_calls_dropped_unheard_total{bound=\"caller\"}"
+        )
+        .await
+            >= 1
+    );
+    assert_eq!(
+        metric(&b, "ferry_rpc_calls_dropped_unheard_total{bound=\"total\"}").await,
+        0
+    );
+    // Another node's calls still have room.
+    let dir_c = TempDir::new("rpc");
+    let c = daemon::start(client("charlie", dir_c.path(), free_port(), &[tcpcl(pb)]))
+        .await
+        .unwrap();
+    wait_for_peers(&c, 1).await;
+    null_call(&c).await;
+    assert_eq!(metric(&b, "ferry_rpc_served_records").await, 5);
+    a.shut_down().await;
+    b.shut_down().await;
+    c.shut_down().await;
+}

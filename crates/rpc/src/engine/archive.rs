@@ -292,6 +292,12 @@ impl Rpc {
                 }
                 if done(self, &key, value).is_some() {
                     self.persist(node, table, &key, None);
+                    // A served call's record gone for good: its caller's count goes with it.
+                    if table == RpcTable::Dedup
+                        && let Some(served) = key.get(8..).and_then(parse_serve_key)
+                    {
+                        self.served.remove(&served.caller);
+                    }
                 }
             }
             if !full {
@@ -306,7 +312,7 @@ impl Rpc {
 }
 
 /// (caller key, call id) from the 48 bytes of [`serve_key_bytes`].
-fn parse_serve_key(bytes: &[u8]) -> Option<ServeKey> {
+pub(super) fn parse_serve_key(bytes: &[u8]) -> Option<ServeKey> {
     let (caller, id) = bytes.split_first_chunk::<32>()?;
     Some(ServeKey::new(
         PublicKey(*caller),

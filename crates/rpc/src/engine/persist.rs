@@ -447,9 +447,16 @@ impl Rpc {
                 rpc.stats.damaged_records += 1;
                 return;
             };
+            // Every row the sweep may remove counts against the bound, also one whose value
+            // is damaged (its key names the caller): the sweep takes those too.
+            let caller = match row {
+                RowOrder::Since(_) => k.get(8..).and_then(archive::parse_serve_key),
+                _ => None,
+            };
             match Self::parse_serving(v, outbox.contains(&k), row) {
                 Ok(s) => {
                     let key = ServeKey::new(s.caller_key, s.call.id);
+                    rpc.served.add(key.caller);
                     match s.state {
                         ServeState::Running(_) => interrupted.push(key),
                         ServeState::WaitingFiles => waiting.push(key),
@@ -463,7 +470,12 @@ impl Rpc {
                     rpc.serving.insert(key, Box::new(s));
                     rpc.offer_serving_to_leave(key);
                 }
-                Err(_) => rpc.stats.damaged_records += 1,
+                Err(_) => {
+                    rpc.stats.damaged_records += 1;
+                    if let Some(key) = caller {
+                        rpc.served.add(key.caller);
+                    }
+                }
             }
         });
         for key in interrupted {

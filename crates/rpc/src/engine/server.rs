@@ -247,7 +247,11 @@ impl Rpc {
         // a dozen allocations).
         let running = self.jobs.len() as f64;
         self.facts.set("running", running);
-        match self.admit(now, &call, caller_key) {
+        let admission = self.admit(now, &call, caller_key);
+        if !matches!(admission, Admission::Ignore) && !self.room_to_serve(&caller_key) {
+            return;
+        }
+        match admission {
             Admission::Accept(params) => call.params = params,
             Admission::Ignore => return,
             Admission::Skip => {
@@ -277,6 +281,29 @@ impl Rpc {
         self.save_serving(node, &key);
         self.try_start(now, node, key);
         self.arm_serving(key);
+    }
+
+    /// Whether a new call from `caller` may be recorded (see `served.rs`); if not, it is
+    /// counted, and dropped unheard by the caller of this. The node's own calls always may.
+    fn room_to_serve(&mut self, caller: &PublicKey) -> bool {
+        if *caller == self.public_key() {
+            return true;
+        }
+        match self.served.room_for(
+            caller,
+            self.config.max_served_calls,
+            self.config.max_served_calls_per_caller,
+        ) {
+            Ok(()) => true,
+            Err(served::NoRoom::Total) => {
+                self.stats.served_table_full += 1;
+                false
+            }
+            Err(served::NoRoom::Caller) => {
+                self.stats.served_caller_full += 1;
+                false
+            }
+        }
     }
 
     /// Starts a call whose files are all here.
@@ -594,7 +621,7 @@ impl Rpc {
         let key = ServeKey::new(caller_key, call.id);
         let deadline = call.deadline;
         self.by_call.entry(call.id).or_default().insert(caller_key);
-        self.serving.insert(
+        let before = self.serving.insert(
             key,
             Box::new(Serving {
                 call,
@@ -614,6 +641,9 @@ impl Rpc {
                 row: RowOrder::Since(deadline),
             }),
         );
+        if before.is_none() {
+            self.served.add(caller_key);
+        }
     }
 
     fn reject(
