@@ -52,7 +52,12 @@ fn sealed_call(caller: u8, id: u8) -> Bytes {
         caller: eid(&format!("dtn://c{caller}/")),
         mode: Mode::Explicit,
         server: Some(eid("dtn://server/")),
-        procedure: if id.is_multiple_of(2) { "echo" } else { "nothing" }.into(),
+        procedure: if id.is_multiple_of(2) {
+            "echo"
+        } else {
+            "nothing"
+        }
+        .into(),
         params: vec![Value::Text("x".into())],
         requirements: String::new(),
         deadline: START + Duration::from_secs(600 * (u64::from(id) + 1)),
