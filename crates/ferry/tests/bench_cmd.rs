@@ -79,6 +79,39 @@ fn a_quick_contact_and_queue_bench_writes_its_report_and_cleans_up() {
         "{readme}"
     );
 
+    // Ferry's nodes finding each other by beacons alone: the contact still carries bundles.
+    let by_beacons = dir.join("contact-beacons");
+    let text = bench(
+        &[
+            "contact",
+            "--quick",
+            "--repeat",
+            "1",
+            "--sizes",
+            "1MB",
+            "--total",
+            "5MB",
+            "--up",
+            "2s",
+            "--period",
+            "4s",
+            "--discovery",
+            "--dtnd",
+            "none",
+        ],
+        &by_beacons,
+    );
+    let csv = std::fs::read_to_string(by_beacons.join("contact.csv")).unwrap();
+    let ferry: Vec<&str> = csv.lines().filter(|l| l.contains(",ferry,")).collect();
+    assert_eq!(ferry.len(), 1, "{csv}");
+    let share: f64 = ferry[0].split(',').nth(4).unwrap().parse().unwrap();
+    assert!(
+        share > 0.0 && share <= 100.0,
+        "by beacons, Ferry delivered {share} % of the capacity:\n{csv}\n{text}"
+    );
+    let readme = std::fs::read_to_string(by_beacons.join("README.md")).unwrap();
+    assert!(readme.contains("by their beacons alone"), "{readme}");
+
     let queue = dir.join("queue");
     let text = bench(
         &[

@@ -3,7 +3,8 @@
 //! fresh nodes:
 //!
 //! 1. the link a – b is down and limited by `tc tbf` to the rate; b is started, then a with b as
-//!    its static peer (discovery off);
+//!    its static peer (discovery off), or, with `--discovery`, Ferry's two nodes to find each
+//!    other by beacons alone;
 //! 2. `--total` bytes in bundles of one size are queued at a for `dtn://b/bench` through a's API;
 //!    the link stays down for the rest of the down time (`--period` − `--up`);
 //! 3. contacts: the link is up for `--up`, then down until the next period starts, until every
@@ -18,7 +19,7 @@
 //! transfers cut and kept as reactive fragments at b.
 //!
 //! It never tunes either node beyond what is stated (Ferry: defaults, `--no-discovery`, a static
-//! peer; dtnd: defaults, a static peer, janitor 1 s).
+//! peer, or defaults alone with `--discovery`; dtnd: defaults, a static peer, janitor 1 s).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::netns::{Pair, rx_bytes};
-use super::procs::{Impl, Node, Watch, instant_of};
+use super::procs::{Impl, Node, Peering, Watch, instant_of};
 use super::stats::Spread;
 use super::{
     Common, WorkDir, check_interrupt, parse_rate, parse_size, pause, rate_text, size_text,
@@ -73,6 +74,11 @@ pub(crate) struct ContactOptions {
     /// e.g. 4MB) [default: whole, as configured by default].
     #[arg(long, value_parser = parse_bundle_piece)]
     bundle_piece: Option<u64>,
+    /// Ferry's nodes find each other by their beacons alone (discovery on, at its defaults; no
+    /// static peer) [default: a dials b as its static peer, discovery off]. dtnd keeps its
+    /// static peer.
+    #[arg(long)]
+    discovery: bool,
 }
 
 fn parse_bundle_piece(s: &str) -> Result<u64, String> {
@@ -88,6 +94,8 @@ pub(crate) struct Plan {
     pub(crate) up: Duration,
     pub(crate) period: Duration,
     pub(crate) bundle_piece: Option<u64>,
+    /// Ferry's nodes find each other by beacons, not as a static peer.
+    pub(crate) discovery: bool,
 }
 
 impl Plan {
@@ -118,6 +126,7 @@ impl Plan {
                 .period
                 .unwrap_or(Duration::from_secs(if quick { 6 } else { 60 })),
             bundle_piece: o.bundle_piece,
+            discovery: o.discovery,
         };
         if plan.up >= plan.period {
             anyhow::bail!(
@@ -320,7 +329,12 @@ fn one_run(
         .bundle_piece
         .map(|piece| vec!["--bundle-piece".to_owned(), piece.to_string()])
         .unwrap_or_default();
-    let (a, b) = Node::start_pair(kind, &pair, work, tag, dtnd, &ferry_args)?;
+    let peering = if plan.discovery {
+        Peering::Beacons
+    } else {
+        Peering::Static
+    };
+    let (a, b) = Node::start_pair(kind, &pair, work, tag, dtnd, &ferry_args, peering)?;
     let count = plan.count(size);
     let feed = a.feed(size, count)?;
     let feed_s: f64 = feed.trim().parse().unwrap_or(f64::NAN);

@@ -113,10 +113,20 @@ pub(crate) struct Node {
     log: PathBuf,
 }
 
+/// How a run's two nodes find each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Peering {
+    /// a dials b as its static peer, discovery off (a field node dialling a known station).
+    Static,
+    /// Ferry's nodes find each other by beacons alone (discovery at its defaults, no static
+    /// peer); dtnd keeps its static peer, as its discovery is not what is measured.
+    Beacons,
+}
+
 impl Node {
-    /// Starts b, then a with b as its static peer, stores fresh under `work` as `<tag>-b` and
-    /// `<tag>-a`: the two nodes of a contact or queue run. `ferry_args` go to both Ferry nodes'
-    /// command lines (none to dtnd's).
+    /// Starts b, then a, stores fresh under `work` as `<tag>-b` and `<tag>-a`: the two nodes of
+    /// a contact or queue run, finding each other as `peering` says. `ferry_args` go to both
+    /// Ferry nodes' command lines (none to dtnd's).
     pub(crate) fn start_pair(
         kind: Impl,
         pair: &Pair,
@@ -124,7 +134,9 @@ impl Node {
         tag: &str,
         dtnd: Option<&Path>,
         ferry_args: &[String],
+        peering: Peering,
     ) -> Result<(Node, Node)> {
+        let beacons = peering == Peering::Beacons && kind != Impl::Dtnd;
         let b = Node::start(
             kind,
             &pair.b,
@@ -133,6 +145,7 @@ impl Node {
             None,
             dtnd,
             ferry_args,
+            beacons,
         )?;
         let peer = format!("{}:4556", super::netns::ADDR_B);
         let a = Node::start(
@@ -140,16 +153,18 @@ impl Node {
             &pair.a,
             "a",
             &work.fresh(&format!("{tag}-a"))?,
-            Some(&peer),
+            (!beacons).then_some(peer.as_str()),
             dtnd,
             ferry_args,
+            beacons,
         )?;
         Ok((a, b))
     }
 
     /// Starts a node named `name` (`dtn://NAME/`) with its store in `dir`; `peer` is b's TCPCL
-    /// address for a (a static peer, discovery off: a field node dialling a known station).
+    /// address for a (a static peer). A Ferry node has discovery off unless `beacons`.
     /// Returns once its API answers.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         kind: Impl,
         ns: &str,
@@ -158,12 +173,17 @@ impl Node {
         peer: Option<&str>,
         dtnd: Option<&Path>,
         ferry_args: &[String],
+        beacons: bool,
     ) -> Result<Node> {
         let log = dir.with_extension("log");
         let mut cmd = match kind {
             Impl::Ferry | Impl::FerryMemory => {
                 let mut cmd = Pair::command(ns, &ferry_exe()?);
-                cmd.args(["node", "--no-discovery", "--node-id"])
+                cmd.arg("node");
+                if !beacons {
+                    cmd.arg("--no-discovery");
+                }
+                cmd.arg("--node-id")
                     .arg(format!("dtn://{name}/"))
                     .arg("--data-dir")
                     .arg(dir);

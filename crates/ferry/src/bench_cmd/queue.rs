@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::netns::{ADDR_B, Pair};
-use super::procs::{Impl, Node, Watch, instant_of};
+use super::procs::{Impl, Node, Peering, Watch, instant_of};
 use super::stats::Spread;
 use super::{Common, WorkDir, check_interrupt, parse_size, pause, size_text};
 
@@ -176,7 +176,15 @@ fn one_run(size: u64, count: u64, kind: Impl, work: &WorkDir, dtnd: Option<&Path
     let pair = Pair::create("q")?;
     pair.set_link(false)?;
     let tag = kind.kind();
-    let (a, b) = Node::start_pair(kind, &pair, work, &format!("q{tag}"), dtnd, &[])?;
+    let (a, b) = Node::start_pair(
+        kind,
+        &pair,
+        work,
+        &format!("q{tag}"),
+        dtnd,
+        &[],
+        Peering::Static,
+    )?;
     a.feed(size, count)?;
     let limit = Duration::from_secs(300);
     let watch = Watch::start(&b, Duration::from_millis(10), count, limit)?;

@@ -258,13 +258,13 @@ fn contact_section(c: &contact::Results) -> String {
         "## Opportunistic contact\n\n\
          Two network namespaces joined by a veth; `tc tbf` on a's end limits a → b to the rate \
          (burst 10 ms of the rate, at least 64 KB; 100 ms of queue). Per rate, bundle size, node \
-         and repeat, fresh namespaces and fresh nodes: the link down, b started, then a with b \
-         as its static peer (discovery off); {} queued at a for `dtn://b/bench` in bundles of \
+         and repeat, fresh namespaces and fresh nodes: the link down, b started, then a {}; {} \
+         queued at a for `dtn://b/bench` in bundles of \
          one size through a's API; the link kept down for the rest of the off time ({} s); then \
          contacts of {} s every {} s (`ip link set up|down` on a's end: both ends lose carrier), \
          until every bundle is at b or the contacts that could carry it all twice, and two \
          more, have passed ({}).\n\n\
-         Nodes: Ferry (this build; defaults, `--no-discovery`, `--peer 10.99.0.2:4556`{}) and \
+         Nodes: Ferry (this build; defaults{}{}) and \
          dtn7-rs `dtnd` 0.21 (defaults: memory store, epidemic routing; `-s \
          tcp://10.99.0.2:4556/b`, `--disable_nd`, janitor 1 s).\n\n\
          What the columns mean:\n\n\
@@ -294,6 +294,12 @@ fn contact_section(c: &contact::Results) -> String {
          `contact.csv` has every run's figures; `contact-timeline.csv` the bytes b's veth had \
          received, every 20 ms of each contact from the first payload on (where the time went: \
          pauses between bundles, or a lower steady rate).\n\n",
+        if p.discovery {
+            "(Ferry's two nodes find each other by their beacons alone, discovery at its \
+             defaults; dtnd's a has b as its static peer)"
+        } else {
+            "with b as its static peer (discovery off)"
+        },
         size_text(p.total),
         (p.period - p.up).as_secs_f64(),
         p.up.as_secs_f64(),
@@ -303,6 +309,11 @@ fn contact_section(c: &contact::Results) -> String {
             .map(|&r| format!("{} at {}", p.max_contacts(r), rate_text(r)))
             .collect::<Vec<_>>()
             .join(", "),
+        if p.discovery {
+            ", discovery on, no static peer"
+        } else {
+            ", `--no-discovery`, `--peer 10.99.0.2:4556`"
+        },
         p.bundle_piece
             .map(|piece| format!(
                 ", `--bundle-piece {piece}`: bundles in pieces of {}",

@@ -104,7 +104,16 @@ pub(crate) fn store_name(kind: Impl) -> &'static str {
 }
 
 fn one_run(pair: &Pair, kind: Impl, size: u64, count: u64, work: &WorkDir) -> Result<(f64, f64)> {
-    let node = Node::start(kind, &pair.a, "s", &work.fresh("store")?, None, None, &[])?;
+    let node = Node::start(
+        kind,
+        &pair.a,
+        "s",
+        &work.fresh("store")?,
+        None,
+        None,
+        &[],
+        false,
+    )?;
     let out = node.agent_output(&[
         "store",
         "--dest",
