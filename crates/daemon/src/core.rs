@@ -78,6 +78,10 @@ pub const FAST_REDIAL_WINDOW: Duration = Duration::from_secs(2);
 /// coming up and then one a period, the first bundle took 0.3, 0.9 and 1.3 s.
 const LINK_UP_BEACON_INTERVAL: Duration = Duration::from_millis(100);
 
+/// In that window, a beacon an interface refused (`EAGAIN`: its queue is not active yet) goes
+/// again this soon: the queue is usually active within milliseconds.
+const LINK_NOT_READY_RETRY: Duration = Duration::from_millis(10);
+
 /// When a link comes up, a session with a transfer in progress that has received nothing for
 /// this long is taken as stalled by the outage, and replaced (see
 /// `cla::tcp::TcpclCommand::ReplaceIfStalled`).
@@ -824,10 +828,16 @@ impl Daemon {
         }
         if self.announcer.is_some() && self.next_beacon <= instant {
             self.announce();
-            let period = if self.in_fast_redial(instant) {
-                self.config.discovery.period.min(LINK_UP_BEACON_INTERVAL)
-            } else {
+            let refused = self
+                .announcer
+                .as_mut()
+                .is_some_and(|a| a.take_would_block());
+            let period = if !self.in_fast_redial(instant) {
                 self.config.discovery.period
+            } else if refused {
+                LINK_NOT_READY_RETRY
+            } else {
+                self.config.discovery.period.min(LINK_UP_BEACON_INTERVAL)
             };
             self.next_beacon = instant + period;
             self.forget_silent_nodes(instant);

@@ -214,6 +214,9 @@ pub struct Announcer {
     sockets: BTreeMap<String, Arc<UdpSocket>>,
     /// For when no interface can be bound to (no privilege for `SO_BINDTODEVICE`).
     fallback: Option<Arc<UdpSocket>>,
+    /// A send since [`Announcer::take_would_block`] was last asked failed with `EAGAIN`: an
+    /// interface that has just come up takes no packets until Linux has activated its queue.
+    would_block: bool,
 }
 
 impl Announcer {
@@ -223,7 +226,13 @@ impl Announcer {
             config,
             sockets: BTreeMap::new(),
             fallback: None,
+            would_block: false,
         }
+    }
+
+    /// Whether a send failed with `EAGAIN` since the last time this was asked.
+    pub fn take_would_block(&mut self) -> bool {
+        std::mem::take(&mut self.would_block)
     }
 
     /// Sends one beacon on every interface; returns how many interfaces it went out on.
@@ -294,7 +303,10 @@ impl Announcer {
             };
             match send(&socket, target) {
                 Ok(()) => sent += 1,
-                Err(e) => tracing::debug!("broadcast on {name}: {e}"),
+                Err(e) => {
+                    self.would_block |= e.kind() == io::ErrorKind::WouldBlock;
+                    tracing::debug!("broadcast on {name}: {e}");
+                }
             }
         }
         if sent == 0 && self.config.interfaces.is_empty() {
