@@ -1593,15 +1593,23 @@ fn a_result_naming_more_files_than_a_message_holds_is_output_too_large_and_keeps
 
 /// A server engine on `node`'s store, `echo` declared idempotent or not.
 fn restarted_server(node: Node, idempotent: bool) -> (Node, Rpc) {
+    restarted_server_with(node, |config| {
+        let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
+        echo.idempotent = idempotent;
+        config.procedures.push(echo);
+    })
+}
+
+/// A server engine on `node`'s store 10 ms later, its configuration the default changed by
+/// `change`.
+fn restarted_server_with(node: Node, change: impl FnOnce(&mut RpcConfig)) -> (Node, Rpc) {
     let mut node = Node::new(
         NodeConfig::new(eid("dtn://server/")),
         node.into_store(),
         NOW + Duration::from_millis(10),
     );
     let mut config = RpcConfig::default();
-    let mut echo = ProcedureSpec::new("echo", vec![ParamType::Text]);
-    echo.idempotent = idempotent;
-    config.procedures.push(echo);
+    change(&mut config);
     let rpc = Rpc::new(
         config,
         Identity::from_secret([2; 32]),
@@ -2286,23 +2294,7 @@ fn a_flood_of_new_calls_fills_the_served_records_to_their_bound_and_dropped_call
     assert_eq!(rpc.served_records(), 7);
 
     // A restart finds the records and the bound holds.
-    let (mut node, mut rpc) = {
-        let mut node = Node::new(
-            NodeConfig::new(eid("dtn://server/")),
-            node.into_store(),
-            NOW + Duration::from_millis(10),
-        );
-        let mut config = RpcConfig::default();
-        bounded(&mut config);
-        let rpc = Rpc::new(
-            config,
-            Identity::from_secret([2; 32]),
-            [9; 32],
-            &mut node,
-            NOW + Duration::from_millis(10),
-        );
-        (node, rpc)
-    };
+    let (mut node, mut rpc) = restarted_server_with(node, bounded);
     assert_eq!(rpc.served_records(), 7);
     send(&mut node, &mut rpc, &other, "dtn://other/", 14);
     assert_eq!(rpc.stats().served_table_full, 1);
