@@ -71,11 +71,11 @@ pub const FAST_REDIAL: Duration = Duration::from_millis(250);
 pub const FAST_REDIAL_WINDOW: Duration = Duration::from_secs(2);
 
 /// For [`FAST_REDIAL_WINDOW`] after a link came up, beacons go out this often instead of once a
-/// period: the first ones, sent as the link comes up, are often lost. Linux activates a link's
-/// queue only when its link watch runs (at most once a second), and until then a send fails
-/// (`EAGAIN`) or goes nowhere; a neighbour's side of the link may come up later too. Measured
-/// in the netns test `a_neighbour_found_only_by_beacons_…`: with one beacon at the link's
-/// coming up and then one a period, the first bundle took 0.3, 0.9 and 1.3 s.
+/// period: the first ones, sent as the link comes up, are often lost. Linux takes packets on a
+/// link only once it has activated the link's queue, a moment after the carrier is up (until
+/// then a send fails with `EAGAIN` or goes nowhere), and a neighbour's side of the link may come
+/// up later too. With one beacon a period, a contact waited up to a period for its session
+/// (docs/performance.md, "A contact's first moments").
 const LINK_UP_BEACON_INTERVAL: Duration = Duration::from_millis(100);
 
 /// In that window, a beacon an interface refused (`EAGAIN`: its queue is not active yet) goes
